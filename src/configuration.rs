@@ -1,0 +1,62 @@
+//! Settings from flags and environment.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct DatabaseSettings {
+    /// Postgres URL. Without it Faultline uses a server on localhost:5432, else runs a private one.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Where the private Postgres cluster and the generated admin token live.
+    #[arg(long, env = "FAULTLINE_DATA_DIR", default_value = ".faultline")]
+    pub data_dir: PathBuf,
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct ServeSettings {
+    #[command(flatten)]
+    pub database: DatabaseSettings,
+    #[arg(long, env = "FAULTLINE_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Admin bearer token. Without it one is generated, stored in the data directory and printed once.
+    #[arg(long, env = "FAULTLINE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    #[command(flatten)]
+    pub limits: Limits,
+    /// Signals of the same job (or node) closer than this fold into one failure.
+    #[arg(long, env = "FAULTLINE_CORRELATION_WINDOW_SECS", default_value_t = 600)]
+    pub correlation_window_secs: u32,
+    /// Load a simulated fleet into an empty database at start.
+    #[arg(long)]
+    pub demo: bool,
+}
+
+/// Bounds on what one request may cost. Documented in the OpenAPI description and README.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Limits {
+    /// Largest request body, after gzip decompression (so gzip bombs stop here too).
+    #[arg(long, env = "FAULTLINE_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Most items in one batch.
+    #[arg(long, env = "FAULTLINE_MAX_BATCH_ITEMS", default_value_t = 10_000)]
+    pub max_batch_items: usize,
+    /// Ingest requests processed at once; beyond that the answer is 503 with Retry-After.
+    #[arg(long, env = "FAULTLINE_MAX_INFLIGHT_INGEST", default_value_t = 32)]
+    pub max_inflight_ingest: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_body_bytes: 16 * 1024 * 1024, max_batch_items: 10_000, max_inflight_ingest: 32 }
+    }
+}
+
+/// What the running app needs to know; held in `ApiContext`.
+#[derive(Clone, Debug)]
+pub struct AppConfig {
+    pub admin_token: String,
+    pub limits: Limits,
+    pub correlation_window: Duration,
+}

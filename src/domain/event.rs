@@ -1,0 +1,245 @@
+//! An ingested signal: parsed and validated once at the edge, so that storage and analytics
+//! only ever see well-formed events.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::taxonomy::{Category, Component, RootCause, Symptom};
+
+pub const MAX_TEXT_LEN: usize = 256;
+pub const MAX_MESSAGE_LEN: usize = 16 * 1024;
+/// Clocks drift, but a signal a day in the future is a broken sender, not a fact.
+pub const MAX_FUTURE_SKEW_HOURS: i64 = 24;
+
+/// One signal as a sender writes it.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct EventInput {
+    /// Idempotency key chosen by the sender: the same id sent again is counted as a duplicate.
+    pub id: Uuid,
+    /// When it happened, RFC 3339 with an offset (e.g. `2026-11-02T10:15:00Z`).
+    #[schema(value_type = String, format = DateTime, example = "2026-11-02T10:15:00Z")]
+    pub occurred_at: String,
+    pub cluster: String,
+    /// Hostname as registered in the inventory.
+    pub node: Option<String>,
+    pub gpu_index: Option<i32>,
+    pub gpu_uuid: Option<String>,
+    /// GPU model as the agent reads it (e.g. "NVIDIA H100 80GB HBM3").
+    pub gpu_model: Option<String>,
+    pub job_id: Option<String>,
+    /// Number of GPUs of the job.
+    pub job_gpus: Option<i32>,
+    /// What was observed. Well-known: xid, sxid, ecc, row_remap, nvlink, nccl_timeout, nccl_error,
+    /// cuda_error, gpu_oom, host_oom, link_flap, link_down, node_unreachable, kernel_panic, power,
+    /// fan, thermal, storage_error, scheduler_error, submission_error, gsp_error, inforom,
+    /// health_check, job_exit, slowdown, low_utilization. Other kinds are accepted and stored.
+    #[schema(example = "xid")]
+    pub kind: String,
+    /// Numeric code, e.g. the XID number. For `ecc`: 1 = correctable (single-bit), 2 = uncorrectable.
+    pub code: Option<i64>,
+    pub symptom: Option<Symptom>,
+    /// Root cause when the sender already knows it; it always wins over the classification catalog.
+    pub root_cause: Option<RootCauseInput>,
+    pub message: Option<String>,
+    /// Free-form facts (an object).
+    #[schema(value_type = Option<Object>)]
+    pub attributes: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Root cause given by the sender; the component must belong to the category.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]
+pub struct RootCauseInput {
+    pub category: Category,
+    pub component: Component,
+}
+
+/// A validated signal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub id: Uuid,
+    pub occurred_at: DateTime<Utc>,
+    pub cluster: String,
+    pub node: Option<String>,
+    pub gpu_index: Option<i32>,
+    pub gpu_uuid: Option<String>,
+    pub gpu_model: Option<String>,
+    pub job_id: Option<String>,
+    pub job_gpus: Option<i32>,
+    pub kind: String,
+    pub code: Option<i64>,
+    pub symptom: Option<Symptom>,
+    pub root_cause: Option<RootCause>,
+    pub message: Option<String>,
+    pub attributes: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Why one item of a batch was refused, and where.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct FieldError {
+    /// JSON path of the offending field inside the item, when there is one (e.g. `root_cause.component`).
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError { field: Some(field.into()), message: message.into() }
+    }
+}
+
+/// Deserialises one batch item and validates it.
+pub fn parse_event(value: serde_json::Value, now: DateTime<Utc>) -> Result<Event, FieldError> {
+    let input: EventInput = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        FieldError {
+            field: (path != "." && !path.is_empty()).then_some(path),
+            message: e.into_inner().to_string(),
+        }
+    })?;
+    validate_event(input, now)
+}
+
+pub fn validate_event(input: EventInput, now: DateTime<Utc>) -> Result<Event, FieldError> {
+    let occurred_at = DateTime::parse_from_rfc3339(input.occurred_at.trim())
+        .map_err(|e| {
+            FieldError::new("occurred_at", format!("'{}' is not an RFC 3339 timestamp: {e}", input.occurred_at))
+        })?
+        .with_timezone(&Utc);
+    if occurred_at > now + Duration::hours(MAX_FUTURE_SKEW_HOURS) {
+        return Err(FieldError::new(
+            "occurred_at",
+            format!("{occurred_at} is more than {MAX_FUTURE_SKEW_HOURS} h in the future"),
+        ));
+    }
+    let cluster = required_text("cluster", input.cluster)?;
+    let kind = parse_kind(&input.kind)?;
+    if let Some(i) = input.gpu_index
+        && !(0..=1023).contains(&i)
+    {
+        return Err(FieldError::new("gpu_index", format!("{i} is not a GPU index (0..=1023)")));
+    }
+    if let Some(n) = input.job_gpus
+        && n <= 0
+    {
+        return Err(FieldError::new("job_gpus", format!("{n} must be positive")));
+    }
+    let root_cause = match input.root_cause {
+        None => None,
+        Some(rc) => Some(
+            RootCause::new(rc.category, rc.component).map_err(|m| FieldError::new("root_cause.component", m))?,
+        ),
+    };
+    let message = match input.message {
+        Some(m) if m.len() > MAX_MESSAGE_LEN => {
+            return Err(FieldError::new("message", format!("longer than {MAX_MESSAGE_LEN} bytes")));
+        }
+        m => m,
+    };
+    Ok(Event {
+        id: input.id,
+        occurred_at,
+        cluster,
+        node: optional_text("node", input.node)?,
+        gpu_index: input.gpu_index,
+        gpu_uuid: optional_text("gpu_uuid", input.gpu_uuid)?,
+        gpu_model: optional_text("gpu_model", input.gpu_model)?,
+        job_id: optional_text("job_id", input.job_id)?,
+        job_gpus: input.job_gpus,
+        kind,
+        code: input.code,
+        symptom: input.symptom,
+        root_cause,
+        message,
+        attributes: input.attributes.unwrap_or_default(),
+    })
+}
+
+/// Kinds are lower-case identifiers so that `XID` and `xid` are one kind.
+fn parse_kind(raw: &str) -> Result<String, FieldError> {
+    let kind = raw.trim().to_ascii_lowercase();
+    if kind.is_empty() || kind.len() > 64 {
+        return Err(FieldError::new("kind", "must be 1 to 64 characters"));
+    }
+    if !kind.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')) {
+        return Err(FieldError::new("kind", format!("'{raw}' may only contain letters, digits, '_', '-' and '.'")));
+    }
+    Ok(kind)
+}
+
+pub fn required_text(field: &str, value: String) -> Result<String, FieldError> {
+    let v = value.trim();
+    if v.is_empty() {
+        return Err(FieldError::new(field, "must not be empty"));
+    }
+    if v.len() > MAX_TEXT_LEN || v.chars().any(char::is_control) {
+        return Err(FieldError::new(field, format!("must be at most {MAX_TEXT_LEN} bytes of printable text")));
+    }
+    Ok(v.to_string())
+}
+
+pub fn optional_text(field: &str, value: Option<String>) -> Result<Option<String>, FieldError> {
+    match value {
+        None => Ok(None),
+        Some(v) if v.trim().is_empty() => Ok(None),
+        Some(v) => required_text(field, v).map(Some),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn now() -> DateTime<Utc> {
+        "2026-11-30T12:00:00Z".parse().unwrap()
+    }
+
+    fn valid() -> serde_json::Value {
+        json!({
+            "id": "6f1c1a52-8a4e-4c59-9b59-0a8d2f6d7d01",
+            "occurred_at": "2026-11-30T10:00:00+01:00",
+            "cluster": "c1", "node": "n1", "kind": "XID", "code": 79,
+            "root_cause": {"category": "hardware", "component": "gpu"},
+            "attributes": {"pci": "0000:3b:00.0"}
+        })
+    }
+
+    #[test]
+    fn a_valid_event_is_normalised() {
+        let e = parse_event(valid(), now()).unwrap();
+        assert_eq!(e.kind, "xid");
+        assert_eq!(e.occurred_at.to_rfc3339(), "2026-11-30T09:00:00+00:00");
+        assert_eq!(e.root_cause, Some(RootCause { category: Category::Hardware, component: Component::Gpu }));
+        assert_eq!(e.attributes["pci"], "0000:3b:00.0");
+    }
+
+    #[test]
+    fn errors_say_which_field() {
+        let cases = [
+            ("occurred_at", json!("2026-11-30 10:00"), "occurred_at"),
+            ("gpu_index", json!("three"), "gpu_index"),
+            ("symptom", json!("exploded"), "symptom"),
+            ("root_cause", json!({"category": "user", "component": "nvlink"}), "root_cause.component"),
+            ("cluster", json!("  "), "cluster"),
+            ("kind", json!("x id"), "kind"),
+            ("job_gpus", json!(0), "job_gpus"),
+            ("occurred_at", json!("2026-12-05T00:00:00Z"), "occurred_at"),
+        ];
+        for (key, value, field) in cases {
+            let mut v = valid();
+            v[key] = value;
+            let err = parse_event(v, now()).unwrap_err();
+            assert_eq!(err.field.as_deref(), Some(field), "{key}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn missing_required_field_is_named() {
+        let mut v = valid();
+        v.as_object_mut().unwrap().remove("cluster");
+        let err = parse_event(v, now()).unwrap_err();
+        assert!(err.message.contains("missing field `cluster`"), "{err:?}");
+    }
+}

@@ -1,0 +1,491 @@
+//! GPU architecture generations and mapping of reported model names to them.
+//!
+//! Model strings arrive from nvidia-smi, DCGM, PCI databases, Kubernetes GPU
+//! feature discovery labels and humans, so the matcher tokenises the name and
+//! looks at whole tokens: substring matching would read "A100" as "A10" or
+//! "L40S" as "L4".
+
+/// NVIDIA GPU architecture generation (data-centre relevant ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GpuGeneration {
+    Volta,
+    Turing,
+    Ampere,
+    Ada,
+    Hopper,
+    Blackwell,
+    Unknown,
+}
+
+impl GpuGeneration {
+    /// Every variant, oldest first, `Unknown` last.
+    pub const ALL: [GpuGeneration; 7] = [
+        GpuGeneration::Volta,
+        GpuGeneration::Turing,
+        GpuGeneration::Ampere,
+        GpuGeneration::Ada,
+        GpuGeneration::Hopper,
+        GpuGeneration::Blackwell,
+        GpuGeneration::Unknown,
+    ];
+
+    /// Stable lowercase identifier (used in storage and APIs).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            GpuGeneration::Volta => "volta",
+            GpuGeneration::Turing => "turing",
+            GpuGeneration::Ampere => "ampere",
+            GpuGeneration::Ada => "ada",
+            GpuGeneration::Hopper => "hopper",
+            GpuGeneration::Blackwell => "blackwell",
+            GpuGeneration::Unknown => "unknown",
+        }
+    }
+
+    /// Inverse of [`as_str`](Self::as_str); case-insensitive, surrounding
+    /// whitespace ignored. "lovelace"/"ada lovelace" are accepted for `Ada`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.trim().to_ascii_lowercase();
+        match s.as_str() {
+            "volta" => Some(GpuGeneration::Volta),
+            "turing" => Some(GpuGeneration::Turing),
+            "ampere" => Some(GpuGeneration::Ampere),
+            "ada" | "lovelace" | "ada lovelace" | "ada_lovelace" | "ada-lovelace" => {
+                Some(GpuGeneration::Ada)
+            }
+            "hopper" => Some(GpuGeneration::Hopper),
+            "blackwell" => Some(GpuGeneration::Blackwell),
+            "unknown" => Some(GpuGeneration::Unknown),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for GpuGeneration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A token split as `<letters><digits><letters>`, e.g. "l40s" -> ("l", 40, "s").
+struct ModelToken<'a> {
+    prefix: &'a str,
+    number: u32,
+    suffix: &'a str,
+}
+
+fn split_model_token(tok: &str) -> Option<ModelToken<'_>> {
+    let b = tok.as_bytes();
+    let p_end = b.iter().position(|c| !c.is_ascii_alphabetic())?;
+    let d_len = b[p_end..].iter().take_while(|c| c.is_ascii_digit()).count();
+    // Cap the digit run so parsing cannot overflow on garbage.
+    if d_len == 0 || d_len > 6 {
+        return None;
+    }
+    let d_end = p_end + d_len;
+    let suffix = &tok[d_end..];
+    // Only letters may follow ("a10g", "v100s", "h100nvl"); anything else
+    // (e.g. "sxm5" has digits after letters but that is a prefix+number) is
+    // not a model token of the shape we know.
+    if !suffix.bytes().all(|c| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    Some(ModelToken {
+        prefix: &tok[..p_end],
+        number: tok[p_end..d_end].parse().ok()?,
+        suffix,
+    })
+}
+
+/// Classify a data-centre / workstation model token such as "h100" or "a6000".
+fn classify_model_token(t: &ModelToken<'_>) -> Option<GpuGeneration> {
+    use GpuGeneration::*;
+    let n = t.number;
+    let g = match t.prefix {
+        // Chip codenames: GV100, TU102, GA100, AD102, GH100/GH200, GB200/GB202/GB10.
+        "gv" => Volta,
+        "tu" => Turing,
+        "ga" => Ampere,
+        "ad" => Ada,
+        "gh" => Hopper,
+        "gb" => Blackwell,
+        "v" if n == 100 => Volta,
+        // T4 plus the Turing Quadro T-series (T400 … T2000).
+        "t" if matches!(n, 4 | 400 | 500 | 550 | 600 | 1000 | 1200 | 2000) => Turing,
+        // Data-centre Ampere (A2 … A800) and RTX A-series workstation cards.
+        "a" if matches!(
+            n,
+            2 | 10
+                | 16
+                | 30
+                | 40
+                | 100
+                | 800
+                | 400
+                | 500
+                | 1000
+                | 2000
+                | 3000
+                | 4000
+                | 4500
+                | 5000
+                | 5500
+                | 6000
+        ) =>
+        {
+            Ampere
+        }
+        "l" if matches!(n, 2 | 4 | 20 | 40) => Ada,
+        "h" if matches!(n, 20 | 100 | 200 | 800) => Hopper,
+        "b" if matches!(n, 30 | 40 | 100 | 200 | 300) => Blackwell,
+        _ => return None,
+    };
+    // Suffixes seen in the wild; anything longer is more likely a different
+    // product line than a variant, so refuse rather than guess.
+    if t.suffix.len() > 3 {
+        return None;
+    }
+    Some(g)
+}
+
+/// Consumer / Quadro RTX numbers ("RTX 4090", "Quadro RTX 8000", "GTX 1660").
+fn classify_consumer_number(n: u32) -> Option<GpuGeneration> {
+    use GpuGeneration::*;
+    match n {
+        // Quadro RTX 3000/4000/5000/6000/8000 are Turing; the Ada and
+        // Blackwell workstation cards carry an "Ada"/"Blackwell"/"PRO" marker
+        // that is handled before we get here.
+        3000 | 4000 | 5000 | 6000 | 8000 => Some(Turing),
+        1650..=1699 => Some(Turing),
+        2000..=2099 => Some(Turing),
+        3000..=3099 => Some(Ampere),
+        4000..=4099 => Some(Ada),
+        5000..=5099 => Some(Blackwell),
+        _ => None,
+    }
+}
+
+/// Map a reported GPU model name to its architecture generation.
+///
+/// Case-insensitive; vendor prefixes ("NVIDIA", "Tesla", "GeForce", "Quadro"),
+/// form factors ("SXM4", "PCIe", "NVL") and memory suffixes ("80GB", "HBM3")
+/// are tolerated. Unrecognised input yields [`GpuGeneration::Unknown`].
+pub fn generation_of(model: &str) -> GpuGeneration {
+    use GpuGeneration::*;
+    let lower = model.to_ascii_lowercase();
+    let tokens: Vec<&str> = lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .collect();
+    if tokens.is_empty() {
+        return Unknown;
+    }
+
+    // An explicit architecture word wins: "RTX 6000 Ada Generation" must not
+    // fall through to the Turing "Quadro RTX 6000" rule below.
+    for t in &tokens {
+        match *t {
+            "volta" => return Volta,
+            "turing" => return Turing,
+            "ampere" => return Ampere,
+            "ada" | "lovelace" => return Ada,
+            "hopper" => return Hopper,
+            "blackwell" => return Blackwell,
+            _ => {}
+        }
+    }
+
+    for t in &tokens {
+        if let Some(g) = split_model_token(t).and_then(|mt| classify_model_token(&mt)) {
+            return g;
+        }
+    }
+
+    let has = |w: &str| tokens.contains(&w);
+    // Brand words may be glued to the number ("RTX3060").
+    let branded = tokens.iter().any(|t| {
+        t.starts_with("rtx") || t.starts_with("gtx") || matches!(*t, "geforce" | "quadro" | "titan")
+    });
+    if branded {
+        // "RTX PRO" is a Blackwell-only workstation line.
+        if has("rtx") && has("pro") {
+            return Blackwell;
+        }
+        for (i, t) in tokens.iter().enumerate() {
+            // Bare numbers ("rtx", "4090") or glued ("rtx4090").
+            let num = if t.bytes().all(|c| c.is_ascii_digit()) {
+                // Only trust a bare number right after a brand word, so that
+                // e.g. a bus id or "24" (GB) elsewhere cannot match.
+                let prev = if i > 0 { tokens[i - 1] } else { "" };
+                if matches!(prev, "rtx" | "gtx" | "geforce" | "quadro") && t.len() == 4 {
+                    t.parse::<u32>().ok()
+                } else {
+                    None
+                }
+            } else {
+                split_model_token(t)
+                    .filter(|mt| matches!(mt.prefix, "rtx" | "gtx") && mt.suffix.is_empty())
+                    .map(|mt| mt.number)
+            };
+            if let Some(g) = num.and_then(classify_consumer_number) {
+                return g;
+            }
+        }
+        if has("titan") {
+            if has("v") {
+                return Volta;
+            }
+            if has("rtx") {
+                return Turing;
+            }
+        }
+    }
+    Unknown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GpuGeneration::*;
+    use super::*;
+
+    fn check(cases: &[(&str, GpuGeneration)]) {
+        let mut bad = Vec::new();
+        for (name, want) in cases {
+            let got = generation_of(name);
+            if got != *want {
+                bad.push(format!("{name:?}: got {got:?}, want {want:?}"));
+            }
+        }
+        assert!(bad.is_empty(), "mismatches:\n{}", bad.join("\n"));
+    }
+
+    #[test]
+    fn as_str_parse_round_trip() {
+        for g in GpuGeneration::ALL {
+            assert_eq!(GpuGeneration::parse(g.as_str()), Some(g));
+            assert_eq!(GpuGeneration::parse(&g.as_str().to_uppercase()), Some(g));
+            assert_eq!(g.to_string(), g.as_str());
+        }
+        assert_eq!(GpuGeneration::parse("  Hopper "), Some(Hopper));
+        assert_eq!(GpuGeneration::parse("Ada Lovelace"), Some(Ada));
+        assert_eq!(GpuGeneration::parse(""), None);
+        assert_eq!(GpuGeneration::parse("pascal"), None);
+        assert_eq!(GpuGeneration::parse("h100"), None);
+    }
+
+    #[test]
+    fn all_is_ordered_and_complete() {
+        let strs: Vec<_> = GpuGeneration::ALL.iter().map(|g| g.as_str()).collect();
+        assert_eq!(
+            strs,
+            [
+                "volta",
+                "turing",
+                "ampere",
+                "ada",
+                "hopper",
+                "blackwell",
+                "unknown"
+            ]
+        );
+        let mut sorted = GpuGeneration::ALL;
+        sorted.sort();
+        assert_eq!(sorted, GpuGeneration::ALL);
+        assert!(Volta < Blackwell);
+    }
+
+    #[test]
+    fn hopper_names() {
+        check(&[
+            ("NVIDIA H100 80GB HBM3", Hopper),
+            ("H100-SXM5-80GB", Hopper),
+            ("NVIDIA H100 PCIe", Hopper),
+            ("NVIDIA H100 NVL", Hopper),
+            ("NVIDIA H100NVL", Hopper),
+            ("GH100", Hopper),
+            ("NVIDIA H800", Hopper),
+            ("NVIDIA H800 PCIe", Hopper),
+            ("H20", Hopper),
+            ("NVIDIA H20", Hopper),
+            ("NVIDIA H200", Hopper),
+            ("NVIDIA H200 NVL", Hopper),
+            ("NVIDIA H200 141GB HBM3e", Hopper),
+            ("GH200 480GB", Hopper),
+            ("NVIDIA GH200 480GB", Hopper),
+            ("NVIDIA-H100-80GB-HBM3", Hopper),
+            ("NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", Hopper),
+            ("h100", Hopper),
+            ("DGX H100", Hopper),
+        ]);
+    }
+
+    #[test]
+    fn ampere_names() {
+        check(&[
+            ("A100-SXM4-80GB", Ampere),
+            ("NVIDIA A100-SXM4-40GB", Ampere),
+            ("NVIDIA A100-PCIE-40GB", Ampere),
+            ("NVIDIA A100 80GB PCIe", Ampere),
+            ("NVIDIA A100X", Ampere),
+            ("NVIDIA A800 80GB PCIe", Ampere),
+            ("NVIDIA A800-SXM4-80GB", Ampere),
+            ("A10", Ampere),
+            ("NVIDIA A10", Ampere),
+            ("NVIDIA A10G", Ampere),
+            ("NVIDIA A10M", Ampere),
+            ("A30", Ampere),
+            ("NVIDIA A30X", Ampere),
+            ("A40", Ampere),
+            ("NVIDIA A40-48Q", Ampere),
+            ("A16", Ampere),
+            ("A2", Ampere),
+            ("NVIDIA A2", Ampere),
+            ("NVIDIA RTX A6000", Ampere),
+            ("A6000", Ampere),
+            ("RTX A5000", Ampere),
+            ("NVIDIA RTX A4000", Ampere),
+            ("NVIDIA RTX A2000 12GB", Ampere),
+            ("RTX 3090", Ampere),
+            ("NVIDIA GeForce RTX 3090", Ampere),
+            ("GeForce RTX 3080 Ti", Ampere),
+            ("RTX3060", Ampere),
+            ("GA100", Ampere),
+            ("GA102GL [A40]", Ampere),
+        ]);
+    }
+
+    #[test]
+    fn volta_and_turing_names() {
+        check(&[
+            ("Tesla V100-SXM2-32GB", Volta),
+            ("Tesla V100-SXM2-16GB", Volta),
+            ("Tesla V100-PCIE-32GB", Volta),
+            ("V100S", Volta),
+            ("Tesla V100S-PCIE-32GB", Volta),
+            ("NVIDIA V100", Volta),
+            ("GV100GL [Tesla V100 SXM2 32GB]", Volta),
+            ("Quadro GV100", Volta),
+            ("NVIDIA TITAN V", Volta),
+            ("Tesla T4", Turing),
+            ("T4", Turing),
+            ("NVIDIA T4G", Turing),
+            ("TU104GL [Tesla T4]", Turing),
+            ("Quadro RTX 8000", Turing),
+            ("Quadro RTX 6000", Turing),
+            ("Quadro RTX 5000", Turing),
+            ("RTX 6000", Turing),
+            ("NVIDIA T1000 8GB", Turing),
+            ("NVIDIA GeForce RTX 2080 Ti", Turing),
+            ("GeForce GTX 1660 SUPER", Turing),
+            ("NVIDIA TITAN RTX", Turing),
+        ]);
+    }
+
+    #[test]
+    fn ada_names() {
+        check(&[
+            ("NVIDIA L4", Ada),
+            ("L4", Ada),
+            ("L40", Ada),
+            ("NVIDIA L40", Ada),
+            ("L40S", Ada),
+            ("NVIDIA L40S", Ada),
+            ("NVIDIA L20", Ada),
+            ("NVIDIA RTX 6000 Ada Generation", Ada),
+            ("RTX 6000 Ada", Ada),
+            ("NVIDIA RTX 4000 SFF Ada Generation", Ada),
+            ("NVIDIA RTX 2000 Ada Generation", Ada),
+            ("GeForce RTX 4090", Ada),
+            ("NVIDIA GeForce RTX 4090 D", Ada),
+            ("RTX 4080 SUPER", Ada),
+            ("AD102GL [L40S]", Ada),
+        ]);
+    }
+
+    #[test]
+    fn blackwell_names() {
+        check(&[
+            ("B100", Blackwell),
+            ("B200", Blackwell),
+            ("NVIDIA B200", Blackwell),
+            ("NVIDIA GB200", Blackwell),
+            ("GB200", Blackwell),
+            ("GB300", Blackwell),
+            ("NVIDIA GB300", Blackwell),
+            ("B300", Blackwell),
+            ("NVIDIA B300 SXM6 AC", Blackwell),
+            ("NVIDIA B200 180GB HBM3e", Blackwell),
+            ("NVIDIA-B200", Blackwell),
+            ("HGX B200", Blackwell),
+            ("RTX PRO 6000 Blackwell", Blackwell),
+            ("NVIDIA RTX PRO 6000 Blackwell Server Edition", Blackwell),
+            ("NVIDIA RTX PRO 6000", Blackwell),
+            ("RTX 5090", Blackwell),
+            ("NVIDIA GeForce RTX 5090", Blackwell),
+            ("NVIDIA GB10", Blackwell),
+            ("GB202", Blackwell),
+        ]);
+    }
+
+    #[test]
+    fn near_miss_names_are_not_confused() {
+        // Whole-token matching: each of these contains another model as a
+        // substring.
+        assert_eq!(generation_of("A100"), Ampere);
+        assert_eq!(generation_of("A10"), Ampere);
+        assert_eq!(generation_of("L40S"), Ada);
+        assert_eq!(generation_of("L4"), Ada);
+        assert_eq!(generation_of("H20"), Hopper);
+        assert_eq!(generation_of("H200"), Hopper);
+        assert_eq!(generation_of("GB200"), Blackwell);
+        assert_eq!(generation_of("B200"), Blackwell);
+        // Same digits, different generation by marker word.
+        assert_eq!(generation_of("Quadro RTX 6000"), Turing);
+        assert_eq!(generation_of("NVIDIA RTX A6000"), Ampere);
+        assert_eq!(generation_of("NVIDIA RTX 6000 Ada Generation"), Ada);
+        assert_eq!(generation_of("NVIDIA RTX PRO 6000 Blackwell"), Blackwell);
+        // Memory sizes must not be taken as model numbers.
+        assert_eq!(generation_of("NVIDIA 80GB"), Unknown);
+        assert_eq!(generation_of("GeForce RTX 24GB"), Unknown);
+    }
+
+    #[test]
+    fn case_and_separator_insensitive() {
+        check(&[
+            ("nvidia h100 80gb hbm3", Hopper),
+            ("NVIDIA_H100_80GB_HBM3", Hopper),
+            ("  tesla   v100s  ", Volta),
+            ("nvidia/a100", Ampere),
+            ("Nvidia GeForce Rtx 4090", Ada),
+            ("H100 (SXM5, 80 GB)", Hopper),
+        ]);
+    }
+
+    #[test]
+    fn unknown_and_garbage() {
+        check(&[
+            ("", Unknown),
+            ("   ", Unknown),
+            ("---", Unknown),
+            ("NVIDIA", Unknown),
+            ("Tesla", Unknown),
+            ("garbage", Unknown),
+            ("A", Unknown),
+            ("A1", Unknown),
+            ("A99", Unknown),
+            ("H1000", Unknown),
+            ("L400", Unknown),
+            ("X100", Unknown),
+            ("Tesla P100-PCIE-16GB", Unknown),
+            ("Tesla K80", Unknown),
+            ("GeForce GTX 1080 Ti", Unknown),
+            ("NVIDIA TITAN Xp", Unknown),
+            ("AMD Instinct MI300X", Unknown),
+            ("Intel Data Center GPU Max 1550", Unknown),
+            ("99999999999999999999", Unknown),
+            ("a99999999999999999999", Unknown),
+            ("ÄÖÜ h100", Hopper),
+            ("日本語", Unknown),
+        ]);
+    }
+}

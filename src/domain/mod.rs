@@ -1,0 +1,6 @@
+//! Pure domain logic: vocabulary, validation, parsing. Knows nothing of HTTP or SQL.
+pub mod auth;
+pub mod event;
+pub mod gpu;
+pub mod node;
+pub mod taxonomy;

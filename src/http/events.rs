@@ -1,0 +1,214 @@
+//! `POST /v1/events`: batches of signals as JSON or NDJSON, optionally gzip-encoded.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use axum::{Json, Router};
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::ApiContext;
+use super::extract::{Caller, content_type, read_body_limited};
+use crate::domain::auth::Permission;
+use crate::domain::event::{Event, EventInput, FieldError, parse_event};
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::storage;
+
+pub fn router() -> Router<ApiContext> {
+    Router::new().route("/v1/events", post(ingest_events))
+}
+
+/// A JSON batch. NDJSON bodies carry the same items, one per line.
+#[derive(Deserialize, ToSchema)]
+pub struct EventBatch {
+    #[schema(value_type = Vec<EventInput>)]
+    pub events: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct IngestResponse {
+    /// Items of the batch (JSON array elements or NDJSON lines).
+    pub received: usize,
+    /// Newly stored.
+    pub accepted: usize,
+    /// Valid items whose id was already stored (retries): counted, not stored twice.
+    pub duplicates: usize,
+    pub rejected: Vec<RejectedItem>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RejectedItem {
+    /// Zero-based position in the batch (for NDJSON: the line, counting non-blank lines).
+    pub index: usize,
+    /// Reason code: `invalid_json`, `invalid_field`, `forbidden_cluster`.
+    pub reason: String,
+    /// Field path inside the item, when the problem is one field.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+/// Ingest a batch of signals.
+///
+/// Body: `{"events": [...]}` as `application/json`, or one event per line as `application/x-ndjson`;
+/// `Content-Encoding: gzip` accepted. Limits: body at most `FAULTLINE_MAX_BODY_BYTES` (16 MiB by
+/// default) after decompression, at most `FAULTLINE_MAX_BATCH_ITEMS` (10,000) items: larger gets 413.
+/// Each item is validated alone: invalid items are listed in `rejected` with their index and reason,
+/// and the valid ones are stored. The `id` is an idempotency key: an id already stored counts as a
+/// duplicate. A 200 means every accepted item is committed to the database.
+#[utoipa::path(
+    post, path = "/v1/events", tag = "ingest",
+    request_body(content(
+        (EventBatch = "application/json"),
+        (EventInput = "application/x-ndjson")
+    )),
+    responses(
+        (status = 200, description = "Batch processed: accepted items are durably stored; see `rejected` for the others", body = IngestResponse),
+        (status = 400, description = "Body is not valid JSON, is empty, or could not be decompressed", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not ingest, or every item targets a cluster outside the token's scope", body = ErrorBody),
+        (status = 413, description = "Body or batch larger than the documented limits", body = ErrorBody),
+        (status = 415, description = "Content-Type is neither application/json nor application/x-ndjson, or the encoding is not gzip/identity", body = ErrorBody),
+        (status = 422, description = "Every item of the batch was invalid; `details.rejected` lists why", body = ErrorBody),
+        (status = 503, description = "Too many ingest requests in flight; retry after the Retry-After header", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn ingest_events(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<IngestResponse>> {
+    caller.require(Permission::Ingest)?;
+    let _permit = ctx.ingest_permits.clone().try_acquire_owned().map_err(|_| {
+        metrics::counter!("faultline_ingest_shed_total", "endpoint" => "events").increment(1);
+        ApiError::Unavailable { retry_after_secs: 1 }
+    })?;
+    let started = Instant::now();
+    let limits = &ctx.config.limits;
+    let items = match content_type(&headers).as_deref() {
+        Some("application/json") => {
+            let bytes = read_body_limited(&headers, body, limits.max_body_bytes).await?;
+            parse_json_batch(&bytes)?
+        }
+        Some("application/x-ndjson" | "application/ndjson" | "application/jsonlines") => {
+            let bytes = read_body_limited(&headers, body, limits.max_body_bytes).await?;
+            split_ndjson(&bytes)
+        }
+        other => {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "Content-Type {} is not accepted: send application/json or application/x-ndjson",
+                other.unwrap_or("(none)")
+            )));
+        }
+    };
+    if items.is_empty() {
+        return Err(ApiError::bad_request("empty_batch", "the batch holds no events"));
+    }
+    if items.len() > limits.max_batch_items {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "the batch holds {} events; the limit is {}",
+            items.len(),
+            limits.max_batch_items
+        )));
+    }
+
+    let received = items.len();
+    let (valid, rejected, in_batch_duplicates) = validate_batch(items, &caller);
+    for r in &rejected {
+        metrics::counter!("faultline_events_total", "outcome" => "rejected", "reason" => r.reason.clone()).increment(1);
+    }
+    if valid.is_empty() {
+        let forbidden = rejected.iter().all(|r| r.reason == "forbidden_cluster");
+        let details = serde_json::json!({ "rejected": rejected });
+        return Err(if forbidden {
+            ApiError::Forbidden(format!("this token may only write cluster '{}'", caller.cluster.unwrap_or_default()))
+        } else {
+            ApiError::Unprocessable { message: format!("all {received} events were invalid"), details: Some(details) }
+        });
+    }
+    let inserted = storage::events::insert_batch(&ctx.db, &valid).await?;
+    let accepted = inserted.len();
+    let duplicates = valid.len() - accepted + in_batch_duplicates;
+    metrics::counter!("faultline_events_total", "outcome" => "accepted", "reason" => "").increment(accepted as u64);
+    metrics::counter!("faultline_events_total", "outcome" => "duplicate", "reason" => "").increment(duplicates as u64);
+    metrics::histogram!("faultline_ingest_seconds", "endpoint" => "events").record(started.elapsed().as_secs_f64());
+    Ok(Json(IngestResponse { received, accepted, duplicates, rejected }))
+}
+
+/// One batch item before validation: a parsed JSON value, or why its line was not JSON.
+pub type RawItem = Result<serde_json::Value, String>;
+
+fn parse_json_batch(bytes: &[u8]) -> ApiResult<Vec<RawItem>> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("empty_body", "the request body is empty"));
+    }
+    let batch: EventBatch = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::bad_request("invalid_json", format!("body is not a JSON object {{\"events\": [...]}}: {e}"))
+    })?;
+    Ok(batch.events.into_iter().map(Ok).collect())
+}
+
+/// NDJSON: every non-blank line is one item; a malformed line is rejected alone.
+pub fn split_ndjson(bytes: &[u8]) -> Vec<RawItem> {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+        .map(|line| serde_json::from_slice(line).map_err(|e| format!("line is not JSON: {e}")))
+        .collect()
+}
+
+fn validate_batch(items: Vec<RawItem>, caller: &Caller) -> (Vec<Event>, Vec<RejectedItem>, usize) {
+    let mut in_batch_duplicates = 0;
+    let now = Utc::now();
+    let mut seen = HashSet::with_capacity(items.len());
+    let mut valid = Vec::with_capacity(items.len());
+    let mut rejected = Vec::new();
+    for (index, item) in items.into_iter().enumerate() {
+        let reject = |reason: &str, e: FieldError| RejectedItem { index, reason: reason.into(), field: e.field, message: e.message };
+        let event = match item {
+            Err(message) => {
+                rejected.push(reject("invalid_json", FieldError { field: None, message }));
+                continue;
+            }
+            Ok(value) => match parse_event(value, now) {
+                Ok(e) => e,
+                Err(e) => {
+                    rejected.push(reject("invalid_field", e));
+                    continue;
+                }
+            },
+        };
+        if !caller.may_write(&event.cluster) {
+            rejected.push(reject(
+                "forbidden_cluster",
+                FieldError::new("cluster", format!("this token may not write cluster '{}'", event.cluster)),
+            ));
+            continue;
+        }
+        if !seen.insert(event.id) {
+            // The same id twice in one batch is a retry folded into the batch: a duplicate, not an error.
+            in_batch_duplicates += 1;
+            continue;
+        }
+        valid.push(event);
+    }
+    (valid, rejected, in_batch_duplicates)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ndjson_lines_fail_alone() {
+        let items = split_ndjson(b"{\"a\":1}\n\n  \nnot json\n{\"b\":2}");
+        assert_eq!(items.len(), 3);
+        assert!(items[0].is_ok() && items[1].is_err() && items[2].is_ok());
+    }
+}

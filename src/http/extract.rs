@@ -1,0 +1,175 @@
+//! Extractors whose rejections are our JSON errors, never axum's plain text.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::{HeaderMap, Response, StatusCode, header, request::Parts};
+use axum::response::IntoResponse;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use super::ApiContext;
+use crate::domain::auth::{Permission, Role, secret_matches, split_token};
+use crate::error::{ApiError, ErrorBody};
+use crate::storage;
+
+/// JSON body extractor: rejections become `ApiError`s with where the JSON went wrong.
+pub struct AppJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        if !is_json(req.headers()) {
+            return Err(ApiError::UnsupportedMediaType("expected Content-Type: application/json".into()));
+        }
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| body_error(e.status(), e.body_text()))?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            ApiError::bad_request("invalid_json", format!("at `{path}` (line {}, column {}): {inner}", inner.line(), inner.column()))
+        })?;
+        Ok(AppJson(value))
+    }
+}
+
+/// Query-string extractor with JSON rejections.
+pub struct AppQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded_deserializer(query);
+        serde_path_to_error::deserialize(de)
+            .map(AppQuery)
+            .map_err(|e| ApiError::bad_request("invalid_query", format!("query parameter `{}`: {}", e.path(), e.inner())))
+    }
+}
+
+fn serde_urlencoded_deserializer(query: &str) -> serde_urlencoded::Deserializer<'_> {
+    serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()))
+}
+
+pub fn is_json(headers: &HeaderMap) -> bool {
+    content_type(headers).is_some_and(|ct| ct == "application/json" || ct.ends_with("+json"))
+}
+
+/// The media type without parameters, lower-cased.
+pub fn content_type(headers: &HeaderMap) -> Option<String> {
+    let raw = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    Some(raw.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+}
+
+fn body_error(status: StatusCode, text: String) -> ApiError {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::PayloadTooLarge(text)
+    } else {
+        ApiError::bad_request("invalid_body", text)
+    }
+}
+
+/// Reads a whole body, bounded by `limit` bytes after decompression, so gzip bombs stop at the
+/// same limit as plain bodies.
+pub async fn read_body_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    let too_large = || ApiError::PayloadTooLarge(format!("request body exceeds the limit of {limit} bytes"));
+    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        && len > limit as u64
+    {
+        return Err(too_large());
+    }
+    match axum::body::to_bytes(body, limit).await {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            while let Some(s) = source {
+                if s.is::<http_body_util::LengthLimitError>() {
+                    return Err(too_large());
+                }
+                source = s.source();
+            }
+            Err(ApiError::bad_request("invalid_body", format!("could not read the request body: {e}")))
+        }
+    }
+}
+
+/// The authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub role: Role,
+    /// Cluster scope of the token; None = all clusters.
+    pub cluster: Option<String>,
+    pub token_id: Option<Uuid>,
+    pub name: String,
+}
+
+impl Caller {
+    pub fn require(&self, p: Permission) -> Result<(), ApiError> {
+        if self.role.allows(p) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!("a {} token may not make this call", self.role.as_str())))
+        }
+    }
+
+    /// Whether this caller may write data of `cluster`.
+    pub fn may_write(&self, cluster: &str) -> bool {
+        self.cluster.as_deref().is_none_or(|c| c == cluster)
+    }
+}
+
+impl FromRequestParts<ApiContext> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, ctx: &ApiContext) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .ok_or_else(|| ApiError::Unauthorized("missing Authorization: Bearer <token> header".into()))?;
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+            .map(str::trim)
+            .ok_or_else(|| ApiError::Unauthorized("Authorization header must be `Bearer <token>`".into()))?;
+        let admin_hash = crate::domain::auth::hash_secret(&ctx.config.admin_token);
+        if secret_matches(token, &admin_hash) {
+            return Ok(Caller { role: Role::Admin, cluster: None, token_id: None, name: "admin".into() });
+        }
+        let invalid = || ApiError::Unauthorized("invalid or revoked token".into());
+        let (id, secret) = split_token(token).ok_or_else(invalid)?;
+        let stored = storage::tokens::find_active(&ctx.db, id).await?.ok_or_else(invalid)?;
+        if !secret_matches(secret, &stored.secret_hash) {
+            return Err(invalid());
+        }
+        let role = Role::parse(&stored.role).ok_or_else(invalid)?;
+        Ok(Caller { role, cluster: stored.cluster, token_id: Some(id), name: stored.name })
+    }
+}
+
+/// Turns any non-JSON error response (a router 404/405, a tower-http rejection) into our JSON body.
+pub async fn json_errors(response: Response<Body>) -> Response<Body> {
+    let status = response.status();
+    let is_json_body = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if status.as_u16() < 400 || is_json_body {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    let code = status.canonical_reason().unwrap_or("error").to_ascii_lowercase().replace(' ', "_");
+    let message = if text.trim().is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text };
+    let mut out = (status, axum::Json(ErrorBody { error: code, message, details: None })).into_response();
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
+}

@@ -1,0 +1,54 @@
+//! Open endpoints: liveness, readiness (checks the database) and Prometheus metrics.
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::ApiContext;
+use crate::error::{ApiError, ErrorBody};
+
+pub fn router() -> Router<ApiContext> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    pub status: String,
+}
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "The process is alive", body = Health)))]
+pub async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok".into() })
+}
+
+/// Readiness: the database answers.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "Ready: the database answers", body = Health),
+        (status = 503, description = "The database does not answer", body = ErrorBody),
+    ))]
+pub async fn readyz(State(ctx): State<ApiContext>) -> Result<Json<Health>, ApiError> {
+    match sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&ctx.db).await {
+        Ok(_) => Ok(Json(Health { status: "ready".into() })),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness check failed");
+            Err(ApiError::Unavailable { retry_after_secs: 5 })
+        }
+    }
+}
+
+/// Prometheus metrics: requests, events accepted / duplicate / rejected by reason, ingest latency.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Metrics in the Prometheus text exposition format", body = String, content_type = "text/plain")))]
+pub async fn metrics_text(State(ctx): State<ApiContext>) -> impl IntoResponse {
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], ctx.metrics.render())
+}

@@ -1,0 +1,29 @@
+//! HTTP layer: one module per resource, each exposing `router()`.
+
+pub mod events;
+pub mod extract;
+pub mod health;
+pub mod nodes;
+pub mod tokens;
+
+use std::sync::Arc;
+
+use axum::Router;
+use sqlx::PgPool;
+use tokio::sync::Semaphore;
+
+use crate::configuration::AppConfig;
+
+/// Shared state, passed explicitly to every handler.
+#[derive(Clone)]
+pub struct ApiContext {
+    pub config: Arc<AppConfig>,
+    pub db: PgPool,
+    /// Bounds concurrent ingest work (relay-style backpressure: 503 + Retry-After beyond it).
+    pub ingest_permits: Arc<Semaphore>,
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+}
+
+pub fn api_router() -> Router<ApiContext> {
+    Router::new().merge(events::router()).merge(nodes::router()).merge(tokens::router())
+}

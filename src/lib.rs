@@ -1,0 +1,12 @@
+//! Faultline: failure-telemetry warehouse for GPU training clusters.
+pub mod analytics;
+pub mod configuration;
+pub mod database;
+pub mod domain;
+pub mod embedded_pg;
+pub mod error;
+pub mod http;
+pub mod openapi;
+pub mod startup;
+pub mod storage;
+pub mod telemetry;

@@ -1,0 +1,63 @@
+//! The OpenAPI document, generated from the handlers and committed as api/openapi.json.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::http;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Faultline",
+        description = "Failure-telemetry warehouse for GPU clusters that train large models: ingest signals \
+(XIDs, ECC, NVLink, NCCL timeouts, job exits), keep the fleet inventory, classify root causes, fold cascades \
+into failures and answer reliability questions.\n\nEvery `/v1` route needs `Authorization: Bearer <token>`. \
+Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (everything, tokens). Errors are JSON \
+`ErrorBody` objects: `{\"error\": code, \"message\": text, \"details\": optional}`.",
+        license(name = "Apache-2.0")
+    ),
+    paths(
+        http::events::ingest_events,
+        http::nodes::upsert_nodes,
+        http::nodes::list_nodes,
+        http::tokens::create_token,
+        http::tokens::list_tokens,
+        http::tokens::revoke_token,
+        http::health::healthz,
+        http::health::readyz,
+        http::health::metrics_text,
+    ),
+    components(schemas(
+        crate::error::ErrorBody,
+        crate::domain::taxonomy::Category,
+        crate::domain::taxonomy::Component,
+        crate::domain::taxonomy::Symptom,
+    )),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "ingest", description = "Signals from node agents, schedulers and frameworks"),
+        (name = "inventory", description = "The fleet: nodes, GPU models and generations, 128-GPU groups"),
+        (name = "tokens", description = "API tokens and roles (admin)"),
+        (name = "operations", description = "Health, readiness and metrics (no token needed)"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some("Faultline API token")).build()),
+        );
+    }
+}
+
+/// The document as committed in api/openapi.json (pretty, trailing newline).
+pub fn openapi_json() -> String {
+    let mut s = ApiDoc::openapi().to_pretty_json().expect("the OpenAPI document serialises");
+    s.push('\n');
+    s
+}

@@ -1,0 +1,77 @@
+//! Builds the application: router, layers, state; and runs it on a listener.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::decompression::RequestDecompressionLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::configuration::AppConfig;
+use crate::error::ApiError;
+use crate::http::{self, ApiContext, extract::json_errors};
+use crate::openapi::ApiDoc;
+
+pub fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
+    ApiContext {
+        ingest_permits: Arc::new(Semaphore::new(config.limits.max_inflight_ingest)),
+        config: Arc::new(config),
+        db,
+        metrics: crate::telemetry::metrics_handle(),
+    }
+}
+
+pub fn build_router(ctx: ApiContext) -> Router {
+    let body_limit = ctx.config.limits.max_body_bytes;
+    let api = http::api_router()
+        // Decompression sits inside the body limit, so the limit counts decompressed bytes.
+        .layer(RequestDecompressionLayer::new())
+        .layer(DefaultBodyLimit::max(body_limit));
+    Router::new()
+        .merge(api)
+        .merge(http::health::router())
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))
+        .fallback(not_found)
+        .layer(middleware::map_response(json_errors))
+        .layer(middleware::from_fn(track_requests))
+        .layer(TraceLayer::new_for_http())
+        .layer(CatchPanicLayer::custom(|_| {
+            ApiError::Internal(anyhow::anyhow!("handler panicked")).into_response()
+        }))
+        .with_state(ctx)
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!("no route for {}", uri.path()))
+}
+
+async fn track_requests(req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".into());
+    let method = req.method().to_string();
+    let response = next.run(req).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("faultline_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status)
+        .increment(1);
+    metrics::histogram!("faultline_http_request_seconds", "method" => method, "route" => route)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// Serves until `shutdown` resolves, then drains in-flight requests.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+}

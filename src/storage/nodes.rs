@@ -1,0 +1,95 @@
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+
+use crate::domain::node::Node;
+
+/// Upserts in one statement (UNNEST arrays), never row by row. `in_service_since` absent keeps
+/// the earlier value; `retired_at` is replaced (PUT semantics).
+pub async fn upsert(db: &PgPool, nodes: &[Node]) -> Result<u64, sqlx::Error> {
+    if nodes.is_empty() {
+        return Ok(0);
+    }
+    let col = |f: fn(&Node) -> String| nodes.iter().map(f).collect::<Vec<_>>();
+    let opt = |f: fn(&Node) -> Option<String>| nodes.iter().map(f).collect::<Vec<_>>();
+    let time = |f: fn(&Node) -> Option<DateTime<Utc>>| nodes.iter().map(f).collect::<Vec<_>>();
+    let done = sqlx::query(
+        "INSERT INTO nodes (cluster, hostname, gpu_model, gpu_generation, gpu_count, group_label, rack,
+                            in_service_since, retired_at)
+         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[],
+                              $8::timestamptz[], $9::timestamptz[])
+         ON CONFLICT (cluster, hostname) DO UPDATE SET
+             gpu_model = EXCLUDED.gpu_model,
+             gpu_generation = EXCLUDED.gpu_generation,
+             gpu_count = EXCLUDED.gpu_count,
+             group_label = EXCLUDED.group_label,
+             rack = EXCLUDED.rack,
+             in_service_since = COALESCE(EXCLUDED.in_service_since, nodes.in_service_since),
+             retired_at = EXCLUDED.retired_at,
+             updated_at = now()",
+    )
+    .bind(col(|n| n.cluster.clone()))
+    .bind(col(|n| n.hostname.clone()))
+    .bind(col(|n| n.gpu_model.clone()))
+    .bind(col(|n| n.gpu_generation.as_str().to_string()))
+    .bind(nodes.iter().map(|n| n.gpu_count).collect::<Vec<_>>())
+    .bind(opt(|n| n.group.clone()))
+    .bind(opt(|n| n.rack.clone()))
+    .bind(time(|n| n.in_service_since))
+    .bind(time(|n| n.retired_at))
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub struct NodeRow {
+    pub cluster: String,
+    pub hostname: String,
+    pub gpu_model: String,
+    pub gpu_generation: String,
+    pub gpu_count: i32,
+    pub group_label: Option<String>,
+    pub rack: Option<String>,
+    pub in_service_since: DateTime<Utc>,
+    pub retired_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Default)]
+pub struct NodeFilter {
+    pub cluster: Option<String>,
+    pub generation: Option<String>,
+    pub group: Option<String>,
+    pub rack: Option<String>,
+    pub gpu_model: Option<String>,
+    /// Keyset cursor: rows strictly after (cluster, hostname).
+    pub after: Option<(String, String)>,
+    pub limit: i64,
+}
+
+pub async fn list(db: &PgPool, f: &NodeFilter) -> Result<Vec<NodeRow>, sqlx::Error> {
+    let (after_cluster, after_host) = f.after.clone().unzip();
+    sqlx::query_as(
+        "SELECT cluster, hostname, gpu_model, gpu_generation, gpu_count, group_label, rack,
+                COALESCE(in_service_since, first_registered_at) AS in_service_since, retired_at, updated_at
+         FROM nodes
+         WHERE ($1::text IS NULL OR cluster = $1)
+           AND ($2::text IS NULL OR gpu_generation = $2)
+           AND ($3::text IS NULL OR group_label = $3)
+           AND ($4::text IS NULL OR rack = $4)
+           AND ($5::text IS NULL OR gpu_model = $5)
+           AND ($6::text IS NULL OR (cluster, hostname) > ($6, $7))
+         ORDER BY cluster, hostname
+         LIMIT $8",
+    )
+    .bind(&f.cluster)
+    .bind(&f.generation)
+    .bind(&f.group)
+    .bind(&f.rack)
+    .bind(&f.gpu_model)
+    .bind(after_cluster)
+    .bind(after_host)
+    .bind(f.limit)
+    .fetch_all(db)
+    .await
+}
