@@ -23,7 +23,7 @@ pub async fn open(explicit_url: Option<&str>, data_dir: &Path) -> anyhow::Result
         DatabaseServer::External { url } if explicit_url.is_some() => url.clone(),
         other => {
             ensure_database(other.url(), DEFAULT_DATABASE).await?;
-            format!("{}/{DEFAULT_DATABASE}", other.url().trim_end_matches('/'))
+            with_database(other.url(), DEFAULT_DATABASE)
         }
     };
     let pool = crate::storage::connect(&url).await.with_context(|| format!("connecting to {}", redact(&url)))?;
@@ -34,7 +34,7 @@ pub async fn open(explicit_url: Option<&str>, data_dir: &Path) -> anyhow::Result
 /// Creates `name` on the server unless it exists. `server_url` has no database path.
 pub async fn ensure_database(server_url: &str, name: &str) -> anyhow::Result<()> {
     use sqlx::Connection;
-    let admin_url = format!("{}/postgres", server_url.trim_end_matches('/'));
+    let admin_url = with_database(server_url, "postgres");
     let mut conn = sqlx::PgConnection::connect(&admin_url).await.with_context(|| format!("connecting to {}", redact(&admin_url)))?;
     let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
         .bind(name)
@@ -74,5 +74,33 @@ mod tests {
     fn passwords_are_redacted() {
         assert_eq!(super::redact("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
         assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
+    }
+}
+
+/// The same server URL pointing at database `name` (query parameters kept).
+pub fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let server = match base[authority_start..].find('/') {
+        Some(slash) => &base[..authority_start + slash],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{server}/{name}?{q}"),
+        None => format!("{server}/{name}"),
+    }
+}
+
+#[cfg(test)]
+mod url_tests {
+    #[test]
+    fn database_is_swapped_and_query_kept() {
+        use super::with_database;
+        assert_eq!(with_database("postgres://u@h:5432/test", "x"), "postgres://u@h:5432/x");
+        assert_eq!(with_database("postgres://u@h:5432", "x"), "postgres://u@h:5432/x");
+        assert_eq!(with_database("postgres://u@h/db?sslmode=disable", "x"), "postgres://u@h/x?sslmode=disable");
     }
 }

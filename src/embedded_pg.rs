@@ -21,7 +21,7 @@
 //! running and reuses it. Call [`DatabaseServer::stop`] on shutdown; nothing stops it on drop.
 
 use std::ffi::OsString;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -29,7 +29,6 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use tokio::net::TcpStream;
 use tokio::process::Command;
 use tracing::{debug, info, warn};
 
@@ -428,29 +427,33 @@ fn local_url(port: u16) -> String {
     format!("postgres://postgres@127.0.0.1:{port}")
 }
 
-/// Whether a PostgreSQL server answers on 127.0.0.1:`port`, checked with an SSLRequest: every
-/// server replies with one byte, `S` or `N`, and closing right after leaves no log noise.
+/// Whether a PostgreSQL server answers on 127.0.0.1:`port`: it must reply to a protocol-3.0
+/// startup packet for user `postgres` with an authentication request (`R`) or an error (`E`).
+///
+/// Why this dance: the server must not log every probe (tests probe once per process). An
+/// SSLRequest makes SSL-enabled servers log "could not accept SSL connection", and hanging up
+/// with unread replies resets the connection, which is logged too. So we half-close after the
+/// startup packet and read until the server hangs up: it takes the EOF as a client that went
+/// away, silently, under trust and password authentication alike.
 async fn answers_postgres(port: u16) -> bool {
-    let probe = async {
-        let stream = TcpStream::connect(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).await?;
-        // Raw try_write/try_read: the crate's tokio has no io-util. Length 8, then the
-        // SSLRequest code 80877103; 8 bytes always fit a fresh socket's send buffer.
-        stream.writable().await?;
-        stream.try_write(&[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])?;
-        let mut reply = [0u8; 1];
-        loop {
-            stream.readable().await?;
-            match stream.try_read(&mut reply) {
-                Ok(n) => return Ok::<_, std::io::Error>(n == 1 && matches!(reply[0], b'S' | b'N')),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e),
-            }
-        }
+    // Blocking std I/O on a blocking thread: the crate's tokio has no io-util, and this is short.
+    let probe = move || -> std::io::Result<bool> {
+        use std::io::{Read, Write};
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let mut stream = std::net::TcpStream::connect_timeout(&addr, PROBE_TIMEOUT)?;
+        stream.set_read_timeout(Some(PROBE_TIMEOUT))?;
+        stream.set_write_timeout(Some(PROBE_TIMEOUT))?;
+        let mut startup = Vec::with_capacity(23);
+        startup.extend_from_slice(&23u32.to_be_bytes());
+        startup.extend_from_slice(&0x0003_0000u32.to_be_bytes()); // protocol 3.0
+        startup.extend_from_slice(b"user\0postgres\0\0");
+        stream.write_all(&startup)?;
+        stream.shutdown(std::net::Shutdown::Write)?;
+        let mut reply = Vec::new();
+        stream.take(64 * 1024).read_to_end(&mut reply)?;
+        Ok(matches!(reply.first(), Some(b'R' | b'E')))
     };
-    matches!(
-        tokio::time::timeout(PROBE_TIMEOUT, probe).await,
-        Ok(Ok(true))
-    )
+    matches!(tokio::task::spawn_blocking(probe).await, Ok(Ok(true)))
 }
 
 /// The state letter (`R`, `S`, `Z`...) of process `pid` if it is a `postgres` process; `None`

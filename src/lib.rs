@@ -6,6 +6,7 @@ pub mod domain;
 pub mod embedded_pg;
 pub mod error;
 pub mod http;
+pub mod logparse;
 pub mod openapi;
 pub mod startup;
 pub mod storage;

@@ -32,7 +32,10 @@ pub(crate) struct Prefix<'a> {
 }
 
 pub(crate) fn strip(line: &str, year: i32) -> Prefix<'_> {
-    let mut p = Prefix { body: line.trim_start(), ..Default::default() };
+    let mut p = Prefix {
+        body: line.trim_start(),
+        ..Default::default()
+    };
     // A handful of stacked prefixes at most; bounded so a pathological line
     // cannot make us loop.
     for _ in 0..8 {
@@ -109,7 +112,10 @@ fn month_from(b: &[u8]) -> Option<u32> {
 }
 
 fn is_weekday(b: &[u8]) -> bool {
-    matches!(b.get(..3), Some(b"Mon" | b"Tue" | b"Wed" | b"Thu" | b"Fri" | b"Sat" | b"Sun"))
+    matches!(
+        b.get(..3),
+        Some(b"Mon" | b"Tue" | b"Wed" | b"Thu" | b"Fri" | b"Sat" | b"Sun")
+    )
 }
 
 /// `HH:MM:SS[.frac]` → (h, m, s, nanos, consumed)
@@ -149,7 +155,17 @@ fn parse_hms(b: &[u8]) -> Option<(u32, u32, u32, u32, usize)> {
     Some((h, m, sec, nanos, i))
 }
 
-fn make_utc(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32, ns: u32, offset_s: i64) -> Option<DateTime<Utc>> {
+#[allow(clippy::too_many_arguments)]
+fn make_utc(
+    y: i32,
+    mo: u32,
+    d: u32,
+    h: u32,
+    mi: u32,
+    s: u32,
+    ns: u32,
+    offset_s: i64,
+) -> Option<DateTime<Utc>> {
     let naive = NaiveDate::from_ymd_opt(y, mo, d)?.and_hms_nano_opt(h, mi, s, ns)?;
     let naive = naive.checked_sub_signed(TimeDelta::try_seconds(offset_s)?)?;
     Some(naive.and_utc())
@@ -274,7 +290,10 @@ fn parse_glog_header<'a>(h: &'a str, year: i32, p: &mut Prefix<'a>) -> bool {
         p.source_location.get_or_insert(loc);
         return true;
     }
-    let (Some(mo), Some(d)) = (fixed_digits(&b[1..], 2), fixed_digits(b.get(3..).unwrap_or(&[]), 2)) else {
+    let (Some(mo), Some(d)) = (
+        fixed_digits(&b[1..], 2),
+        fixed_digits(b.get(3..).unwrap_or(&[]), 2),
+    ) else {
         return false;
     };
     if b.get(5) != Some(&b' ') {
@@ -286,12 +305,11 @@ fn parse_glog_header<'a>(h: &'a str, year: i32, p: &mut Prefix<'a>) -> bool {
     p.log_level.get_or_insert(level);
     set_time(p, make_utc(year, mo, d, hh, mi, sec, ns, 0));
     // the last token is file:line
-    if let Some(tail) = h.get(6 + n..) {
-        if let Some(loc) = tail.split_whitespace().last() {
-            if loc.contains(':') {
-                p.source_location.get_or_insert(loc);
-            }
-        }
+    if let Some(tail) = h.get(6 + n..)
+        && let Some(loc) = tail.split_whitespace().last()
+        && loc.contains(':')
+    {
+        p.source_location.get_or_insert(loc);
     }
     true
 }
@@ -299,7 +317,9 @@ fn parse_glog_header<'a>(h: &'a str, year: i32, p: &mut Prefix<'a>) -> bool {
 /// Unbracketed glog: `E1206 12:34:56.789012  1234 file.cpp:123] msg`.
 fn strip_glog_plain<'a>(s: &'a str, year: i32, p: &mut Prefix<'a>) -> Option<&'a str> {
     let b = s.as_bytes();
-    if !matches!(b.first(), Some(b'I' | b'W' | b'E' | b'F')) || !b.get(1).is_some_and(u8::is_ascii_digit) {
+    if !matches!(b.first(), Some(b'I' | b'W' | b'E' | b'F'))
+        || !b.get(1).is_some_and(u8::is_ascii_digit)
+    {
         return None;
     }
     let close = b.iter().take(96).position(|&c| c == b']')?;
@@ -312,9 +332,13 @@ fn strip_glog_plain<'a>(s: &'a str, year: i32, p: &mut Prefix<'a>) -> Option<&'a
 
 /// `dmesg --decode`: `kern  :warn  : ` (also Talos' `kern: warning: `).
 fn strip_dmesg_decoration<'a>(s: &'a str, p: &mut Prefix<'a>) -> Option<&'a str> {
-    const FACILITIES: [&str; 12] =
-        ["kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron", "authpriv", "ftp"];
-    const LEVELS: [&str; 9] = ["emerg", "alert", "crit", "err", "warn", "warning", "notice", "info", "debug"];
+    const FACILITIES: [&str; 12] = [
+        "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron",
+        "authpriv", "ftp",
+    ];
+    const LEVELS: [&str; 9] = [
+        "emerg", "alert", "crit", "err", "warn", "warning", "notice", "info", "debug",
+    ];
     let fac = super::scan::take_bytes_while(s, 10, |c| c.is_ascii_lowercase());
     if !FACILITIES.contains(&fac) {
         return None;
@@ -343,7 +367,9 @@ fn is_tag(t: &str) -> bool {
 fn is_hostname(t: &str) -> bool {
     !t.is_empty()
         && !t.ends_with(':')
-        && t.as_bytes().iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+        && t.as_bytes()
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
 }
 
 /// After a syslog timestamp: `host tag: msg` / `host msg` / CRI `stderr F msg`.
@@ -418,32 +444,53 @@ mod tests {
         );
         assert_eq!(p.body, "NVRM: Xid (PCI:0000:3b:00): 79, x");
         assert_eq!(p.host, Some("gpu-node-17"));
-        assert_eq!(p.occurred_at.unwrap().to_rfc3339(), "2021-12-06T12:34:56+00:00");
+        assert_eq!(
+            p.occurred_at.unwrap().to_rfc3339(),
+            "2021-12-06T12:34:56+00:00"
+        );
         assert_eq!(p.monotonic_s, Some(1234.56789));
     }
 
     #[test]
     fn iso_variants() {
-        let p = strip("kern  :warn  : 2021-12-06T12:34:56,123456+01:00 NVRM: Xid", 2000);
+        let p = strip(
+            "kern  :warn  : 2021-12-06T12:34:56,123456+01:00 NVRM: Xid",
+            2000,
+        );
         assert_eq!(p.body, "NVRM: Xid");
-        assert_eq!(p.occurred_at.unwrap().to_rfc3339(), "2021-12-06T11:34:56.123456+00:00");
+        assert_eq!(
+            p.occurred_at.unwrap().to_rfc3339(),
+            "2021-12-06T11:34:56.123456+00:00"
+        );
         let p = strip("2021-12-06T12:34:56.5Z host kernel: NVRM: Xid", 2000);
         assert_eq!(p.body, "NVRM: Xid");
         assert_eq!(p.host, Some("host"));
-        let p = strip("2021-12-06T12:34:56+0000 node1 python3[77]: RuntimeError: x", 2000);
+        let p = strip(
+            "2021-12-06T12:34:56+0000 node1 python3[77]: RuntimeError: x",
+            2000,
+        );
         assert_eq!(p.body, "RuntimeError: x");
-        let p = strip("2021-12-06T12:34:56.1Z stderr F [rank3]:[E1206 12:34:56.789 a.cpp:1] m", 2000);
+        let p = strip(
+            "2021-12-06T12:34:56.1Z stderr F [rank3]:[E1206 12:34:56.789 a.cpp:1] m",
+            2000,
+        );
         assert_eq!(p.body, "m");
         assert_eq!(p.rank, Some(3));
     }
 
     #[test]
     fn glog_and_kmsg() {
-        let p = strip("[rank4]:[E1206 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank 4] W", 2021);
+        let p = strip(
+            "[rank4]:[E1206 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank 4] W",
+            2021,
+        );
         assert_eq!(p.body, "[Rank 4] W");
         assert_eq!(p.rank, Some(4));
         assert_eq!(p.source_location, Some("ProcessGroupNCCL.cpp:616"));
-        assert_eq!(p.occurred_at.unwrap().to_rfc3339(), "2021-12-06T12:34:56.789012345+00:00");
+        assert_eq!(
+            p.occurred_at.unwrap().to_rfc3339(),
+            "2021-12-06T12:34:56.789012345+00:00"
+        );
         let p = strip("[E ProcessGroupNCCL.cpp:475] [Rank 0] W", 2021);
         assert_eq!(p.body, "[Rank 0] W");
         assert!(p.occurred_at.is_none());
@@ -451,6 +498,9 @@ mod tests {
         assert_eq!(p.body, "NVRM: Xid");
         assert_eq!(p.monotonic_s, Some(5.678901));
         let p = strip("[Mon Dec  6 12:34:56 2021] NVRM: Xid", 1999);
-        assert_eq!(p.occurred_at.unwrap().to_rfc3339(), "2021-12-06T12:34:56+00:00");
+        assert_eq!(
+            p.occurred_at.unwrap().to_rfc3339(),
+            "2021-12-06T12:34:56+00:00"
+        );
     }
 }

@@ -100,7 +100,12 @@ pub(crate) fn int_after(h: &str, needle: &str) -> Option<i64> {
 /// is not, the empty string is returned instead of panicking.
 #[inline]
 pub(crate) fn take_bytes_while(s: &str, max: usize, pred: impl Fn(u8) -> bool) -> &str {
-    let n = s.as_bytes().iter().take(max).take_while(|b| pred(**b)).count();
+    let n = s
+        .as_bytes()
+        .iter()
+        .take(max)
+        .take_while(|b| pred(**b))
+        .count();
     s.get(..n).unwrap_or("")
 }
 
@@ -119,7 +124,7 @@ pub(crate) fn token(s: &str, max: usize) -> &str {
 }
 
 /// Text up to the first byte in `stops` (or end), at most `max` bytes, trimmed.
-pub(crate) fn until_any(s: &str, stops: &[u8], max: usize) -> &str {
+pub(crate) fn until_any<'a>(s: &'a str, stops: &[u8], max: usize) -> &'a str {
     let b = s.as_bytes();
     let mut n = 0;
     while n < b.len() && n < max && !stops.contains(&b[n]) {
@@ -184,7 +189,11 @@ pub(crate) fn normalise_pci(raw: &str) -> Option<String> {
         return None;
     }
     let (dom, bus, dev) = match p3 {
-        Some(p3) => (hex_field(p1, 1, 8)?, hex_field(p2, 1, 2)?, hex_field(p3, 1, 2)?),
+        Some(p3) => (
+            hex_field(p1, 1, 8)?,
+            hex_field(p2, 1, 2)?,
+            hex_field(p3, 1, 2)?,
+        ),
         None => (0, hex_field(p1, 1, 2)?, hex_field(p2, 1, 2)?),
     };
     if dev > 0x1f {
@@ -200,7 +209,7 @@ pub(crate) fn normalise_pci(raw: &str) -> Option<String> {
 /// Normalise the PCI-looking token at the start of `s`.
 pub(crate) fn pci_at(s: &str) -> Option<String> {
     let s = s.strip_prefix("PCI:").unwrap_or(s);
-    let tok = take_bytes_while(s, 24, is_pci_byte);
+    let tok = take_bytes_while(s, 24, is_pci_byte).trim_end_matches([':', '.']);
     if !tok.contains(':') {
         return None;
     }
@@ -211,16 +220,18 @@ pub(crate) fn pci_at(s: &str) -> Option<String> {
 /// `GPU ` (only when the token really is an address) or `Bus-Id `.
 pub(crate) fn find_pci(h: &str) -> Option<String> {
     for marker in ["PCI:", "pci bus id ", "at gpu ", "Bus-Id "] {
-        if let Some(rest) = after(h, marker) {
-            if let Some(p) = pci_at(skip_ws_bounded(rest, 4)) {
-                return Some(p);
-            }
+        if let Some(rest) = after(h, marker)
+            && let Some(p) = pci_at(skip_ws_bounded(rest, 4))
+        {
+            return Some(p);
         }
     }
     // "GPU 0000:b3:00.0" — iterate occurrences, each step moves forward.
     let mut from = 0;
     for _ in 0..64 {
-        let Some(i) = find_from(h, from, "GPU ") else { break };
+        let Some(i) = find_from(h, from, "GPU ") else {
+            break;
+        };
         from = i + 4;
         if let Some(p) = h.get(from..).and_then(pci_at) {
             return Some(p);
@@ -244,8 +255,9 @@ pub(crate) fn find_gpu_index(h: &str) -> Option<i32> {
             let next = b.get(n).copied();
             let ok = match next {
                 None => true,
-                Some(c) if c.is_ascii_alphanumeric() || c == b':' || c == b'-' => false,
-                Some(b'.') => !b.get(n + 1).is_some_and(|c| c.is_ascii_alphanumeric()),
+                Some(c) if c.is_ascii_alphanumeric() || c == b'-' => false,
+                // "GPU 0000:3b:00.0" is an address, "GPU 5: ..." / "GPU 2." are ordinals
+                Some(b':' | b'.') => !b.get(n + 1).is_some_and(|c| c.is_ascii_alphanumeric()),
                 Some(_) => true,
             };
             if ok && n <= 4 && v < 4096 {
@@ -275,7 +287,7 @@ pub(crate) fn parse_size(s: &str) -> Option<i64> {
         _ => return None,
     };
     let bytes = v * mul;
-    if bytes.is_finite() && bytes >= 0.0 && bytes < 9.0e18 {
+    if bytes.is_finite() && (0.0..9.0e18).contains(&bytes) {
         Some(bytes.round() as i64)
     } else {
         None
@@ -313,10 +325,22 @@ mod tests {
 
     #[test]
     fn pci_normalisation() {
-        assert_eq!(normalise_pci("PCI:0000:3b:00").as_deref(), Some("0000:3b:00.0"));
-        assert_eq!(normalise_pci("0000:B3:00.0").as_deref(), Some("0000:b3:00.0"));
-        assert_eq!(normalise_pci("00000000:86:00.0").as_deref(), Some("0000:86:00.0"));
-        assert_eq!(normalise_pci("0000:91:00.0.").as_deref(), Some("0000:91:00.0"));
+        assert_eq!(
+            normalise_pci("PCI:0000:3b:00").as_deref(),
+            Some("0000:3b:00.0")
+        );
+        assert_eq!(
+            normalise_pci("0000:B3:00.0").as_deref(),
+            Some("0000:b3:00.0")
+        );
+        assert_eq!(
+            normalise_pci("00000000:86:00.0").as_deref(),
+            Some("0000:86:00.0")
+        );
+        assert_eq!(
+            normalise_pci("0000:91:00.0.").as_deref(),
+            Some("0000:91:00.0")
+        );
         assert_eq!(normalise_pci("3b:00.1").as_deref(), Some("0000:3b:00.1"));
         assert_eq!(normalise_pci("0019:01:00").as_deref(), Some("0019:01:00.0"));
         assert_eq!(normalise_pci("..."), None);
@@ -330,7 +354,11 @@ mod tests {
         assert_eq!(find_gpu_index("(GPU 3; 79.15 GiB total capacity"), Some(3));
         assert_eq!(find_gpu_index("GPU 0 has a total capacity"), Some(0));
         assert_eq!(find_gpu_index("detected in GPU 2."), Some(2));
-        assert_eq!(find_gpu_index("NVRM: GPU 0000:91:00.0: GPU has fallen"), None);
+        assert_eq!(find_gpu_index("GPU 5: Row remapping failure"), Some(5));
+        assert_eq!(
+            find_gpu_index("NVRM: GPU 0000:91:00.0: GPU has fallen"),
+            None
+        );
         assert_eq!(find_gpu_index("response from GPU1 GSP!"), None);
     }
 
@@ -345,8 +373,14 @@ mod tests {
     fn exceptions() {
         let s = "x torch.distributed.DistBackendError: NCCL error in: a";
         let i = s.find("NCCL error").unwrap();
-        assert_eq!(exception_before(s, i), Some("torch.distributed.DistBackendError"));
+        assert_eq!(
+            exception_before(s, i),
+            Some("torch.distributed.DistBackendError")
+        );
         let s = "RuntimeError: CUDA error: boom";
-        assert_eq!(exception_before(s, s.find("CUDA error").unwrap()), Some("RuntimeError"));
+        assert_eq!(
+            exception_before(s, s.find("CUDA error").unwrap()),
+            Some("RuntimeError")
+        );
     }
 }

@@ -1,0 +1,138 @@
+//! `spawn_app()`: the real app on port 0, with its own freshly migrated database.
+
+use std::time::Duration;
+
+use faultline::configuration::{AppConfig, Limits};
+use faultline::database::{ensure_database, with_database};
+use faultline::startup;
+use serde_json::Value;
+use sqlx::PgPool;
+
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+pub struct TestApp {
+    pub address: String,
+    pub client: reqwest::Client,
+    pub db: PgPool,
+    db_name: String,
+    server_url: String,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(Limits::default()).await
+}
+
+pub async fn spawn_app_with(limits: Limits) -> TestApp {
+    let server_url = faultline::embedded_pg::test_server_url().await.expect("a PostgreSQL server for tests");
+    let db_name = format!("faultline_test_{}", uuid::Uuid::new_v4().simple());
+    ensure_database(&server_url, &db_name).await.expect("create the test database");
+    let db = faultline::storage::connect(&with_database(&server_url, &db_name)).await.expect("connect");
+    faultline::storage::migrate(&db).await.expect("migrate");
+    let config = AppConfig {
+        admin_token: ADMIN_TOKEN.to_string(),
+        limits,
+        correlation_window: Duration::from_secs(600),
+    };
+    let ctx = startup::api_context(config, db.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    let router = startup::build_router(ctx);
+    tokio::spawn(startup::serve(listener, router, std::future::pending()));
+    TestApp { address, client: reqwest::Client::new(), db, db_name, server_url }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.address)
+    }
+
+    /// Creates a token of `role` (optionally scoped to `cluster`) through the API.
+    pub async fn token(&self, role: &str, cluster: Option<&str>) -> String {
+        let res = self
+            .client
+            .post(self.url("/v1/tokens"))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&serde_json::json!({"name": format!("{role}-token"), "role": role, "cluster": cluster}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201);
+        res.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_string()
+    }
+
+    pub async fn post_events(&self, token: &str, body: &Value) -> (u16, Value) {
+        let res = self.client.post(self.url("/v1/events")).bearer_auth(token).json(body).send().await.unwrap();
+        status_json(res).await
+    }
+
+    pub async fn put_nodes(&self, token: &str, body: &Value) -> (u16, Value) {
+        let res = self.client.put(self.url("/v1/nodes")).bearer_auth(token).json(body).send().await.unwrap();
+        status_json(res).await
+    }
+
+    pub async fn get(&self, token: &str, path: &str) -> (u16, Value) {
+        let res = self.client.get(self.url(path)).bearer_auth(token).send().await.unwrap();
+        status_json(res).await
+    }
+
+    pub async fn count(&self, sql: &'static str) -> i64 {
+        sqlx::query_scalar(sql).fetch_one(&self.db).await.unwrap()
+    }
+}
+
+/// Status and JSON body; panics when an error answer is not JSON (the contract says it must be).
+pub async fn status_json(res: reqwest::Response) -> (u16, Value) {
+    let status = res.status().as_u16();
+    let ct = res.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    let text = res.text().await.unwrap();
+    if text.is_empty() {
+        return (status, Value::Null);
+    }
+    assert!(ct.starts_with("application/json"), "status {status}: content-type {ct:?}, body {text}");
+    (status, serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}")))
+}
+
+impl Drop for TestApp {
+    /// Drops the test database so runs don't pile them up.
+    fn drop(&mut self) {
+        let server_url = self.server_url.clone();
+        let db_name = self.db_name.clone();
+        // The pool's sockets belong to the test's runtime, which is blocked here: don't await them.
+        // WITH (FORCE) terminates those connections server-side.
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                use sqlx::Connection;
+                if let Ok(mut conn) = sqlx::PgConnection::connect(&with_database(&server_url, "postgres")).await {
+                    let sql = format!("DROP DATABASE IF EXISTS \"{db_name}\" WITH (FORCE)");
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                }
+            });
+        })
+        .join()
+        .ok();
+    }
+}
+
+/// A valid event with the given id and overrides.
+pub fn event(id: &str, overrides: Value) -> Value {
+    let mut e = serde_json::json!({
+        "id": id,
+        "occurred_at": "2026-11-02T10:00:00Z",
+        "cluster": "c1",
+        "node": "n001",
+        "kind": "xid",
+        "code": 79,
+        "message": "GPU has fallen off the bus"
+    });
+    if let (Some(obj), Some(o)) = (e.as_object_mut(), overrides.as_object()) {
+        for (k, v) in o {
+            obj.insert(k.clone(), v.clone());
+        }
+    }
+    e
+}
+
+pub fn uuid_n(n: u32) -> String {
+    format!("00000000-0000-4000-8000-{n:012}")
+}
