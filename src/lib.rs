@@ -1,6 +1,8 @@
 //! Faultline: failure-telemetry warehouse for GPU training clusters.
 pub mod analytics;
+pub mod classify;
 pub mod configuration;
+pub mod correlate;
 pub mod database;
 pub mod domain;
 pub mod embedded_pg;

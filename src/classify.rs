@@ -1,0 +1,270 @@
+//! The classification engine: matches a signal against the rule catalog. Pure: the catalog is
+//! loaded from the database by the storage layer and handed in.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::domain::taxonomy::{Category, Component, RootCause};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Critical,
+    High,
+    Medium,
+    Low,
+    Info,
+}
+
+impl Severity {
+    pub const ALL: [Severity; 5] = [Severity::Critical, Severity::High, Severity::Medium, Severity::Low, Severity::Info];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::High => "high",
+            Severity::Medium => "medium",
+            Severity::Low => "low",
+            Severity::Info => "info",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+/// Recommended action, following NVIDIA's resolution buckets where they exist.
+pub const ACTIONS: &[&str] = &[
+    "none",
+    "restart_job",
+    "reset_gpu",
+    "reboot_node",
+    "drain_node",
+    "contact_support",
+    "fix_user_code",
+    "fix_config",
+    "check_hardware",
+    "investigate",
+];
+
+/// One catalog rule. `kind` "*" matches any kind; `code` None any code; `pattern` None any
+/// message, else '|'-separated keywords of which one must occur in the message (case-insensitive).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Rule {
+    pub rule_id: String,
+    pub kind: String,
+    pub code: Option<i64>,
+    pub pattern: Option<String>,
+    /// Among the matching rules the highest priority wins (ties: smallest rule_id).
+    pub priority: i32,
+    pub category: Category,
+    pub component: Component,
+    pub severity: Severity,
+    /// Usually cleared by restarting the job.
+    pub transient: bool,
+    /// Usually follows another error; not a root cause by itself.
+    pub secondary: bool,
+    pub action: String,
+    pub description: String,
+    /// Where the rule's facts come from.
+    pub source: String,
+    pub builtin: bool,
+}
+
+impl Rule {
+    /// Checks the invariants the database also enforces, with messages for people.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.rule_id.trim().is_empty() || self.rule_id.len() > 100 {
+            return Err("rule_id must be 1 to 100 characters".into());
+        }
+        if self.kind.trim().is_empty() {
+            return Err("kind must not be empty ('*' matches any kind)".into());
+        }
+        RootCause::new(self.category, self.component)?;
+        if !ACTIONS.contains(&self.action.as_str()) {
+            return Err(format!("action '{}' is not one of {}", self.action, ACTIONS.join(", ")));
+        }
+        if let Some(p) = &self.pattern
+            && keywords(p).is_empty()
+        {
+            return Err("pattern holds no keyword".into());
+        }
+        Ok(())
+    }
+}
+
+fn keywords(pattern: &str) -> Vec<String> {
+    pattern.split('|').map(|k| k.trim().to_lowercase()).filter(|k| !k.is_empty()).collect()
+}
+
+/// What the catalog says of one signal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classification {
+    pub rule_id: Option<String>,
+    pub root_cause: RootCause,
+    pub severity: Severity,
+    pub transient: bool,
+    pub secondary: bool,
+    pub action: String,
+    /// The sender gave the root cause (it wins over the catalog).
+    pub explicit: bool,
+}
+
+/// A catalog ready to match: rules grouped by kind, best first.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub version: i64,
+    by_kind: std::collections::HashMap<String, Vec<CompiledRule>>,
+    any_kind: Vec<CompiledRule>,
+}
+
+#[derive(Debug, Clone)]
+struct CompiledRule {
+    rule: Rule,
+    keywords: Vec<String>,
+}
+
+impl Catalog {
+    pub fn new(version: i64, rules: Vec<Rule>) -> Self {
+        let mut by_kind: std::collections::HashMap<String, Vec<CompiledRule>> = Default::default();
+        let mut any_kind = Vec::new();
+        for rule in rules {
+            let keywords = rule.pattern.as_deref().map(keywords).unwrap_or_default();
+            let compiled = CompiledRule { keywords, rule };
+            if compiled.rule.kind == "*" {
+                any_kind.push(compiled);
+            } else {
+                by_kind.entry(compiled.rule.kind.clone()).or_default().push(compiled);
+            }
+        }
+        let order = |a: &CompiledRule, b: &CompiledRule| b.rule.priority.cmp(&a.rule.priority).then_with(|| a.rule.rule_id.cmp(&b.rule.rule_id));
+        for rules in by_kind.values_mut() {
+            rules.sort_by(order);
+        }
+        any_kind.sort_by(order);
+        Catalog { version, by_kind, any_kind }
+    }
+
+    /// The best matching rule for (kind, code, message), if any.
+    pub fn best_rule(&self, kind: &str, code: Option<i64>, message: Option<&str>) -> Option<&Rule> {
+        let lowered = message.map(str::to_lowercase);
+        let matches = |r: &&CompiledRule| {
+            r.rule.code.is_none_or(|c| Some(c) == code)
+                && (r.keywords.is_empty()
+                    || lowered.as_deref().is_some_and(|m| r.keywords.iter().any(|k| m.contains(k.as_str()))))
+        };
+        let specific = self.by_kind.get(kind).and_then(|rules| rules.iter().find(matches));
+        let generic = self.any_kind.iter().find(matches);
+        match (specific, generic) {
+            (Some(a), Some(b)) => Some(if b.rule.priority > a.rule.priority { &b.rule } else { &a.rule }),
+            (a, b) => a.or(b).map(|r| &r.rule),
+        }
+    }
+
+    pub fn classify(&self, kind: &str, code: Option<i64>, message: Option<&str>, explicit: Option<RootCause>) -> Classification {
+        let rule = self.best_rule(kind, code, message);
+        let (severity, transient, secondary, action) = match rule {
+            Some(r) => (r.severity, r.transient, r.secondary, r.action.clone()),
+            None => (Severity::Medium, false, false, "investigate".to_string()),
+        };
+        match explicit {
+            // The sender knows the root cause: it wins, and it is not secondary by definition.
+            Some(rc) => Classification { rule_id: rule.map(|r| r.rule_id.clone()), root_cause: rc, severity, transient, secondary: false, action, explicit: true },
+            None => Classification {
+                rule_id: rule.map(|r| r.rule_id.clone()),
+                root_cause: rule.map_or(RootCause::UNKNOWN, |r| RootCause { category: r.category, component: r.component }),
+                severity,
+                transient,
+                secondary,
+                action,
+                explicit: false,
+            },
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_kind.values().map(Vec::len).sum::<usize>() + self.any_kind.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn rule(id: &str, kind: &str, code: Option<i64>, pattern: Option<&str>, priority: i32, rc: (Category, Component), secondary: bool) -> Rule {
+        Rule {
+            rule_id: id.into(),
+            kind: kind.into(),
+            code,
+            pattern: pattern.map(Into::into),
+            priority,
+            category: rc.0,
+            component: rc.1,
+            severity: Severity::High,
+            transient: false,
+            secondary,
+            action: "investigate".into(),
+            description: String::new(),
+            source: "test".into(),
+            builtin: true,
+        }
+    }
+
+    pub fn small_catalog() -> Catalog {
+        use Category::*;
+        use Component as C;
+        Catalog::new(
+            1,
+            vec![
+                rule("xid-fallback", "xid", None, None, 100, (Unknown, C::Unknown), false),
+                rule("xid-79", "xid", Some(79), None, 200, (Hardware, C::Gpu), false),
+                rule("xid-13", "xid", Some(13), None, 200, (User, C::Code), false),
+                rule("xid-45", "xid", Some(45), None, 200, (Unknown, C::Unknown), true),
+                rule("nccl-timeout", "nccl_timeout", None, None, 100, (Unknown, C::Unknown), true),
+                rule("hc-dbe", "health_check", None, Some("double bit|DBE"), 150, (Hardware, C::GpuMemory), false),
+                rule("hc-fallback", "health_check", None, None, 100, (Unknown, C::Unknown), false),
+                rule("any-kernel-panic", "*", None, Some("kernel panic"), 50, (Hardware, C::Host), false),
+            ],
+        )
+    }
+
+    #[test]
+    fn code_beats_fallback_and_keywords_match_case_insensitively() {
+        let c = small_catalog();
+        assert_eq!(c.classify("xid", Some(79), None, None).root_cause, RootCause { category: Category::Hardware, component: Component::Gpu });
+        assert_eq!(c.classify("xid", Some(999), None, None).rule_id.as_deref(), Some("xid-fallback"));
+        let dbe = c.classify("health_check", None, Some("GPU 3: DBE detected"), None);
+        assert_eq!(dbe.rule_id.as_deref(), Some("hc-dbe"));
+        assert_eq!(c.classify("health_check", None, Some("all good"), None).rule_id.as_deref(), Some("hc-fallback"));
+        // An unknown kind falls to the any-kind keyword rules, then to unknown.
+        assert_eq!(c.classify("syslog", None, Some("Kernel panic - not syncing"), None).root_cause.component, Component::Host);
+        let none = c.classify("syslog", None, Some("hello"), None);
+        assert_eq!((none.rule_id, none.root_cause), (None, RootCause::UNKNOWN));
+    }
+
+    #[test]
+    fn explicit_root_cause_wins_and_is_not_secondary() {
+        let c = small_catalog();
+        let rc = RootCause { category: Category::Platform, component: Component::Storage };
+        let got = c.classify("nccl_timeout", None, None, Some(rc));
+        assert_eq!(got.root_cause, rc);
+        assert!(got.explicit && !got.secondary);
+        assert!(c.classify("nccl_timeout", None, None, None).secondary);
+    }
+
+    #[test]
+    fn validation_refuses_foreign_components_and_unknown_actions() {
+        let mut r = rule("x", "xid", None, None, 1, (Category::User, Component::Gpu), false);
+        assert!(r.validate().unwrap_err().contains("does not belong"));
+        r.component = Component::Code;
+        assert!(r.validate().is_ok());
+        r.action = "pray".into();
+        assert!(r.validate().is_err());
+        r.action = "none".into();
+        r.pattern = Some(" | ".into());
+        assert!(r.validate().is_err());
+    }
+}
