@@ -27,6 +27,7 @@ pub fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
         config: Arc::new(config),
         db,
         metrics: crate::telemetry::metrics_handle(),
+        catalog: Default::default(),
     }
 }
 

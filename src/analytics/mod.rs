@@ -1,1 +1,2 @@
+pub mod headline;
 pub mod stats;

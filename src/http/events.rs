@@ -132,7 +132,14 @@ pub async fn ingest_events(
             ApiError::Unprocessable { message: format!("all {received} events were invalid"), details: Some(details) }
         });
     }
-    let inserted = storage::events::insert_batch(&ctx.db, &valid).await?;
+    let window = chrono::Duration::from_std(ctx.config.correlation_window).unwrap_or(chrono::Duration::minutes(10));
+    // Events and the failures they change commit together: a 2xx means both are durable.
+    let mut tx = ctx.db.begin().await?;
+    let catalog = storage::catalog::lock_shared(&mut tx, &ctx.catalog).await?;
+    let inserted: HashSet<uuid::Uuid> = storage::events::insert_batch(&mut tx, &valid).await?.into_iter().collect();
+    let new_events: Vec<&Event> = valid.iter().filter(|e| inserted.contains(&e.id)).collect();
+    storage::failures::correlate(&mut tx, &catalog, window, &new_events).await?;
+    tx.commit().await?;
     let accepted = inserted.len();
     let duplicates = valid.len() - accepted + in_batch_duplicates;
     metrics::counter!("faultline_events_total", "outcome" => "accepted", "reason" => "").increment(accepted as u64);

@@ -1,9 +1,12 @@
 //! HTTP layer: one module per resource, each exposing `router()`.
 
+pub mod analytics;
 pub mod events;
 pub mod extract;
+pub mod failures;
 pub mod health;
 pub mod nodes;
+pub mod rules;
 pub mod tokens;
 
 use std::sync::Arc;
@@ -22,8 +25,15 @@ pub struct ApiContext {
     /// Bounds concurrent ingest work (relay-style backpressure: 503 + Retry-After beyond it).
     pub ingest_permits: Arc<Semaphore>,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    pub catalog: crate::storage::catalog::CatalogCache,
 }
 
 pub fn api_router() -> Router<ApiContext> {
-    Router::new().merge(events::router()).merge(nodes::router()).merge(tokens::router())
+    Router::new()
+        .merge(events::router())
+        .merge(nodes::router())
+        .merge(tokens::router())
+        .merge(rules::router())
+        .merge(failures::router())
+        .merge(analytics::router())
 }

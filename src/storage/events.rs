@@ -1,4 +1,4 @@
-use sqlx::PgPool;
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::domain::event::Event;
@@ -6,10 +6,14 @@ use crate::domain::event::Event;
 /// Stores a batch in one statement; a sender's id seen before (also from a concurrent retry) is
 /// skipped by ON CONFLICT. Returns the ids actually inserted. The statement commits before the
 /// caller answers, so a 2xx means durable.
-pub async fn insert_batch(db: &PgPool, events: &[Event]) -> Result<Vec<Uuid>, sqlx::Error> {
+pub async fn insert_batch(conn: &mut PgConnection, events: &[Event]) -> Result<Vec<Uuid>, sqlx::Error> {
     if events.is_empty() {
         return Ok(Vec::new());
     }
+    // Rows are inserted in id order: two overlapping batches then lock ids in the same order
+    // and cannot deadlock.
+    let mut events: Vec<&Event> = events.iter().collect();
+    events.sort_by_key(|e| e.id);
     let mut id = Vec::with_capacity(events.len());
     let mut occurred_at = Vec::with_capacity(events.len());
     let mut cluster = Vec::with_capacity(events.len());
@@ -26,7 +30,7 @@ pub async fn insert_batch(db: &PgPool, events: &[Event]) -> Result<Vec<Uuid>, sq
     let mut rc_component = Vec::with_capacity(events.len());
     let mut message = Vec::with_capacity(events.len());
     let mut attributes = Vec::with_capacity(events.len());
-    for e in events {
+    for e in &events {
         id.push(e.id);
         occurred_at.push(e.occurred_at);
         cluster.push(e.cluster.as_str());
@@ -69,6 +73,6 @@ pub async fn insert_batch(db: &PgPool, events: &[Event]) -> Result<Vec<Uuid>, sq
     .bind(rc_component)
     .bind(message)
     .bind(attributes)
-    .fetch_all(db)
+    .fetch_all(&mut *conn)
     .await
 }

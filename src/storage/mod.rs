@@ -1,5 +1,9 @@
 //! Storage: all SQL lives here, one module per table family. No HTTP types.
+pub mod catalog;
 pub mod events;
+pub mod failure_queries;
+pub mod failures;
+pub mod analytics;
 pub mod nodes;
 pub mod tokens;
 

@@ -1,0 +1,438 @@
+//! The three headline analytics, computed from plain inputs (node service intervals and failure
+//! counts) so they can be unit-tested against hand-computed numbers. SQL lives in storage.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::stats::{mtbf_with_ci, natural_cmp, pack_into_groups};
+
+/// A node's service interval and size.
+#[derive(Debug, Clone)]
+pub struct NodeService {
+    pub cluster: String,
+    pub hostname: String,
+    pub gpu_model: String,
+    pub gpu_generation: String,
+    pub gpu_count: u32,
+    pub group: Option<String>,
+    pub in_service_since: DateTime<Utc>,
+    pub retired_at: Option<DateTime<Utc>>,
+}
+
+impl NodeService {
+    /// Hours of service inside [from, to): the overlap of the service interval with the window.
+    pub fn exposure_hours(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+        let start = self.in_service_since.max(from);
+        let end = self.retired_at.map_or(to, |r| r.min(to));
+        if end <= start { 0.0 } else { (end - start).num_milliseconds() as f64 / 3_600_000.0 }
+    }
+}
+
+/// Failures of one group value (generation, model or cluster) by (category, component).
+#[derive(Debug, Clone)]
+pub struct FailureCount {
+    pub group: String,
+    pub category: String,
+    pub component: String,
+    pub failures: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct Share {
+    pub name: String,
+    pub failures: u64,
+    /// Fraction of the failures of the row (0..1).
+    pub share: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct MixRow {
+    /// The generation, model or cluster.
+    pub key: String,
+    /// GPUs of nodes in service at some time in the window.
+    pub gpus_in_service: u64,
+    /// GPU-days of exposure in the window: sum over nodes of GPUs x days in service.
+    pub gpu_days: f64,
+    pub failures: u64,
+    /// failures / gpu_days x 1,000; null without exposure.
+    pub failures_per_1000_gpu_days: Option<f64>,
+    pub by_category: Vec<Share>,
+    pub by_component: Vec<Share>,
+}
+
+pub enum MixKey {
+    Generation,
+    Model,
+    Cluster,
+}
+
+fn shares(counts: BTreeMap<String, u64>, total: u64) -> Vec<Share> {
+    let mut v: Vec<Share> = counts
+        .into_iter()
+        .map(|(name, failures)| Share { share: ratio(failures, total), name, failures })
+        .collect();
+    v.sort_by(|a, b| b.failures.cmp(&a.failures).then_with(|| a.name.cmp(&b.name)));
+    v
+}
+
+pub fn ratio(part: u64, total: u64) -> f64 {
+    if total == 0 { 0.0 } else { part as f64 / total as f64 }
+}
+
+/// Failure mix per generation / model / cluster, normalised by GPU-days of exposure.
+pub fn failure_mix(nodes: &[NodeService], failures: &[FailureCount], by: MixKey, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<MixRow> {
+    #[derive(Default)]
+    struct Acc {
+        gpus: u64,
+        gpu_hours: f64,
+        failures: u64,
+        cat: BTreeMap<String, u64>,
+        comp: BTreeMap<String, u64>,
+    }
+    let mut acc: BTreeMap<String, Acc> = BTreeMap::new();
+    for n in nodes {
+        let h = n.exposure_hours(from, to);
+        if h <= 0.0 {
+            continue;
+        }
+        let key = match by {
+            MixKey::Generation => n.gpu_generation.clone(),
+            MixKey::Model => n.gpu_model.clone(),
+            MixKey::Cluster => n.cluster.clone(),
+        };
+        let a = acc.entry(key).or_default();
+        a.gpus += u64::from(n.gpu_count);
+        a.gpu_hours += f64::from(n.gpu_count) * h;
+    }
+    for f in failures {
+        let a = acc.entry(f.group.clone()).or_default();
+        a.failures += f.failures;
+        *a.cat.entry(f.category.clone()).or_default() += f.failures;
+        *a.comp.entry(format!("{}/{}", f.category, f.component)).or_default() += f.failures;
+    }
+    acc.into_iter()
+        .map(|(key, a)| {
+            let gpu_days = a.gpu_hours / 24.0;
+            MixRow {
+                key,
+                gpus_in_service: a.gpus,
+                gpu_days: round6(gpu_days),
+                failures: a.failures,
+                failures_per_1000_gpu_days: (gpu_days > 0.0).then(|| round6(a.failures as f64 / gpu_days * 1000.0)),
+                by_category: shares(a.cat, a.failures),
+                by_component: shares(a.comp, a.failures),
+            }
+        })
+        .collect()
+}
+
+pub fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct MtbfGroup {
+    /// `cluster/label` for inventory groups, `cluster/auto-N` for packed unlabelled nodes.
+    pub group: String,
+    pub cluster: String,
+    /// Whether the group was packed by Faultline (unlabelled nodes in hostname order).
+    pub packed: bool,
+    pub nodes: u64,
+    pub gpus: u64,
+    /// GPU-weighted hours in service in the window: sum(GPUs x hours) / GPUs of the group.
+    pub exposure_hours: f64,
+    pub gpu_hours: f64,
+    pub failures: u64,
+    /// exposure_hours / failures; null without failures.
+    pub mtbf_hours: Option<f64>,
+    /// 95% chi-square interval (exact for a Poisson count); upper is null (infinite) with no failures.
+    pub mtbf_lower_hours: f64,
+    pub mtbf_upper_hours: Option<f64>,
+    pub failures_per_week: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct FleetMtbf {
+    pub gpus: u64,
+    pub gpu_hours: f64,
+    /// Failures in the window attributed to a node of the inventory.
+    pub failures: u64,
+    /// Mean time between failures of one GPU: gpu_hours / failures.
+    pub mtbf_per_gpu_hours: Option<f64>,
+    pub mtbf_per_gpu_lower_hours: f64,
+    pub mtbf_per_gpu_upper_hours: Option<f64>,
+    /// Median MTBF of the groups that had failures.
+    pub median_group_mtbf_hours: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct JobProjection {
+    pub job_gpus: u64,
+    /// Per-GPU MTBF / job_gpus: expected hours between interruptions of a job spanning that many
+    /// GPUs, assuming independent failures (the Meta / Unicron projection).
+    pub mtbf_hours: Option<f64>,
+    pub mtbf_lower_hours: f64,
+    pub mtbf_upper_hours: Option<f64>,
+    pub failures_per_day: Option<f64>,
+}
+
+/// Per-node failure counts keyed by (cluster, hostname).
+pub type NodeFailures = BTreeMap<(String, String), u64>;
+
+/// Partitions the fleet into groups and computes MTBF per group and for the fleet.
+pub fn mtbf(nodes: &[NodeService], failures: &NodeFailures, group_size: u32, from: DateTime<Utc>, to: DateTime<Utc>, confidence: f64)
+    -> (Vec<MtbfGroup>, FleetMtbf) {
+    // Only nodes that were in service in the window take part.
+    let mut active: Vec<(&NodeService, f64)> = nodes.iter().map(|n| (n, n.exposure_hours(from, to))).filter(|(_, h)| *h > 0.0).collect();
+    active.sort_by(|a, b| a.0.cluster.cmp(&b.0.cluster).then_with(|| natural_cmp(&a.0.hostname, &b.0.hostname)));
+    let mut assignment: Vec<(String, bool)> = vec![(String::new(), false); active.len()];
+    let mut by_cluster: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, (n, _)) in active.iter().enumerate() {
+        match &n.group {
+            Some(g) => assignment[i] = (format!("{}/{g}", n.cluster), false),
+            None => by_cluster.entry(n.cluster.as_str()).or_default().push(i),
+        }
+    }
+    for (cluster, idxs) in by_cluster {
+        let counts: Vec<u32> = idxs.iter().map(|&i| active[i].0.gpu_count).collect();
+        for (k, g) in pack_into_groups(&counts, group_size).into_iter().enumerate() {
+            assignment[idxs[k]] = (format!("{cluster}/auto-{g:03}"), true);
+        }
+    }
+    #[derive(Default)]
+    struct Acc {
+        cluster: String,
+        packed: bool,
+        nodes: u64,
+        gpus: u64,
+        gpu_hours: f64,
+        failures: u64,
+    }
+    let mut groups: BTreeMap<String, Acc> = BTreeMap::new();
+    let mut fleet = FleetMtbf { gpus: 0, gpu_hours: 0.0, failures: 0, mtbf_per_gpu_hours: None, mtbf_per_gpu_lower_hours: 0.0, mtbf_per_gpu_upper_hours: None, median_group_mtbf_hours: None };
+    for (i, (n, h)) in active.iter().enumerate() {
+        let a = groups.entry(assignment[i].0.clone()).or_default();
+        a.cluster = n.cluster.clone();
+        a.packed = assignment[i].1;
+        a.nodes += 1;
+        a.gpus += u64::from(n.gpu_count);
+        a.gpu_hours += f64::from(n.gpu_count) * h;
+        let f = failures.get(&(n.cluster.clone(), n.hostname.clone())).copied().unwrap_or(0);
+        a.failures += f;
+        fleet.gpus += u64::from(n.gpu_count);
+        fleet.gpu_hours += f64::from(n.gpu_count) * h;
+        fleet.failures += f;
+    }
+    let rows: Vec<MtbfGroup> = groups
+        .into_iter()
+        .map(|(group, a)| {
+            let exposure = if a.gpus == 0 { 0.0 } else { a.gpu_hours / a.gpus as f64 };
+            let est = mtbf_with_ci(exposure, a.failures, confidence);
+            MtbfGroup {
+                group,
+                cluster: a.cluster,
+                packed: a.packed,
+                nodes: a.nodes,
+                gpus: a.gpus,
+                exposure_hours: round6(exposure),
+                gpu_hours: round6(a.gpu_hours),
+                failures: a.failures,
+                mtbf_hours: est.mtbf_hours.map(round6),
+                mtbf_lower_hours: round6(est.lower_hours),
+                mtbf_upper_hours: est.upper_hours.map(round6),
+                failures_per_week: (exposure > 0.0).then(|| round6(a.failures as f64 / exposure * 168.0)),
+            }
+        })
+        .collect();
+    let est = mtbf_with_ci(fleet.gpu_hours, fleet.failures, confidence);
+    fleet.mtbf_per_gpu_hours = est.mtbf_hours.map(round6);
+    fleet.mtbf_per_gpu_lower_hours = round6(est.lower_hours);
+    fleet.mtbf_per_gpu_upper_hours = est.upper_hours.map(round6);
+    fleet.gpu_hours = round6(fleet.gpu_hours);
+    let mut with_failures: Vec<f64> = rows.iter().filter_map(|g| g.mtbf_hours).collect();
+    with_failures.sort_by(f64::total_cmp);
+    fleet.median_group_mtbf_hours = super::stats::median(&with_failures).map(round6);
+    (rows, fleet)
+}
+
+pub fn project_job(fleet: &FleetMtbf, job_gpus: u64) -> JobProjection {
+    let n = job_gpus.max(1) as f64;
+    let mtbf = fleet.mtbf_per_gpu_hours.map(|m| round6(m / n));
+    JobProjection {
+        job_gpus,
+        mtbf_hours: mtbf,
+        mtbf_lower_hours: round6(fleet.mtbf_per_gpu_lower_hours / n),
+        mtbf_upper_hours: fleet.mtbf_per_gpu_upper_hours.map(|u| round6(u / n)),
+        failures_per_day: mtbf.map(|m| round6(24.0 / m)),
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct CategoryShare {
+    pub category: String,
+    pub failures: u64,
+    /// Fraction of all failures.
+    pub share: f64,
+    pub components: Vec<ComponentShare>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct ComponentShare {
+    pub component: String,
+    pub failures: u64,
+    /// Fraction of the failures of its category.
+    pub share_of_category: f64,
+    /// Fraction of all failures (e.g. "GPU 5.5% of all").
+    pub share_of_all: f64,
+}
+
+/// Root-cause ratios: every category is listed (zero included) so shares are comparable.
+pub fn root_causes(counts: &[(String, String, u64)]) -> (u64, Vec<CategoryShare>) {
+    let total: u64 = counts.iter().map(|c| c.2).sum();
+    let mut out = Vec::new();
+    for cat in crate::domain::taxonomy::Category::ALL {
+        let of_cat: Vec<&(String, String, u64)> = counts.iter().filter(|c| c.0 == cat.as_str()).collect();
+        let n: u64 = of_cat.iter().map(|c| c.2).sum();
+        let mut components: Vec<ComponentShare> = of_cat
+            .iter()
+            .map(|c| ComponentShare { component: c.1.clone(), failures: c.2, share_of_category: round6(ratio(c.2, n)), share_of_all: round6(ratio(c.2, total)) })
+            .collect();
+        components.sort_by(|a, b| b.failures.cmp(&a.failures).then_with(|| a.component.cmp(&b.component)));
+        out.push(CategoryShare { category: cat.as_str().to_string(), failures: n, share: round6(ratio(n, total)), components });
+    }
+    (total, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn node(cluster: &str, host: &str, generation: &str, gpus: u32, group: Option<&str>, since: &str, retired: Option<&str>) -> NodeService {
+        NodeService {
+            cluster: cluster.into(),
+            hostname: host.into(),
+            gpu_model: format!("{generation}-model"),
+            gpu_generation: generation.into(),
+            gpu_count: gpus,
+            group: group.map(Into::into),
+            in_service_since: t(since),
+            retired_at: retired.map(t),
+        }
+    }
+
+    const FROM: &str = "2026-11-01T00:00:00Z";
+    const TO: &str = "2026-11-08T00:00:00Z"; // 7 days = 168 h
+
+    #[test]
+    fn exposure_clips_to_the_window_and_to_service() {
+        let n = node("c", "a", "hopper", 8, None, "2026-11-03T00:00:00Z", Some("2026-11-05T12:00:00Z"));
+        assert_eq!(n.exposure_hours(t(FROM), t(TO)), 60.0);
+        let before = node("c", "a", "hopper", 8, None, "2026-01-01T00:00:00Z", Some("2026-02-01T00:00:00Z"));
+        assert_eq!(before.exposure_hours(t(FROM), t(TO)), 0.0);
+        let empty_window = node("c", "a", "hopper", 8, None, "2026-01-01T00:00:00Z", None);
+        assert_eq!(empty_window.exposure_hours(t(TO), t(TO)), 0.0);
+    }
+
+    #[test]
+    fn failure_mix_normalises_by_gpu_days() {
+        // Hopper: 2 nodes x 8 GPUs x 7 days = 112 GPU-days, 4 failures -> 35.714286 per 1,000.
+        // Ampere: 4 nodes x 8 GPUs x 7 days = 224 GPU-days, 4 failures -> 17.857143 per 1,000:
+        // the same count, half the rate.
+        let mut nodes: Vec<NodeService> = (0..2).map(|i| node("c", &format!("h{i}"), "hopper", 8, None, "2026-10-01T00:00:00Z", None)).collect();
+        nodes.extend((0..4).map(|i| node("c", &format!("a{i}"), "ampere", 8, None, "2026-10-01T00:00:00Z", None)));
+        let failures = vec![
+            FailureCount { group: "hopper".into(), category: "hardware".into(), component: "gpu".into(), failures: 3 },
+            FailureCount { group: "hopper".into(), category: "user".into(), component: "oom".into(), failures: 1 },
+            FailureCount { group: "ampere".into(), category: "platform".into(), component: "storage".into(), failures: 4 },
+            FailureCount { group: "unknown".into(), category: "unknown".into(), component: "unknown".into(), failures: 2 },
+        ];
+        let rows = failure_mix(&nodes, &failures, MixKey::Generation, t(FROM), t(TO));
+        let hopper = rows.iter().find(|r| r.key == "hopper").unwrap();
+        assert_eq!((hopper.gpus_in_service, hopper.gpu_days, hopper.failures), (16, 112.0, 4));
+        assert_eq!(hopper.failures_per_1000_gpu_days, Some(35.714286));
+        assert_eq!(hopper.by_category[0], Share { name: "hardware".into(), failures: 3, share: 0.75 });
+        assert_eq!(hopper.by_component[1].name, "user/oom");
+        let ampere = rows.iter().find(|r| r.key == "ampere").unwrap();
+        assert_eq!(ampere.failures_per_1000_gpu_days, Some(17.857143));
+        // Failures with no inventory node: counted, but no exposure, so no rate.
+        let unknown = rows.iter().find(|r| r.key == "unknown").unwrap();
+        assert_eq!((unknown.failures, unknown.failures_per_1000_gpu_days), (2, None));
+    }
+
+    #[test]
+    fn mtbf_groups_labelled_and_packed_nodes_with_exact_intervals() {
+        // Group su1: 16 nodes x 8 GPUs, all week: 168 h exposure, 4 failures -> MTBF 42 h.
+        // Unlabelled: 20 nodes x 8 GPUs pack into auto-000 (16 nodes) and auto-001 (4 nodes).
+        // n-17 enters service mid-window (84 h): auto-001's exposure = (3x168 + 84) / 4 = 147 h.
+        let mut nodes: Vec<NodeService> = (0..16).map(|i| node("c", &format!("su1-{i}"), "hopper", 8, Some("su1"), "2026-10-01T00:00:00Z", None)).collect();
+        for i in 0..20 {
+            let since = if i == 17 { "2026-11-04T12:00:00Z" } else { "2026-10-01T00:00:00Z" };
+            nodes.push(node("c", &format!("n-{i}"), "ampere", 8, None, since, None));
+        }
+        let mut failures = NodeFailures::new();
+        failures.insert(("c".into(), "su1-3".into()), 3);
+        failures.insert(("c".into(), "su1-9".into()), 1);
+        failures.insert(("c".into(), "n-18".into()), 2);
+        let (groups, fleet) = mtbf(&nodes, &failures, 128, t(FROM), t(TO), 0.95);
+        assert_eq!(groups.iter().map(|g| g.group.as_str()).collect::<Vec<_>>(), ["c/auto-000", "c/auto-001", "c/su1"]);
+        let su1 = &groups[2];
+        assert_eq!((su1.nodes, su1.gpus, su1.exposure_hours, su1.failures), (16, 128, 168.0, 4));
+        assert_eq!(su1.mtbf_hours, Some(42.0));
+        assert_eq!(su1.failures_per_week, Some(4.0));
+        // 2T / chi2(0.975, 10) = 336 / 20.483177 = 16.403705; 2T / chi2(0.025, 8) = 336 / 2.179731 = 154.147479 (scipy)
+        assert!((su1.mtbf_lower_hours - 16.403705).abs() < 1e-5, "{}", su1.mtbf_lower_hours);
+        assert!((su1.mtbf_upper_hours.unwrap() - 154.147479).abs() < 1e-4, "{:?}", su1.mtbf_upper_hours);
+        let auto0 = &groups[0];
+        assert_eq!((auto0.nodes, auto0.failures, auto0.mtbf_hours), (16, 0, None));
+        // No failures: lower bound 2T / chi2(0.975, 2) = 336 / 7.377759 = 45.542285; upper infinite.
+        assert!((auto0.mtbf_lower_hours - 45.542285).abs() < 1e-5);
+        assert_eq!(auto0.mtbf_upper_hours, None);
+        let auto1 = &groups[1];
+        assert_eq!((auto1.nodes, auto1.gpus, auto1.exposure_hours), (4, 32, 147.0));
+        assert_eq!(auto1.mtbf_hours, Some(73.5));
+        // Fleet: GPU-hours = 32 nodes x 8 x 168 + 3 x 8 x 168 + 8 x 84 = 47,712; 6 failures.
+        assert_eq!((fleet.gpus, fleet.gpu_hours, fleet.failures), (288, 47712.0, 6));
+        assert_eq!(fleet.mtbf_per_gpu_hours, Some(7952.0));
+        assert_eq!(fleet.median_group_mtbf_hours, Some(57.75));
+        let job = project_job(&fleet, 1024);
+        assert_eq!(job.mtbf_hours, Some(7.765625));
+        assert_eq!(job.failures_per_day, Some(3.090543));
+    }
+
+    #[test]
+    fn mtbf_of_an_empty_window_is_empty() {
+        let nodes = vec![node("c", "a", "hopper", 8, None, "2026-10-01T00:00:00Z", None)];
+        let (groups, fleet) = mtbf(&nodes, &NodeFailures::new(), 128, t(TO), t(TO), 0.95);
+        assert!(groups.is_empty());
+        assert_eq!((fleet.gpus, fleet.failures, fleet.mtbf_per_gpu_hours), (0, 0, None));
+    }
+
+    #[test]
+    fn root_cause_shares_within_category_and_of_all() {
+        // The ICSE 2023 shape: hardware 28 of 100 = node 16 + GPU 5.5 + network 7 (x2 for integers).
+        let counts = vec![
+            ("hardware".to_string(), "host".to_string(), 32),
+            ("hardware".to_string(), "gpu".to_string(), 11),
+            ("hardware".to_string(), "network".to_string(), 13),
+            ("platform".to_string(), "scheduler".to_string(), 64),
+            ("user".to_string(), "code".to_string(), 80),
+        ];
+        let (total, cats) = root_causes(&counts);
+        assert_eq!(total, 200);
+        assert_eq!(cats[0].category, "hardware");
+        assert_eq!((cats[0].failures, cats[0].share), (56, 0.28));
+        assert_eq!(cats[0].components[0], ComponentShare { component: "host".into(), failures: 32, share_of_category: 0.571429, share_of_all: 0.16 });
+        assert_eq!(cats[0].components[2].share_of_all, 0.055);
+        assert_eq!(cats[3].category, "unknown");
+        assert_eq!((cats[3].failures, cats[3].share), (0, 0.0));
+        let (total, cats) = root_causes(&[]);
+        assert_eq!((total, cats.len(), cats[0].share), (0, 4, 0.0));
+    }
+}

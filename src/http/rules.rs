@@ -1,0 +1,183 @@
+//! The classification catalog: readable by readers, editable by admins. Every edit re-classifies
+//! all failures in the same transaction, so no analysis ever mixes two versions of the rules.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::routing::{get, put};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::ApiContext;
+use super::extract::{AppJson, AppQuery, Caller};
+use crate::classify::{Catalog, Rule, Severity};
+use crate::domain::auth::Permission;
+use crate::domain::taxonomy::{Category, Component};
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::storage;
+
+pub fn router() -> Router<ApiContext> {
+    Router::new()
+        .route("/v1/classification-rules", get(list_rules))
+        .route("/v1/classification-rules/{rule_id}", put(put_rule).delete(delete_rule))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RuleQuery {
+    /// Only rules of this signal kind ('*' for the any-kind keyword rules).
+    pub kind: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RuleList {
+    pub catalog_version: i64,
+    pub rules: Vec<Rule>,
+}
+
+/// The classification catalog.
+///
+/// Matching: a rule applies to a signal when its `kind` equals the signal's (or is '*'), its `code`
+/// is null or equal, and its `pattern` is null or one of its '|'-separated keywords occurs in the
+/// message (case-insensitive). The highest `priority` wins (ties: smallest rule_id). An explicit
+/// `root_cause` from the sender always wins over the catalog.
+#[utoipa::path(
+    get, path = "/v1/classification-rules", tag = "classification", params(RuleQuery),
+    responses(
+        (status = 200, description = "The rules, by kind and priority, with the catalog version", body = RuleList),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not query", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_rules(State(ctx): State<ApiContext>, caller: Caller, AppQuery(q): AppQuery<RuleQuery>) -> ApiResult<Json<RuleList>> {
+    caller.require(Permission::Query)?;
+    let mut conn = ctx.db.acquire().await?;
+    let catalog_version = storage::catalog::version(&mut conn).await?;
+    let rules = storage::catalog::load_rules(&mut conn)
+        .await?
+        .into_iter()
+        .filter(|r| q.kind.as_ref().is_none_or(|k| &r.kind == k))
+        .collect();
+    Ok(Json(RuleList { catalog_version, rules }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RuleInput {
+    pub kind: String,
+    pub code: Option<i64>,
+    pub pattern: Option<String>,
+    pub priority: i32,
+    pub category: Category,
+    pub component: Component,
+    pub severity: Severity,
+    pub transient: bool,
+    pub secondary: bool,
+    /// none, restart_job, reset_gpu, reboot_node, drain_node, contact_support, fix_user_code, fix_config, check_hardware, investigate.
+    pub action: String,
+    pub description: String,
+    pub source: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CatalogChange {
+    pub catalog_version: i64,
+    /// Failures rebuilt with the new catalog.
+    pub failures: usize,
+    pub rule: Option<Rule>,
+}
+
+/// Create or replace a rule (admin); all failures are re-classified before the answer.
+#[utoipa::path(
+    put, path = "/v1/classification-rules/{rule_id}", tag = "classification", request_body = RuleInput,
+    params(("rule_id" = String, Path, description = "Rule id, e.g. xid-79")),
+    responses(
+        (status = 200, description = "Rule stored; failures re-classified with the new catalog version", body = CatalogChange),
+        (status = 400, description = "Malformed JSON or a component outside its category, or an unknown action", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Only admins change the catalog", body = ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn put_rule(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    Path(rule_id): Path<String>,
+    AppJson(input): AppJson<RuleInput>,
+) -> ApiResult<Json<CatalogChange>> {
+    caller.require(Permission::Admin)?;
+    let rule = Rule {
+        rule_id,
+        kind: input.kind.trim().to_ascii_lowercase(),
+        code: input.code,
+        pattern: input.pattern.filter(|p| !p.trim().is_empty()),
+        priority: input.priority,
+        category: input.category,
+        component: input.component,
+        severity: input.severity,
+        transient: input.transient,
+        secondary: input.secondary,
+        action: input.action,
+        description: input.description,
+        source: input.source,
+        builtin: false,
+    };
+    rule.validate().map_err(|m| ApiError::bad_request("invalid_rule", m))?;
+    let (version, failures) = change_catalog(&ctx, |conn| {
+        let rule = rule.clone();
+        let by = caller.name.clone();
+        Box::pin(async move {
+            storage::catalog::upsert_rule(conn, &rule, &by).await?;
+            Ok(true)
+        })
+    })
+    .await?;
+    Ok(Json(CatalogChange { catalog_version: version, failures, rule: Some(rule) }))
+}
+
+/// Delete a rule (admin); all failures are re-classified before the answer.
+#[utoipa::path(
+    delete, path = "/v1/classification-rules/{rule_id}", tag = "classification",
+    params(("rule_id" = String, Path, description = "Rule id")),
+    responses(
+        (status = 200, description = "Rule deleted; failures re-classified", body = CatalogChange),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Only admins change the catalog", body = ErrorBody),
+        (status = 404, description = "No such rule", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn delete_rule(State(ctx): State<ApiContext>, caller: Caller, Path(rule_id): Path<String>) -> ApiResult<Json<CatalogChange>> {
+    caller.require(Permission::Admin)?;
+    let id = rule_id.clone();
+    let (version, failures) = change_catalog(&ctx, |conn| Box::pin(async move { storage::catalog::delete_rule(conn, &id).await }))
+        .await
+        .map_err(|e| match e {
+            ApiError::Conflict(_) => ApiError::NotFound(format!("no rule '{rule_id}'")),
+            other => other,
+        })?;
+    Ok(Json(CatalogChange { catalog_version: version, failures, rule: None }))
+}
+
+type EditFuture<'c> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, sqlx::Error>> + Send + 'c>>;
+
+/// Runs `edit` and the rebuild in one transaction that holds the catalog version row: ingest waits
+/// for it and then sees the new rules. `edit` returning false (nothing changed) rolls back.
+async fn change_catalog<F>(ctx: &ApiContext, edit: F) -> ApiResult<(i64, usize)>
+where
+    F: for<'c> FnOnce(&'c mut sqlx::PgConnection) -> EditFuture<'c>,
+{
+    let mut tx = ctx.db.begin().await?;
+    let version = storage::catalog::bump_version(&mut tx).await?;
+    if !edit(&mut tx).await? {
+        return Err(ApiError::Conflict("nothing to change".into()));
+    }
+    let catalog = Arc::new(Catalog::new(version, storage::catalog::load_rules(&mut tx).await?));
+    let window = chrono::Duration::from_std(ctx.config.correlation_window).unwrap_or(chrono::Duration::minutes(10));
+    let failures = storage::failures::rebuild_all(&mut tx, &catalog, window).await?;
+    tx.commit().await?;
+    *ctx.catalog.write().await = catalog;
+    Ok((version, failures))
+}

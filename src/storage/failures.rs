@@ -1,0 +1,281 @@
+//! Materialised failures: rebuilt for the keys a batch touched, or wholesale on a catalog change.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, Utc};
+use futures_util::TryStreamExt;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::classify::Catalog;
+use crate::correlate::{CorrelationKey, FailureDraft, Signal, fold};
+use crate::domain::event::Event;
+use crate::domain::gpu::generation_of;
+use crate::domain::taxonomy::{Category, Component, RootCause, Symptom};
+
+#[derive(sqlx::FromRow)]
+struct SignalRow {
+    id: Uuid,
+    occurred_at: DateTime<Utc>,
+    cluster: String,
+    node: Option<String>,
+    job_id: Option<String>,
+    gpu_model: Option<String>,
+    kind: String,
+    code: Option<i64>,
+    symptom: Option<String>,
+    rc_category: Option<String>,
+    rc_component: Option<String>,
+    message: Option<String>,
+}
+
+impl SignalRow {
+    fn key(&self) -> CorrelationKey {
+        CorrelationKey::of(self.job_id.as_deref(), self.node.as_deref(), self.id)
+    }
+
+    fn into_signal(self, catalog: &Catalog) -> Signal {
+        let explicit = match (self.rc_category.as_deref().and_then(Category::parse), self.rc_component.as_deref().and_then(Component::parse)) {
+            (Some(category), Some(component)) => RootCause::new(category, component).ok(),
+            _ => None,
+        };
+        let classification = catalog.classify(&self.kind, self.code, self.message.as_deref(), explicit);
+        Signal {
+            id: self.id,
+            occurred_at: self.occurred_at,
+            node: self.node,
+            gpu_model: self.gpu_model,
+            kind: self.kind,
+            code: self.code,
+            symptom: self.symptom.as_deref().and_then(Symptom::parse),
+            classification,
+        }
+    }
+}
+
+const SIGNAL_COLUMNS: &str =
+    "id, occurred_at, cluster, node, job_id, gpu_model, kind, code, symptom, rc_category, rc_component, message";
+
+/// Re-folds the keys that newly stored events touch. Runs in the ingest transaction, so the
+/// events and their failures commit together.
+pub async fn correlate(conn: &mut PgConnection, catalog: &Catalog, window: Duration, events: &[&Event]) -> Result<usize, sqlx::Error> {
+    let mut touched: BTreeMap<(String, CorrelationKey), (DateTime<Utc>, DateTime<Utc>)> = BTreeMap::new();
+    for e in events {
+        let key = CorrelationKey::of(e.job_id.as_deref(), e.node.as_deref(), e.id);
+        let span = touched.entry((e.cluster.clone(), key)).or_insert((e.occurred_at, e.occurred_at));
+        span.0 = span.0.min(e.occurred_at);
+        span.1 = span.1.max(e.occurred_at);
+    }
+    // Keys are locked in one sorted order so that concurrent batches cannot deadlock.
+    for (cluster, key) in touched.keys() {
+        if !matches!(key, CorrelationKey::Alone(_)) {
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                .bind(format!("{cluster}\n{}", key.as_string()))
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
+    let mut drafts_total = 0;
+    for ((cluster, key), (min, max)) in touched {
+        let key_text = key.as_string();
+        // Existing failures within a window of the new signals are re-folded with them.
+        let (fmin, fmax): (Option<DateTime<Utc>>, Option<DateTime<Utc>>) = sqlx::query_as(
+            "SELECT min(first_at), max(last_at) FROM failures
+             WHERE cluster = $1 AND correlation_key = $2 AND last_at >= $3 AND first_at <= $4",
+        )
+        .bind(&cluster)
+        .bind(&key_text)
+        .bind(min - window)
+        .bind(max + window)
+        .fetch_one(&mut *conn)
+        .await?;
+        let start = fmin.map_or(min, |f| f.min(min));
+        let end = fmax.map_or(max, |f| f.max(max));
+        sqlx::query("DELETE FROM failures WHERE cluster = $1 AND correlation_key = $2 AND last_at >= $3 AND first_at <= $4")
+            .bind(&cluster)
+            .bind(&key_text)
+            .bind(start)
+            .bind(end)
+            .execute(&mut *conn)
+            .await?;
+        let rows: Vec<SignalRow> = match &key {
+            CorrelationKey::Job(job) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {SIGNAL_COLUMNS} FROM events WHERE cluster = $1 AND job_id = $2 AND occurred_at BETWEEN $3 AND $4"
+            )))
+            .bind(&cluster)
+            .bind(job)
+            .bind(start)
+            .bind(end)
+            .fetch_all(&mut *conn)
+            .await?,
+            CorrelationKey::Node(node) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {SIGNAL_COLUMNS} FROM events
+                 WHERE cluster = $1 AND job_id IS NULL AND node = $2 AND occurred_at BETWEEN $3 AND $4"
+            )))
+            .bind(&cluster)
+            .bind(node)
+            .bind(start)
+            .bind(end)
+            .fetch_all(&mut *conn)
+            .await?,
+            CorrelationKey::Alone(id) => {
+                sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {SIGNAL_COLUMNS} FROM events WHERE id = $1")))
+                    .bind(id)
+                    .fetch_all(&mut *conn)
+                    .await?
+            }
+        };
+        let signals = rows.into_iter().map(|r| r.into_signal(catalog)).collect();
+        let drafts = fold(&cluster, &key, signals, window);
+        drafts_total += drafts.len();
+        insert_drafts(conn, &cluster, &key, &drafts, catalog.version).await?;
+    }
+    Ok(drafts_total)
+}
+
+/// Rebuilds every failure from every signal with `catalog` (after a catalog change, in the same
+/// transaction). Returns the number of failures.
+pub async fn rebuild_all(conn: &mut PgConnection, catalog: &Catalog, window: Duration) -> Result<usize, sqlx::Error> {
+    sqlx::query("DELETE FROM failures").execute(&mut *conn).await?;
+    let mut pending: Vec<(String, CorrelationKey, FailureDraft)> = Vec::new();
+    {
+        let sql = format!(
+            "SELECT {SIGNAL_COLUMNS} FROM events
+             ORDER BY cluster, (CASE WHEN job_id IS NOT NULL THEN 'job:' || job_id
+                                     WHEN node IS NOT NULL THEN 'node:' || node
+                                     ELSE 'alone:' || id::text END), occurred_at, id"
+        );
+        let mut rows = sqlx::query_as::<_, SignalRow>(sqlx::AssertSqlSafe(sql)).fetch(&mut *conn);
+        let mut current: Option<(String, CorrelationKey)> = None;
+        let mut batch: Vec<Signal> = Vec::new();
+        while let Some(row) = rows.try_next().await? {
+            let this = (row.cluster.clone(), row.key());
+            if current.as_ref() != Some(&this) {
+                if let Some((c, k)) = current.take() {
+                    pending.extend(fold(&c, &k, std::mem::take(&mut batch), window).into_iter().map(|d| (c.clone(), k.clone(), d)));
+                }
+                current = Some(this);
+            }
+            batch.push(row.into_signal(catalog));
+        }
+        if let Some((c, k)) = current.take() {
+            pending.extend(fold(&c, &k, batch, window).into_iter().map(|d| (c.clone(), k.clone(), d)));
+        }
+    }
+    let total = pending.len();
+    for chunk in pending.chunks(5_000) {
+        insert_rows(conn, chunk.iter().map(|(c, k, d)| (c.as_str(), k, d)), catalog.version).await?;
+    }
+    Ok(total)
+}
+
+async fn insert_drafts(conn: &mut PgConnection, cluster: &str, key: &CorrelationKey, drafts: &[FailureDraft], version: i64) -> Result<(), sqlx::Error> {
+    insert_rows(conn, drafts.iter().map(|d| (cluster, key, d)), version).await
+}
+
+/// One statement per call (UNNEST). Array columns travel as joined text, because UNNEST would
+/// flatten a two-dimensional array.
+async fn insert_rows<'a>(
+    conn: &mut PgConnection,
+    rows: impl Iterator<Item = (&'a str, &'a CorrelationKey, &'a FailureDraft)>,
+    version: i64,
+) -> Result<(), sqlx::Error> {
+    let mut c = Cols::default();
+    for (cluster, key, d) in rows {
+        c.id.push(d.id);
+        c.cluster.push(cluster.to_string());
+        c.key.push(key.as_string());
+        c.job.push(match key {
+            CorrelationKey::Job(j) => Some(j.clone()),
+            _ => None,
+        });
+        c.first.push(d.first_at);
+        c.last.push(d.last_at);
+        c.nodes.push(d.nodes.join("\u{1f}"));
+        c.signals.push(d.signal_ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(","));
+        c.count.push(d.signal_ids.len() as i32);
+        c.root.push(d.root_signal);
+        c.root_node.push(d.root_node.clone());
+        c.root_kind.push(d.root_kind.clone());
+        c.root_code.push(d.root_code);
+        c.generation.push(d.root_gpu_model.as_deref().map_or("unknown", |m| generation_of(m).as_str()).to_string());
+        c.category.push(d.classification.root_cause.category.as_str());
+        c.component.push(d.classification.root_cause.component.as_str());
+        c.severity.push(d.classification.severity.as_str());
+        c.transient.push(d.classification.transient);
+        c.action.push(d.classification.action.clone());
+        c.rule.push(d.classification.rule_id.clone());
+        c.explicit.push(d.classification.explicit);
+        c.symptom.push(d.symptom.map(|s| s.as_str()));
+    }
+    if c.id.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO failures (id, cluster, correlation_key, job_id, first_at, last_at, nodes, signal_ids, signal_count,
+                               root_signal, root_node, root_kind, root_code, signal_generation, category, component,
+                               severity, transient, action, rule_id, explicit_cause, symptom, catalog_version)
+         SELECT id, cluster, key, job, first_at, last_at,
+                CASE WHEN nodes = '' THEN '{}'::text[] ELSE string_to_array(nodes, E'\\x1f') END,
+                string_to_array(signals, ',')::uuid[], cnt, root, root_node, root_kind, root_code, generation,
+                category, component, severity, transient, action, rule_id, explicit, symptom, $23
+         FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[],
+                     $8::text[], $9::int[], $10::uuid[], $11::text[], $12::text[], $13::bigint[], $14::text[],
+                     $15::text[], $16::text[], $17::text[], $18::bool[], $19::text[], $20::text[], $21::bool[],
+                     $22::text[])
+              AS t(id, cluster, key, job, first_at, last_at, nodes, signals, cnt, root, root_node, root_kind,
+                   root_code, generation, category, component, severity, transient, action, rule_id, explicit, symptom)",
+    )
+    .bind(c.id)
+    .bind(c.cluster)
+    .bind(c.key)
+    .bind(c.job)
+    .bind(c.first)
+    .bind(c.last)
+    .bind(c.nodes)
+    .bind(c.signals)
+    .bind(c.count)
+    .bind(c.root)
+    .bind(c.root_node)
+    .bind(c.root_kind)
+    .bind(c.root_code)
+    .bind(c.generation)
+    .bind(c.category)
+    .bind(c.component)
+    .bind(c.severity)
+    .bind(c.transient)
+    .bind(c.action)
+    .bind(c.rule)
+    .bind(c.explicit)
+    .bind(c.symptom)
+    .bind(version)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+#[derive(Default)]
+struct Cols {
+    id: Vec<Uuid>,
+    cluster: Vec<String>,
+    key: Vec<String>,
+    job: Vec<Option<String>>,
+    first: Vec<DateTime<Utc>>,
+    last: Vec<DateTime<Utc>>,
+    nodes: Vec<String>,
+    signals: Vec<String>,
+    count: Vec<i32>,
+    root: Vec<Uuid>,
+    root_node: Vec<Option<String>>,
+    root_kind: Vec<String>,
+    root_code: Vec<Option<i64>>,
+    generation: Vec<String>,
+    category: Vec<&'static str>,
+    component: Vec<&'static str>,
+    severity: Vec<&'static str>,
+    transient: Vec<bool>,
+    action: Vec<String>,
+    rule: Vec<Option<String>>,
+    explicit: Vec<bool>,
+    symptom: Vec<Option<&'static str>>,
+}

@@ -1,0 +1,240 @@
+use serde_json::{Value, json};
+
+use crate::helpers::{ADMIN_TOKEN, TestApp, event, spawn_app, uuid_n};
+
+async fn register_fleet(app: &TestApp) {
+    let mut nodes: Vec<Value> = (0..16)
+        .map(|i| json!({"hostname": format!("n{i:02}"), "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8,
+                        "in_service_since": "2026-10-01T00:00:00Z"}))
+        .collect();
+    nodes.extend((0..4).map(|i| json!({"hostname": format!("a{i:02}"), "cluster": "c1", "gpu_model": "A100-SXM4-80GB", "gpu_count": 8,
+                                        "in_service_since": "2026-10-01T00:00:00Z"})));
+    let (status, body) = app.put_nodes(ADMIN_TOKEN, &json!({"nodes": nodes})).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// XID 79 on n07 at 10:00, then NCCL timeouts from 15 other nodes of job j1 within 3 minutes.
+fn cascade(first_id: u32) -> Vec<Value> {
+    let mut events = vec![event(&uuid_n(first_id), json!({"node": "n07", "job_id": "j1", "occurred_at": "2026-11-02T10:00:00Z", "gpu_index": 3}))];
+    for i in 0..15u32 {
+        let node = format!("n{:02}", if i >= 7 { i + 1 } else { i });
+        events.push(event(
+            &uuid_n(first_id + 1 + i),
+            json!({"node": node, "job_id": "j1", "kind": "nccl_timeout", "code": null, "symptom": "job_hang",
+                   "occurred_at": format!("2026-11-02T10:0{}:00Z", 1 + i % 3), "message": "Watchdog caught collective operation timeout"}),
+        ));
+    }
+    events
+}
+
+async fn failures(app: &TestApp, query: &str) -> Vec<Value> {
+    let (status, body) = app.get(ADMIN_TOKEN, &format!("/v1/failures{query}")).await;
+    assert_eq!(status, 200, "{body}");
+    body["failures"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_cascade_is_one_hardware_failure_with_its_signals() {
+    let app = spawn_app().await;
+    register_fleet(&app).await;
+    let (status, body) = app.post_events(ADMIN_TOKEN, &json!({"events": cascade(1)})).await;
+    assert_eq!((status, body["accepted"].as_u64()), (200, Some(16)));
+    let list = failures(&app, "").await;
+    assert_eq!(list.len(), 1);
+    let f = &list[0];
+    assert_eq!(f["root_cause"], json!({"category": "hardware", "component": "gpu"}));
+    assert_eq!((f["root_node"].as_str(), f["gpu_generation"].as_str()), (Some("n07"), Some("hopper")));
+    assert_eq!((f["signal_count"].as_i64(), f["nodes"].as_array().unwrap().len()), (Some(16), 16));
+    assert_eq!((f["root_kind"].as_str(), f["root_code"].as_i64(), f["rule_id"].as_str()), (Some("xid"), Some(79), Some("xid-79")));
+    assert_eq!((f["symptom"].as_str(), f["job_id"].as_str()), (Some("job_hang"), Some("j1")));
+    assert_eq!((f["first_at"].as_str(), f["last_at"].as_str()), (Some("2026-11-02T10:00:00Z"), Some("2026-11-02T10:03:00Z")));
+    let (status, detail) = app.get(ADMIN_TOKEN, &format!("/v1/failures/{}", f["id"].as_str().unwrap())).await;
+    assert_eq!(status, 200);
+    let signals = detail["signals"].as_array().unwrap();
+    assert_eq!(signals.len(), 16);
+    assert_eq!(signals[0]["kind"], "xid");
+    assert_eq!(signals[1]["secondary"], true);
+    assert_eq!(signals[1]["root_cause"]["category"], "unknown");
+    // Filters.
+    assert_eq!(failures(&app, "?category=hardware&generation=hopper&node=n03&job=j1").await.len(), 1);
+    assert_eq!(failures(&app, "?category=user").await.len(), 0);
+    assert_eq!(failures(&app, "?from=2026-11-03T00:00:00Z").await.len(), 0);
+    let (status, _) = app.get(ADMIN_TOKEN, "/v1/failures?category=cosmic").await;
+    assert_eq!(status, 400);
+    let (status, body) = app.get(ADMIN_TOKEN, &format!("/v1/failures/{}", uuid_n(999))).await;
+    assert_eq!((status, body["error"].as_str()), (404, Some("not_found")));
+}
+
+#[tokio::test]
+async fn arrival_order_does_not_change_failures_and_late_signals_join() {
+    let in_order = spawn_app().await;
+    in_order.post_events(ADMIN_TOKEN, &json!({"events": cascade(1)})).await;
+    let reordered = spawn_app().await;
+    let mut events = cascade(1);
+    let root = events.remove(0);
+    events.reverse();
+    // The timeouts arrive first: the failure is unknown until the XID arrives late.
+    let (status, _) = reordered.post_events(ADMIN_TOKEN, &json!({"events": events[..7]})).await;
+    assert_eq!(status, 200);
+    reordered.post_events(ADMIN_TOKEN, &json!({"events": events[7..]})).await;
+    let early = failures(&reordered, "").await;
+    assert_eq!(early.len(), 1);
+    assert_eq!(early[0]["root_cause"]["category"], "unknown");
+    reordered.post_events(ADMIN_TOKEN, &json!({"events": [root]})).await;
+    let a = failures(&in_order, "").await;
+    let b = failures(&reordered, "").await;
+    assert_eq!(b.len(), 1);
+    for field in ["id", "root_cause", "root_signal", "first_at", "last_at", "signal_count", "nodes"] {
+        assert_eq!(a[0][field], b[0][field], "{field}");
+    }
+    // A later failure of the same job, more than 10 minutes on, is a second failure.
+    in_order
+        .post_events(ADMIN_TOKEN, &json!({"events": [event(&uuid_n(500), json!({"node": "n01", "job_id": "j1", "kind": "gpu_oom", "code": null,
+            "occurred_at": "2026-11-02T10:30:00Z", "message": "CUDA out of memory"}))]}))
+        .await;
+    let both = failures(&in_order, "").await;
+    assert_eq!(both.len(), 2);
+    assert_eq!(both[0]["root_cause"], json!({"category": "user", "component": "oom"}));
+}
+
+#[tokio::test]
+async fn explicit_root_cause_wins_and_a_catalog_edit_reclassifies() {
+    let app = spawn_app().await;
+    register_fleet(&app).await;
+    app.post_events(ADMIN_TOKEN, &json!({"events": cascade(1)})).await;
+    app.post_events(ADMIN_TOKEN, &json!({"events": [event(&uuid_n(100), json!({"node": "a01", "kind": "nccl_timeout", "code": null,
+        "occurred_at": "2026-11-03T00:00:00Z", "root_cause": {"category": "platform", "component": "storage"}}))]})).await;
+    let list = failures(&app, "").await;
+    assert_eq!(list[0]["root_cause"], json!({"category": "platform", "component": "storage"}));
+    assert_eq!(list[0]["explicit_cause"], true);
+    assert_eq!(list[0]["catalog_version"], 1);
+
+    let (status, rules) = app.get(ADMIN_TOKEN, "/v1/classification-rules?kind=xid").await;
+    assert_eq!(status, 200);
+    assert!(rules["rules"].as_array().unwrap().len() > 30);
+    let reader = app.token("reader", None).await;
+    let rule = json!({"kind": "xid", "code": 79, "priority": 200, "category": "platform", "component": "driver", "severity": "high",
+                      "transient": true, "secondary": false, "action": "reset_gpu", "description": "site override", "source": "post-mortem 42"});
+    let res = app.client.put(app.url("/v1/classification-rules/xid-79")).bearer_auth(&reader).json(&rule).send().await.unwrap();
+    assert_eq!(res.status(), 403);
+    let res = app.client.put(app.url("/v1/classification-rules/xid-79")).bearer_auth(ADMIN_TOKEN).json(&rule).send().await.unwrap();
+    let (status, change) = crate::helpers::status_json(res).await;
+    assert_eq!(status, 200, "{change}");
+    assert_eq!((change["catalog_version"].as_i64(), change["failures"].as_u64()), (Some(2), Some(2)));
+    let list = failures(&app, "").await;
+    let cascade_failure = list.iter().find(|f| f["job_id"] == "j1").unwrap();
+    assert_eq!(cascade_failure["root_cause"], json!({"category": "platform", "component": "driver"}));
+    assert!(list.iter().all(|f| f["catalog_version"] == 2));
+    // The explicit cause is untouched by the catalog.
+    assert!(list.iter().any(|f| f["root_cause"]["component"] == "storage"));
+    let mut bad = rule.clone();
+    bad["component"] = json!("gpu");
+    let res = app.client.put(app.url("/v1/classification-rules/xid-79")).bearer_auth(ADMIN_TOKEN).json(&bad).send().await.unwrap();
+    let (status, body) = crate::helpers::status_json(res).await;
+    assert_eq!((status, body["error"].as_str()), (400, Some("invalid_rule")));
+    let res = app.client.delete(app.url("/v1/classification-rules/nope")).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    assert_eq!(res.status(), 404);
+}
+
+/// Fixture with hand-computed answers. Window: 2026-11-01 to 2026-11-08 (7 days, 168 h).
+/// Fleet: 16 H100 nodes (128 GPUs, group "su1") and 4 A100 nodes (32 GPUs, unlabelled), all in
+/// service since October. Failures (each a lone signal on a node, > 10 min apart):
+///   hopper: 3 x XID 79 (hardware/gpu) on n01, n01, n02; 1 gpu_oom (user/oom) on n03
+///   ampere: 2 x storage_error with explicit platform/storage on a00
+///   no node: 1 scheduler_error (platform/scheduler)
+#[tokio::test]
+async fn headline_analytics_match_hand_computed_numbers() {
+    let app = spawn_app().await;
+    let mut nodes: Vec<Value> = (0..16)
+        .map(|i| json!({"hostname": format!("n{i:02}"), "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8,
+                        "group": "su1", "in_service_since": "2026-10-01T00:00:00Z"}))
+        .collect();
+    nodes.extend((0..4).map(|i| json!({"hostname": format!("a{i:02}"), "cluster": "c1", "gpu_model": "A100-SXM4-80GB", "gpu_count": 8,
+                                        "in_service_since": "2026-10-01T00:00:00Z"})));
+    app.put_nodes(ADMIN_TOKEN, &json!({"nodes": nodes})).await;
+    let events = json!({"events": [
+        event(&uuid_n(1), json!({"node": "n01", "occurred_at": "2026-11-02T00:00:00Z"})),
+        event(&uuid_n(2), json!({"node": "n01", "occurred_at": "2026-11-03T00:00:00Z"})),
+        event(&uuid_n(3), json!({"node": "n02", "occurred_at": "2026-11-04T00:00:00Z"})),
+        event(&uuid_n(4), json!({"node": "n03", "occurred_at": "2026-11-05T00:00:00Z", "kind": "gpu_oom", "code": null, "symptom": "job_crash"})),
+        event(&uuid_n(5), json!({"node": "a00", "occurred_at": "2026-11-02T00:00:00Z", "kind": "storage_error", "code": null,
+                                  "root_cause": {"category": "platform", "component": "storage"}})),
+        event(&uuid_n(6), json!({"node": "a00", "occurred_at": "2026-11-06T00:00:00Z", "kind": "storage_error", "code": null,
+                                  "root_cause": {"category": "platform", "component": "storage"}})),
+        event(&uuid_n(7), json!({"node": null, "occurred_at": "2026-11-06T00:00:00Z", "kind": "scheduler_error", "code": null, "symptom": "submission_failure"})),
+        // Outside the window: not counted.
+        event(&uuid_n(8), json!({"node": "n05", "occurred_at": "2026-11-09T00:00:00Z"})),
+    ]});
+    let (status, body) = app.post_events(ADMIN_TOKEN, &events).await;
+    assert_eq!(status, 200, "{body}");
+    let w = "from=2026-11-01T00:00:00Z&to=2026-11-08T00:00:00Z";
+
+    let (status, mix) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/failure-mix?by=gpu_generation&{w}")).await;
+    assert_eq!(status, 200, "{mix}");
+    let row = |k: &str| mix["rows"].as_array().unwrap().iter().find(|r| r["key"] == k).unwrap().clone();
+    // hopper: 128 GPUs x 7 d = 896 GPU-days; 4 failures -> 4.464286 per 1,000 GPU-days
+    let hopper = row("hopper");
+    assert_eq!((hopper["gpus_in_service"].as_u64(), hopper["gpu_days"].as_f64(), hopper["failures"].as_u64()), (Some(128), Some(896.0), Some(4)));
+    assert_eq!(hopper["failures_per_1000_gpu_days"].as_f64(), Some(4.464286));
+    assert_eq!(hopper["by_category"][0], json!({"name": "hardware", "failures": 3, "share": 0.75}));
+    assert_eq!(hopper["by_component"][1], json!({"name": "user/oom", "failures": 1, "share": 0.25}));
+    // ampere: 32 GPUs x 7 d = 224 GPU-days; 2 failures -> 8.928571
+    let ampere = row("ampere");
+    assert_eq!((ampere["gpu_days"].as_f64(), ampere["failures_per_1000_gpu_days"].as_f64()), (Some(224.0), Some(8.928571)));
+    // The node-less failure has no generation: counted, not normalised.
+    let unknown = row("unknown");
+    assert_eq!((unknown["failures"].as_u64(), unknown["failures_per_1000_gpu_days"].as_f64()), (Some(1), None));
+    // totals: 7 failures over 1,120 GPU-days = 6.25 per 1,000
+    assert_eq!(mix["totals"], json!({"gpus_in_service": 160, "gpu_days": 1120.0, "failures": 7, "failures_per_1000_gpu_days": 6.25}));
+    let (_, by_model) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/failure-mix?by=gpu_model&{w}")).await;
+    assert!(by_model["rows"].as_array().unwrap().iter().any(|r| r["key"] == "A100-SXM4-80GB" && r["failures"] == 2));
+
+    let (status, mtbf) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/mtbf?group_size=128&job_gpus=1024&{w}")).await;
+    assert_eq!(status, 200, "{mtbf}");
+    let groups = mtbf["groups"].as_array().unwrap();
+    assert_eq!(groups.iter().map(|g| g["group"].as_str().unwrap()).collect::<Vec<_>>(), ["c1/auto-000", "c1/su1"]);
+    // su1: 168 h, 4 failures -> MTBF 42 h, 4 per week; auto-000 (4 A100 nodes): 168 h / 2 = 84 h
+    assert_eq!((groups[1]["exposure_hours"].as_f64(), groups[1]["failures"].as_u64(), groups[1]["mtbf_hours"].as_f64()), (Some(168.0), Some(4), Some(42.0)));
+    assert_eq!(groups[1]["failures_per_week"].as_f64(), Some(4.0));
+    assert_eq!((groups[0]["gpus"].as_u64(), groups[0]["mtbf_hours"].as_f64()), (Some(32), Some(84.0)));
+    // fleet: 160 GPUs x 168 h = 26,880 GPU-hours / 6 attributed failures = 4,480 h per GPU;
+    // a 1,024-GPU job: 4,480 / 1,024 = 4.375 h
+    assert_eq!((mtbf["fleet"]["gpu_hours"].as_f64(), mtbf["fleet"]["failures"].as_u64()), (Some(26880.0), Some(6)));
+    assert_eq!(mtbf["fleet"]["mtbf_per_gpu_hours"].as_f64(), Some(4480.0));
+    assert_eq!(mtbf["job_projection"]["mtbf_hours"].as_f64(), Some(4.375));
+    assert_eq!(mtbf["unattributed_failures"], 1);
+
+    let (status, rc) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/root-causes?{w}")).await;
+    assert_eq!(status, 200, "{rc}");
+    assert_eq!(rc["failures"], 7);
+    // hardware 3/7 = 0.428571; platform 3/7 (storage 2, scheduler 1); user 1/7
+    assert_eq!((rc["categories"][0]["category"].as_str(), rc["categories"][0]["share"].as_f64()), (Some("hardware"), Some(0.428571)));
+    let platform = &rc["categories"][1];
+    assert_eq!(platform["components"][0], json!({"component": "storage", "failures": 2, "share_of_category": 0.666667, "share_of_all": 0.285714}));
+    assert_eq!(rc["categories"][2]["failures"], 1);
+    assert_eq!(rc["categories"][3]["failures"], 0);
+    let symptoms: Vec<(String, u64)> = rc["symptoms"].as_array().unwrap().iter().map(|s| (s["name"].as_str().unwrap().to_string(), s["failures"].as_u64().unwrap())).collect();
+    assert_eq!(symptoms, [("unspecified".to_string(), 5), ("job_crash".to_string(), 1), ("submission_failure".to_string(), 1)]);
+
+    // Bad input and roles.
+    assert_eq!(app.get(ADMIN_TOKEN, "/v1/analytics/failure-mix?by=color").await.0, 400);
+    assert_eq!(app.get(ADMIN_TOKEN, "/v1/analytics/mtbf?from=2026-11-08T00:00:00Z&to=2026-11-01T00:00:00Z").await.0, 400);
+    assert_eq!(app.get(ADMIN_TOKEN, "/v1/analytics/mtbf?group_size=0").await.0, 400);
+    let agent = app.token("agent", None).await;
+    assert_eq!(app.get(&agent, "/v1/analytics/root-causes").await.0, 403);
+    let reader = app.token("reader", None).await;
+    assert_eq!(app.get(&reader, "/v1/analytics/root-causes").await.0, 200);
+}
+
+#[tokio::test]
+async fn empty_windows_answer_zeros_not_errors() {
+    let app = spawn_app().await;
+    let (status, mix) = app.get(ADMIN_TOKEN, "/v1/analytics/failure-mix").await;
+    assert_eq!(status, 200);
+    assert_eq!(mix["totals"]["failures"], 0);
+    let (_, mtbf) = app.get(ADMIN_TOKEN, "/v1/analytics/mtbf?job_gpus=8").await;
+    assert_eq!(mtbf["groups"], json!([]));
+    assert_eq!(mtbf["fleet"]["mtbf_per_gpu_hours"], Value::Null);
+    let (_, rc) = app.get(ADMIN_TOKEN, "/v1/analytics/root-causes").await;
+    assert_eq!(rc["categories"].as_array().unwrap().len(), 4);
+}
