@@ -22,6 +22,48 @@ enum Command {
     Migrate(DatabaseSettings),
     /// Print the OpenAPI document.
     Openapi,
+    /// Generate a simulated fleet and send it to a server as an agent would.
+    Simulate(SimulateArgs),
+    /// Measure ingest throughput and analytics latency on a large simulated fleet.
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct SimulateArgs {
+    /// Base URL of the Faultline server.
+    #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
+    server: String,
+    /// An agent (or admin) token.
+    #[arg(long, env = "FAULTLINE_TOKEN")]
+    token: String,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Days simulated, ending today (or starting at --start).
+    #[arg(long, default_value_t = 28)]
+    days: u32,
+    /// Nodes in the fleet (8 GPUs each, mostly).
+    #[arg(long, default_value_t = 256)]
+    nodes: u32,
+    /// First day, RFC 3339 (default: `days` days ago).
+    #[arg(long)]
+    start: Option<chrono::DateTime<chrono::Utc>>,
+    /// Events per request.
+    #[arg(long, default_value_t = 5000)]
+    batch: usize,
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    #[command(flatten)]
+    database: DatabaseSettings,
+    /// Approximate number of signals to generate.
+    #[arg(long, default_value_t = 1_000_000)]
+    signals: usize,
+    /// Events per request.
+    #[arg(long, default_value_t = 5000)]
+    batch: usize,
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
 }
 
 #[tokio::main]
@@ -43,6 +85,21 @@ async fn main() -> anyhow::Result<()> {
             telemetry::init_tracing();
             serve(settings).await
         }
+        Command::Simulate(args) => simulate(args).await,
+        Command::Bench(args) => {
+            telemetry::init_tracing();
+            let server = faultline::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir).await?;
+            let report = faultline::bench::run(faultline::bench::BenchOptions {
+                server_url: server.url().to_string(),
+                signals: args.signals,
+                batch: args.batch,
+                seed: args.seed,
+            })
+            .await;
+            server.stop().await?;
+            println!("{}", report?);
+            Ok(())
+        }
     }
 }
 
@@ -60,12 +117,39 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
         correlation_window: Duration::from_secs(settings.correlation_window_secs.into()),
     };
     let ctx = startup::api_context(config, database.pool.clone());
+    if settings.demo {
+        let window = chrono::Duration::seconds(settings.correlation_window_secs.into());
+        match faultline::demo::load_if_empty(&database.pool, &ctx.catalog, window).await? {
+            Some(l) => tracing::info!(nodes = l.nodes, events = l.events, failures = l.failures, "demo fleet loaded"),
+            None => tracing::info!("database already holds events; demo fleet not loaded"),
+        }
+    }
     let listener = tokio::net::TcpListener::bind(settings.addr).await.with_context(|| format!("binding {}", settings.addr))?;
     tracing::info!(addr = %listener.local_addr()?, "faultline listening; API docs at /docs");
     let served = startup::serve(listener, startup::build_router(ctx), shutdown_signal()).await;
     database.pool.close().await;
     database.server.stop().await?;
     Ok(served?)
+}
+
+async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
+    let start = args.start.unwrap_or_else(|| {
+        (chrono::Utc::now() - chrono::Duration::days(args.days.into())).date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc()
+    });
+    let fleet = faultline::simulate::simulate(&faultline::simulate::SimConfig { seed: args.seed, start, days: args.days, nodes: args.nodes });
+    eprintln!(
+        "simulated {} nodes, {} events, {} failures ({:?}) from {start}",
+        fleet.nodes.len(),
+        fleet.events.len(),
+        fleet.truth.failures,
+        fleet.truth.by_category
+    );
+    let client = faultline::client::Client::new(&args.server, &args.token)?;
+    let nodes = client.put_nodes(&fleet.nodes, 1000).await?;
+    eprintln!("  nodes upserted: {}", nodes.accepted);
+    let sent = client.post_events(&fleet.events, args.batch, true).await?;
+    eprintln!("  accepted {}, duplicates {}, rejected {}, retries {}", sent.accepted, sent.duplicates, sent.rejected, sent.retries);
+    Ok(())
 }
 
 /// Reads the admin token stored in the data directory, or creates one and prints it once.

@@ -5,3 +5,4 @@ mod helpers;
 mod ingest;
 mod inventory;
 mod openapi;
+mod simulation;

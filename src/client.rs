@@ -1,0 +1,89 @@
+//! A small API client used by `faultline simulate` (and reports): batched, retried sends with a
+//! progress line, as an agent would do it.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SendTotals {
+    pub accepted: u64,
+    pub duplicates: u64,
+    pub rejected: u64,
+    pub retries: u64,
+}
+
+impl Client {
+    pub fn new(base: &str, token: &str) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
+        Ok(Client { http, base: base.trim_end_matches('/').to_string(), token: token.to_string() })
+    }
+
+    /// PUT /v1/nodes in batches.
+    pub async fn put_nodes(&self, nodes: &[Value], batch: usize) -> anyhow::Result<SendTotals> {
+        let mut totals = SendTotals::default();
+        for chunk in nodes.chunks(batch.max(1)) {
+            let body = json!({ "nodes": chunk });
+            let (res, retries) = self.send_with_retry(reqwest::Method::PUT, "/v1/nodes", &body).await?;
+            totals.accepted += res["upserted"].as_u64().unwrap_or(0);
+            totals.rejected += res["rejected"].as_array().map_or(0, |r| r.len() as u64);
+            totals.retries += retries;
+        }
+        Ok(totals)
+    }
+
+    /// POST /v1/events in batches, printing progress to stderr.
+    pub async fn post_events(&self, events: &[Value], batch: usize, progress: bool) -> anyhow::Result<SendTotals> {
+        let mut totals = SendTotals::default();
+        let total = events.len();
+        for (i, chunk) in events.chunks(batch.max(1)).enumerate() {
+            let body = json!({ "events": chunk });
+            let (res, retries) = self.send_with_retry(reqwest::Method::POST, "/v1/events", &body).await?;
+            totals.accepted += res["accepted"].as_u64().unwrap_or(0);
+            totals.duplicates += res["duplicates"].as_u64().unwrap_or(0);
+            totals.rejected += res["rejected"].as_array().map_or(0, |r| r.len() as u64);
+            totals.retries += retries;
+            if progress {
+                let done = ((i + 1) * batch).min(total);
+                eprint!("\r  events {done:>9}/{total} ({:>3}%)", done * 100 / total.max(1));
+            }
+        }
+        if progress {
+            eprintln!();
+        }
+        Ok(totals)
+    }
+
+    /// Retries on connection errors, 429 and 5xx (honouring Retry-After), with exponential backoff.
+    async fn send_with_retry(&self, method: reqwest::Method, path: &str, body: &Value) -> anyhow::Result<(Value, u64)> {
+        let url = format!("{}{path}", self.base);
+        let mut delay = Duration::from_millis(200);
+        for attempt in 0..8u64 {
+            let sent = self.http.request(method.clone(), &url).bearer_auth(&self.token).json(body).send().await;
+            match sent {
+                Ok(res) if res.status().is_success() => return Ok((res.json().await.context("decoding the answer")?, attempt)),
+                Ok(res) if res.status().as_u16() == 429 || res.status().is_server_error() => {
+                    if let Some(secs) = res.headers().get("retry-after").and_then(|v| v.to_str().ok()?.parse::<u64>().ok()) {
+                        delay = Duration::from_secs(secs);
+                    }
+                }
+                Ok(res) => {
+                    let status = res.status();
+                    bail!("{method} {path}: {status}: {}", res.text().await.unwrap_or_default());
+                }
+                Err(e) if e.is_connect() || e.is_timeout() => {}
+                Err(e) => return Err(e.into()),
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(10));
+        }
+        bail!("{method} {path}: giving up after 8 attempts")
+    }
+}

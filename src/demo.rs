@@ -1,0 +1,45 @@
+//! Loading a simulated fleet straight into the database (`faultline serve --demo`), through the
+//! same validation and storage path as the HTTP ingest.
+
+use chrono::{Duration, Utc};
+use sqlx::PgPool;
+
+use crate::domain::event::parse_event;
+use crate::domain::node::parse_node;
+use crate::simulate::{SimConfig, SimulatedFleet, simulate};
+use crate::storage;
+
+/// A demo fleet whose 28 days end now, so the analytics' default window (30 days) shows it.
+pub fn demo_fleet() -> SimulatedFleet {
+    let start = (Utc::now() - Duration::days(28)).date_naive().and_hms_opt(0, 0, 0).expect("midnight exists").and_utc();
+    simulate(&SimConfig { start, ..SimConfig::default() })
+}
+
+pub struct Loaded {
+    pub nodes: usize,
+    pub events: usize,
+    pub failures: i64,
+}
+
+/// Loads the fleet unless the database already holds events. Returns None when it did nothing.
+pub async fn load_if_empty(db: &PgPool, catalog: &storage::catalog::CatalogCache, window: Duration) -> anyhow::Result<Option<Loaded>> {
+    let has_events: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM events)").fetch_one(db).await?;
+    if has_events {
+        return Ok(None);
+    }
+    let fleet = demo_fleet();
+    let nodes: Vec<_> = fleet.nodes.iter().cloned().filter_map(|v| parse_node(v).ok()).collect();
+    storage::nodes::upsert(db, &nodes).await?;
+    let now = Utc::now();
+    let events: Vec<_> = fleet.events.iter().cloned().filter_map(|v| parse_event(v, now).ok()).collect();
+    for chunk in events.chunks(5_000) {
+        let mut tx = db.begin().await?;
+        let catalog = storage::catalog::lock_shared(&mut tx, catalog).await?;
+        storage::events::insert_batch(&mut tx, chunk).await?;
+        let refs: Vec<_> = chunk.iter().collect();
+        storage::failures::correlate(&mut tx, &catalog, window, &refs).await?;
+        tx.commit().await?;
+    }
+    let failures: i64 = sqlx::query_scalar("SELECT count(*) FROM failures").fetch_one(db).await?;
+    Ok(Some(Loaded { nodes: nodes.len(), events: events.len(), failures }))
+}
