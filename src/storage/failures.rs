@@ -57,80 +57,117 @@ const SIGNAL_COLUMNS: &str =
     "id, occurred_at, cluster, node, job_id, gpu_model, kind, code, symptom, rc_category, rc_component, message";
 
 /// Re-folds the keys that newly stored events touch. Runs in the ingest transaction, so the
-/// events and their failures commit together.
+/// events and their failures commit together. Set-based: a fixed number of statements per batch,
+/// whatever the number of keys.
 pub async fn correlate(conn: &mut PgConnection, catalog: &Catalog, window: Duration, events: &[&Event]) -> Result<usize, sqlx::Error> {
     let mut touched: BTreeMap<(String, CorrelationKey), (DateTime<Utc>, DateTime<Utc>)> = BTreeMap::new();
     for e in events {
+        if !crate::correlate::participates(&e.kind, e.symptom) {
+            continue;
+        }
         let key = CorrelationKey::of(e.job_id.as_deref(), e.node.as_deref(), e.id);
         let span = touched.entry((e.cluster.clone(), key)).or_insert((e.occurred_at, e.occurred_at));
         span.0 = span.0.min(e.occurred_at);
         span.1 = span.1.max(e.occurred_at);
     }
-    // Keys are locked in one sorted order so that concurrent batches cannot deadlock.
-    for (cluster, key) in touched.keys() {
-        if !matches!(key, CorrelationKey::Alone(_)) {
-            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-                .bind(format!("{cluster}\n{}", key.as_string()))
-                .execute(&mut *conn)
-                .await?;
-        }
+    if touched.is_empty() {
+        return Ok(0);
     }
-    let mut drafts_total = 0;
-    for ((cluster, key), (min, max)) in touched {
-        let key_text = key.as_string();
-        // Existing failures within a window of the new signals are re-folded with them.
-        let (fmin, fmax): (Option<DateTime<Utc>>, Option<DateTime<Utc>>) = sqlx::query_as(
-            "SELECT min(first_at), max(last_at) FROM failures
-             WHERE cluster = $1 AND correlation_key = $2 AND last_at >= $3 AND first_at <= $4",
+    // Keys are locked in ascending lock-id order so that concurrent batches cannot deadlock (also
+    // when two keys hash to the same id).
+    let lock_keys: Vec<String> = touched
+        .keys()
+        .filter(|(_, k)| !matches!(k, CorrelationKey::Alone(_)))
+        .map(|(c, k)| format!("{c}\n{}", k.as_string()))
+        .collect();
+    if !lock_keys.is_empty() {
+        sqlx::query(
+            "SELECT count(pg_advisory_xact_lock(h))
+             FROM (SELECT DISTINCT hashtextextended(k, 0) AS h FROM UNNEST($1::text[]) AS k ORDER BY h) AS locks",
         )
-        .bind(&cluster)
-        .bind(&key_text)
-        .bind(min - window)
-        .bind(max + window)
-        .fetch_one(&mut *conn)
+        .bind(&lock_keys)
+        .execute(&mut *conn)
         .await?;
-        let start = fmin.map_or(min, |f| f.min(min));
-        let end = fmax.map_or(max, |f| f.max(max));
-        sqlx::query("DELETE FROM failures WHERE cluster = $1 AND correlation_key = $2 AND last_at >= $3 AND first_at <= $4")
-            .bind(&cluster)
-            .bind(&key_text)
-            .bind(start)
-            .bind(end)
-            .execute(&mut *conn)
-            .await?;
-        let rows: Vec<SignalRow> = match &key {
-            CorrelationKey::Job(job) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {SIGNAL_COLUMNS} FROM events WHERE cluster = $1 AND job_id = $2 AND occurred_at BETWEEN $3 AND $4"
-            )))
-            .bind(&cluster)
-            .bind(job)
-            .bind(start)
-            .bind(end)
-            .fetch_all(&mut *conn)
-            .await?,
-            CorrelationKey::Node(node) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {SIGNAL_COLUMNS} FROM events
-                 WHERE cluster = $1 AND job_id IS NULL AND node = $2 AND occurred_at BETWEEN $3 AND $4"
-            )))
-            .bind(&cluster)
-            .bind(node)
-            .bind(start)
-            .bind(end)
-            .fetch_all(&mut *conn)
-            .await?,
-            CorrelationKey::Alone(id) => {
-                sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {SIGNAL_COLUMNS} FROM events WHERE id = $1")))
-                    .bind(id)
-                    .fetch_all(&mut *conn)
-                    .await?
-            }
-        };
-        let signals = rows.into_iter().map(|r| r.into_signal(catalog)).collect();
-        let drafts = fold(&cluster, &key, signals, window);
-        drafts_total += drafts.len();
-        insert_drafts(conn, &cluster, &key, &drafts, catalog.version).await?;
     }
-    Ok(drafts_total)
+    let clusters: Vec<&str> = touched.keys().map(|(c, _)| c.as_str()).collect();
+    let keys: Vec<String> = touched.keys().map(|(_, k)| k.as_string()).collect();
+    let probe_start: Vec<DateTime<Utc>> = touched.values().map(|(min, _)| *min - window).collect();
+    let probe_end: Vec<DateTime<Utc>> = touched.values().map(|(_, max)| *max + window).collect();
+    // Existing failures within a window of the new signals are re-folded with them: widen each
+    // key's range to cover them, then delete them.
+    let spans: Vec<(i64, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT k.idx, min(f.first_at), max(f.last_at)
+         FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS k(cluster, key, s, e, idx)
+         JOIN failures f ON f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
+         GROUP BY k.idx",
+    )
+    .bind(&clusters)
+    .bind(&keys)
+    .bind(&probe_start)
+    .bind(&probe_end)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut ranges: Vec<(DateTime<Utc>, DateTime<Utc>)> = touched.values().copied().collect();
+    for (idx, fmin, fmax) in spans {
+        let r = &mut ranges[(idx - 1) as usize];
+        r.0 = r.0.min(fmin);
+        r.1 = r.1.max(fmax);
+    }
+    let range_start: Vec<DateTime<Utc>> = ranges.iter().map(|r| r.0).collect();
+    let range_end: Vec<DateTime<Utc>> = ranges.iter().map(|r| r.1).collect();
+    sqlx::query(
+        "DELETE FROM failures f
+         USING UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS k(cluster, key, s, e)
+         WHERE f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e",
+    )
+    .bind(&clusters)
+    .bind(&keys)
+    .bind(&range_start)
+    .bind(&range_end)
+    .execute(&mut *conn)
+    .await?;
+    // All signals of all touched keys within their ranges, in one statement.
+    let jobs: Vec<Option<&str>> = touched.keys().map(|(_, k)| if let CorrelationKey::Job(j) = k { Some(j.as_str()) } else { None }).collect();
+    let nodes: Vec<Option<&str>> = touched.keys().map(|(_, k)| if let CorrelationKey::Node(n) = k { Some(n.as_str()) } else { None }).collect();
+    let alone: Vec<Uuid> = touched.keys().filter_map(|(_, k)| if let CorrelationKey::Alone(id) = k { Some(*id) } else { None }).collect();
+    let cols = SIGNAL_COLUMNS.split(", ").map(|c| format!("e.{c}")).collect::<Vec<_>>().join(", ");
+    let sql = format!(
+        "WITH k AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[])
+                    AS k(cluster, job, node, s, e))
+         SELECT {cols} FROM k JOIN events e
+             ON e.cluster = k.cluster AND e.job_id = k.job AND e.occurred_at BETWEEN k.s AND k.e
+         WHERE k.job IS NOT NULL
+         UNION ALL
+         SELECT {cols} FROM k JOIN events e
+             ON e.cluster = k.cluster AND e.job_id IS NULL AND e.node = k.node AND e.occurred_at BETWEEN k.s AND k.e
+         WHERE k.job IS NULL AND k.node IS NOT NULL
+         UNION ALL
+         SELECT {cols} FROM events e WHERE e.id = ANY($6)"
+    );
+    let rows: Vec<SignalRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&clusters)
+        .bind(&jobs)
+        .bind(&nodes)
+        .bind(&range_start)
+        .bind(&range_end)
+        .bind(&alone)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut grouped: BTreeMap<(String, CorrelationKey), Vec<Signal>> = BTreeMap::new();
+    for row in rows {
+        let key = (row.cluster.clone(), row.key());
+        grouped.entry(key).or_default().push(row.into_signal(catalog));
+    }
+    let drafts: Vec<(String, CorrelationKey, FailureDraft)> = grouped
+        .into_iter()
+        .flat_map(|((cluster, key), signals)| {
+            fold(&cluster, &key, signals, window).into_iter().map(move |d| (cluster.clone(), key.clone(), d))
+        })
+        .collect();
+    for chunk in drafts.chunks(5_000) {
+        insert_rows(conn, chunk.iter().map(|(c, k, d)| (c.as_str(), k, d)), catalog.version).await?;
+    }
+    Ok(drafts.len())
 }
 
 /// Rebuilds every failure from every signal with `catalog` (after a catalog change, in the same
@@ -167,10 +204,6 @@ pub async fn rebuild_all(conn: &mut PgConnection, catalog: &Catalog, window: Dur
         insert_rows(conn, chunk.iter().map(|(c, k, d)| (c.as_str(), k, d)), catalog.version).await?;
     }
     Ok(total)
-}
-
-async fn insert_drafts(conn: &mut PgConnection, cluster: &str, key: &CorrelationKey, drafts: &[FailureDraft], version: i64) -> Result<(), sqlx::Error> {
-    insert_rows(conn, drafts.iter().map(|d| (cluster, key, d)), version).await
 }
 
 /// One statement per call (UNNEST). Array columns travel as joined text, because UNNEST would
