@@ -1,6 +1,6 @@
 use serde_json::{Value, json};
 
-use crate::helpers::{ADMIN_TOKEN, TestApp, event, spawn_app, uuid_n};
+use crate::helpers::{ADMIN_TOKEN, TestApp, event, join_all, spawn_app, uuid_n};
 
 async fn register_fleet(app: &TestApp) {
     let mut nodes: Vec<Value> = (0..16)
@@ -237,4 +237,24 @@ async fn empty_windows_answer_zeros_not_errors() {
     assert_eq!(mtbf["fleet"]["mtbf_per_gpu_hours"], Value::Null);
     let (_, rc) = app.get(ADMIN_TOKEN, "/v1/analytics/root-causes").await;
     assert_eq!(rc["categories"].as_array().unwrap().len(), 4);
+}
+
+/// Eight batches of one job arrive at once: the advisory locks serialise the re-folds, so the
+/// result is one failure holding every signal (no lost update, no deadlock).
+#[tokio::test]
+async fn concurrent_batches_of_one_job_fold_into_one_failure() {
+    let app = spawn_app().await;
+    let events = cascade(1);
+    let mut more: Vec<Value> = (0..64u32)
+        .map(|i| event(&uuid_n(100 + i), json!({"node": format!("n{:02}", i % 16), "job_id": "j1", "kind": "nccl_timeout", "code": null,
+                                                  "occurred_at": format!("2026-11-02T10:0{}:{:02}Z", i % 4, i % 60)})))
+        .collect();
+    more.extend(events);
+    let chunks: Vec<Value> = more.chunks(10).map(|c| json!({"events": c})).collect();
+    let results = join_all(chunks.iter().map(|b| app.post_events(ADMIN_TOKEN, b)).collect()).await;
+    assert!(results.iter().all(|(s, _)| *s == 200), "{results:?}");
+    let list = failures(&app, "").await;
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(list[0]["signal_count"], 80);
+    assert_eq!(list[0]["root_cause"]["component"], "gpu");
 }

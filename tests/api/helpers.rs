@@ -136,3 +136,26 @@ pub fn event(id: &str, overrides: Value) -> Value {
 pub fn uuid_n(n: u32) -> String {
     format!("00000000-0000-4000-8000-{n:012}")
 }
+
+/// Polls all futures concurrently on the test's task (like futures::join_all, without the crate).
+pub async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
+    let mut pinned: Vec<_> = futs.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let mut out: Vec<Option<F::Output>> = (0..pinned.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, slot) in pinned.iter_mut().enumerate() {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        out[i] = Some(v);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending { std::task::Poll::Pending } else { std::task::Poll::Ready(()) }
+    })
+    .await;
+    out.into_iter().map(Option::unwrap).collect()
+}

@@ -2,7 +2,7 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{ADMIN_TOKEN, event, spawn_app, spawn_app_with, status_json, uuid_n};
+use crate::helpers::{ADMIN_TOKEN, event, join_all, spawn_app, spawn_app_with, status_json, uuid_n};
 
 #[tokio::test]
 async fn a_valid_batch_is_stored_and_a_retry_counts_as_duplicates() {
@@ -26,8 +26,7 @@ async fn concurrent_retries_store_each_event_once() {
     let app = spawn_app().await;
     let agent = app.token("agent", None).await;
     let batch = json!({"events": (0..200).map(|i| event(&uuid_n(i), json!({}))).collect::<Vec<_>>()});
-    let sends = (0..8).map(|_| app.post_events(&agent, &batch));
-    let results = futures_join_all(sends).await;
+    let results = join_all((0..8).map(|_| app.post_events(&agent, &batch)).collect()).await;
     let accepted: u64 = results.iter().map(|(s, b)| {
         assert_eq!(*s, 200, "{b}");
         b["accepted"].as_u64().unwrap()
@@ -36,32 +35,6 @@ async fn concurrent_retries_store_each_event_once() {
     assert_eq!(accepted, 200);
     assert_eq!(duplicates, 7 * 200);
     assert_eq!(app.count("SELECT count(*) FROM events").await, 200);
-}
-
-async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let handles: Vec<_> = futs.map(Box::pin).collect();
-    let mut out = Vec::new();
-    // Poll all concurrently through a JoinSet-like loop without extra crates.
-    let mut pending: Vec<_> = handles.into_iter().map(Some).collect();
-    let mut results: Vec<Option<F::Output>> = (0..pending.len()).map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut all_done = true;
-        for (i, slot) in pending.iter_mut().enumerate() {
-            if let Some(f) = slot {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => {
-                        results[i] = Some(v);
-                        *slot = None;
-                    }
-                    std::task::Poll::Pending => all_done = false,
-                }
-            }
-        }
-        if all_done { std::task::Poll::Ready(()) } else { std::task::Poll::Pending }
-    })
-    .await;
-    out.extend(results.into_iter().map(Option::unwrap));
-    out
 }
 
 #[tokio::test]
