@@ -1,5 +1,6 @@
 //! Faultline: failure-telemetry warehouse for GPU training clusters.
 pub mod analytics;
+pub mod burst;
 pub mod classify;
 pub mod configuration;
 pub mod correlate;

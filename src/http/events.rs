@@ -34,10 +34,15 @@ pub struct EventBatch {
 pub struct IngestResponse {
     /// Items of the batch (JSON array elements or NDJSON lines).
     pub received: usize,
-    /// Newly stored.
+    /// Valid items whose id was new: each is counted once, as a row of its own or in a burst.
     pub accepted: usize,
-    /// Valid items whose id was already stored (retries): counted, not stored twice.
+    /// Valid items whose id was already accepted (retries): counted, not stored twice.
     pub duplicates: usize,
+    /// New rows: accepted items minus those folded into a burst.
+    pub stored: usize,
+    /// Accepted items that repeated an identical signal (same cluster, node, GPU, job, kind,
+    /// code) within 60 s, in this batch or already stored: they raise its `repeat_count`.
+    pub folded: usize,
     pub rejected: Vec<RejectedItem>,
 }
 
@@ -58,8 +63,10 @@ pub struct RejectedItem {
 /// `Content-Encoding: gzip` accepted. Limits: body at most `FAULTLINE_MAX_BODY_BYTES` (16 MiB by
 /// default) after decompression, at most `FAULTLINE_MAX_BATCH_ITEMS` (10,000) items: larger gets 413.
 /// Each item is validated alone: invalid items are listed in `rejected` with their index and reason,
-/// and the valid ones are stored. The `id` is an idempotency key: an id already stored counts as a
-/// duplicate. A 200 means every accepted item is committed to the database.
+/// and the valid ones are stored. The `id` is an idempotency key: an id already accepted counts as a
+/// duplicate. Identical signals (same cluster, node, GPU, job, kind, code, symptom and root cause)
+/// less than 60 s apart are stored as one row with `repeat_count` and `last_occurred_at`, in the
+/// batch and across batches (`folded` counts them). A 200 means every accepted item is committed to the database.
 #[utoipa::path(
     post, path = "/v1/events", tag = "ingest",
     request_body(content(
@@ -132,20 +139,88 @@ pub async fn ingest_events(
             ApiError::Unprocessable { message: format!("all {received} events were invalid"), details: Some(details) }
         });
     }
-    let window = chrono::Duration::from_std(ctx.config.correlation_window).unwrap_or(chrono::Duration::minutes(10));
-    // Events and the failures they change commit together: a 2xx means both are durable.
-    let mut tx = ctx.db.begin().await?;
-    let catalog = storage::catalog::lock_shared(&mut tx, &ctx.catalog).await?;
-    let inserted: HashSet<uuid::Uuid> = storage::events::insert_batch(&mut tx, &valid).await?.into_iter().collect();
-    let new_events: Vec<&Event> = valid.iter().filter(|e| inserted.contains(&e.id)).collect();
-    storage::failures::correlate(&mut tx, &catalog, window, &new_events).await?;
-    tx.commit().await?;
-    let accepted = inserted.len();
-    let duplicates = valid.len() - accepted + in_batch_duplicates;
+    let stored = store_events(&ctx, valid).await?;
+    let accepted = stored.accepted;
+    let duplicates = stored.duplicates + in_batch_duplicates;
     metrics::counter!("faultline_events_total", "outcome" => "accepted", "reason" => "").increment(accepted as u64);
     metrics::counter!("faultline_events_total", "outcome" => "duplicate", "reason" => "").increment(duplicates as u64);
     metrics::histogram!("faultline_ingest_seconds", "endpoint" => "events").record(started.elapsed().as_secs_f64());
-    Ok(Json(IngestResponse { received, accepted, duplicates, rejected }))
+    Ok(Json(IngestResponse { received, accepted, duplicates, stored: stored.stored, folded: stored.folded, rejected }))
+}
+
+/// What storing a batch of validated signals did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreOutcome {
+    /// Signals whose id was new.
+    pub accepted: usize,
+    /// Signals whose id was already accepted (now or in an earlier request).
+    pub duplicates: usize,
+    /// New rows of `events` (one per new burst).
+    pub stored: usize,
+    /// Accepted signals counted into a burst (`repeat_count`) instead of a row of their own.
+    pub folded: usize,
+}
+
+/// The one write path for signals (`/v1/events`, `/v1/logs`, integrations): in one transaction,
+/// claim the ids (idempotency), collapse identical signals into bursts, extend stored bursts of
+/// the same identity, insert the rest and re-fold the failures they touch. A 2xx afterwards
+/// means all of it is durable.
+pub async fn store_events(ctx: &ApiContext, mut events: Vec<Event>) -> ApiResult<StoreOutcome> {
+    for e in &mut events {
+        scrub_nul(e);
+    }
+    let received = events.len();
+    let mut seen = HashSet::with_capacity(events.len());
+    events.retain(|e| seen.insert(e.id));
+    let window = chrono::Duration::from_std(ctx.config.correlation_window).unwrap_or(chrono::Duration::minutes(10));
+    let mut tx = ctx.db.begin().await?;
+    let catalog = storage::catalog::lock_shared(&mut tx, &ctx.catalog).await?;
+    let ids: Vec<uuid::Uuid> = events.iter().map(|e| e.id).collect();
+    let new_ids: HashSet<uuid::Uuid> = storage::events::claim_ids(&mut tx, &ids).await?.into_iter().collect();
+    events.retain(|e| new_ids.contains(&e.id));
+    let accepted = events.len();
+    // Two batches extending the same burst must not both insert it: serialise per node.
+    storage::events::lock_burst_sources(&mut tx, &events).await?;
+    let bursts = crate::burst::collapse(events, crate::burst::burst_gap());
+    let targets = storage::events::extend_stored(&mut tx, &bursts, crate::burst::burst_gap()).await?;
+    let fresh: Vec<&crate::burst::Burst> = bursts.iter().zip(&targets).filter(|(_, t)| t.is_none()).map(|(b, _)| b).collect();
+    let stored = storage::events::insert_bursts(&mut tx, &fresh).await?.len();
+    let touched: Vec<&Event> = bursts.iter().map(|b| &b.event).collect();
+    storage::failures::correlate(&mut tx, &catalog, window, &touched).await?;
+    tx.commit().await?;
+    Ok(StoreOutcome { accepted, duplicates: received - accepted, stored, folded: accepted - stored })
+}
+
+/// PostgreSQL text and jsonb cannot hold U+0000; a NUL from a sender must not turn a valid
+/// signal into a 500.
+fn scrub_nul(e: &mut Event) {
+    fn scrub(s: &mut String) {
+        if s.contains('\0') {
+            *s = s.replace('\0', "\u{FFFD}");
+        }
+    }
+    fn scrub_value(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) => scrub(s),
+            serde_json::Value::Array(a) => a.iter_mut().for_each(scrub_value),
+            serde_json::Value::Object(o) => {
+                if o.keys().any(|k| k.contains('\0')) {
+                    let old = std::mem::take(o);
+                    o.extend(old.into_iter().map(|(k, v)| (k.replace('\0', "\u{FFFD}"), v)));
+                }
+                o.values_mut().for_each(scrub_value)
+            }
+            _ => {}
+        }
+    }
+    if let Some(m) = &mut e.message {
+        scrub(m);
+    }
+    e.attributes.values_mut().for_each(scrub_value);
+    if e.attributes.keys().any(|k| k.contains('\0')) {
+        let old = std::mem::take(&mut e.attributes);
+        e.attributes.extend(old.into_iter().map(|(k, v)| (k.replace('\0', "\u{FFFD}"), v)));
+    }
 }
 
 /// One batch item before validation: a parsed JSON value, or why its line was not JSON.
