@@ -9,6 +9,7 @@ pub mod domain;
 pub mod embedded_pg;
 pub mod error;
 pub mod http;
+pub mod integrations;
 pub mod logparse;
 pub mod openapi;
 pub mod startup;
