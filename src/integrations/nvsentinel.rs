@@ -72,7 +72,9 @@ fn timestamp(v: &Value) -> Option<DateTime<Utc>> {
 pub fn kind_and_code(component: &str, check: &str, codes: &[String]) -> (&'static str, Option<i64>) {
     let numeric = codes.iter().find_map(|c| c.trim().parse::<i64>().ok());
     let c = component.to_ascii_lowercase();
-    let k = check.to_ascii_lowercase();
+    // "SysLogsXIDError" would read as "...sXIDError" -> "sxid" without dropping its prefix.
+    let lower = check.to_ascii_lowercase();
+    let k = lower.trim_start_matches("syslogs");
     let all = format!("{} {}", k, codes.join(" ").to_ascii_lowercase());
     if k.contains("sxid") || c.contains("nvswitch") {
         return ("sxid", numeric);
@@ -83,9 +85,9 @@ pub fn kind_and_code(component: &str, check: &str, codes: &[String]) -> (&'stati
     if k.contains("xid") || (c == "gpu" && numeric.is_some()) {
         return ("xid", numeric);
     }
-    if c.contains("nic") || c.contains("infiniband") || c.contains("ethernet") || c == "ib" || k.contains("infiniband")
-        || k.contains("ethernet") || k.contains("nic")
-    {
+    // "nic" as a word start only: "KernelPanicCheck" holds it too.
+    let nic = |s: &str| s.starts_with("nic") || s.contains("nicdriver") || s.contains("nichealth") || s.contains("infiniband") || s.contains("ethernet");
+    if nic(&c) || c == "ib" || nic(k) {
         return ("link_down", numeric);
     }
     if all.contains("row_remap") || all.contains("rowremap") || all.contains("row remap") {

@@ -4,4 +4,5 @@ mod failures;
 mod helpers;
 mod ingest;
 mod inventory;
+mod logs;
 mod openapi;
