@@ -32,14 +32,10 @@ pub async fn load_if_empty(db: &PgPool, catalog: &storage::catalog::CatalogCache
     storage::nodes::upsert(db, &nodes).await?;
     let now = Utc::now();
     let events: Vec<_> = fleet.events.iter().cloned().filter_map(|v| parse_event(v, now).ok()).collect();
+    let count = events.len();
     for chunk in events.chunks(5_000) {
-        let mut tx = db.begin().await?;
-        let catalog = storage::catalog::lock_shared(&mut tx, catalog).await?;
-        storage::events::insert_batch(&mut tx, chunk).await?;
-        let refs: Vec<_> = chunk.iter().collect();
-        storage::failures::correlate(&mut tx, &catalog, window, &refs).await?;
-        tx.commit().await?;
+        crate::ingest::store_events(db, catalog, window, chunk.to_vec()).await?;
     }
     let failures: i64 = sqlx::query_scalar("SELECT count(*) FROM failures").fetch_one(db).await?;
-    Ok(Some(Loaded { nodes: nodes.len(), events: events.len(), failures }))
+    Ok(Some(Loaded { nodes: nodes.len(), events: count, failures }))
 }

@@ -1,5 +1,6 @@
 //! Faultline: failure-telemetry warehouse for GPU training clusters.
 pub mod analytics;
+pub mod burst;
 pub mod classify;
 pub mod client;
 pub mod configuration;
@@ -11,6 +12,8 @@ pub mod domain;
 pub mod embedded_pg;
 pub mod error;
 pub mod http;
+pub mod ingest;
+pub mod integrations;
 pub mod logparse;
 pub mod openapi;
 pub mod simulate;

@@ -18,6 +18,8 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
     ),
     paths(
         http::events::ingest_events,
+        http::logs::ingest_logs,
+        http::nvsentinel::ingest_health_events,
         http::nodes::upsert_nodes,
         http::nodes::list_nodes,
         http::tokens::create_token,

@@ -17,7 +17,6 @@ use super::extract::{Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::domain::event::{Event, EventInput, FieldError, parse_event};
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::storage;
 
 pub fn router() -> Router<ApiContext> {
     Router::new().route("/v1/events", post(ingest_events))
@@ -34,10 +33,15 @@ pub struct EventBatch {
 pub struct IngestResponse {
     /// Items of the batch (JSON array elements or NDJSON lines).
     pub received: usize,
-    /// Newly stored.
+    /// Valid items whose id was new: each is counted once, as a row of its own or in a burst.
     pub accepted: usize,
-    /// Valid items whose id was already stored (retries): counted, not stored twice.
+    /// Valid items whose id was already accepted (retries): counted, not stored twice.
     pub duplicates: usize,
+    /// New rows: accepted items minus those folded into a burst.
+    pub stored: usize,
+    /// Accepted items that repeated an identical signal (same cluster, node, GPU, job, kind,
+    /// code) within 60 s, in this batch or already stored: they raise its `repeat_count`.
+    pub folded: usize,
     pub rejected: Vec<RejectedItem>,
 }
 
@@ -58,8 +62,10 @@ pub struct RejectedItem {
 /// `Content-Encoding: gzip` accepted. Limits: body at most `FAULTLINE_MAX_BODY_BYTES` (16 MiB by
 /// default) after decompression, at most `FAULTLINE_MAX_BATCH_ITEMS` (10,000) items: larger gets 413.
 /// Each item is validated alone: invalid items are listed in `rejected` with their index and reason,
-/// and the valid ones are stored. The `id` is an idempotency key: an id already stored counts as a
-/// duplicate. A 200 means every accepted item is committed to the database.
+/// and the valid ones are stored. The `id` is an idempotency key: an id already accepted counts as a
+/// duplicate. Identical signals (same cluster, node, GPU, job, kind, code, symptom and root cause)
+/// less than 60 s apart are stored as one row with `repeat_count` and `last_occurred_at`, in the
+/// batch and across batches (`folded` counts them). A 200 means every accepted item is committed to the database.
 #[utoipa::path(
     post, path = "/v1/events", tag = "ingest",
     request_body(content(
@@ -132,21 +138,22 @@ pub async fn ingest_events(
             ApiError::Unprocessable { message: format!("all {received} events were invalid"), details: Some(details) }
         });
     }
-    let window = chrono::Duration::from_std(ctx.config.correlation_window).unwrap_or(chrono::Duration::minutes(10));
-    // Events and the failures they change commit together: a 2xx means both are durable.
-    let mut tx = ctx.db.begin().await?;
-    let catalog = storage::catalog::lock_shared(&mut tx, &ctx.catalog).await?;
-    let inserted: HashSet<uuid::Uuid> = storage::events::insert_batch(&mut tx, &valid).await?.into_iter().collect();
-    let new_events: Vec<&Event> = valid.iter().filter(|e| inserted.contains(&e.id)).collect();
-    storage::failures::correlate(&mut tx, &catalog, window, &new_events).await?;
-    tx.commit().await?;
-    let accepted = inserted.len();
-    let duplicates = valid.len() - accepted + in_batch_duplicates;
+    let stored = store_events(&ctx, valid).await?;
+    let accepted = stored.accepted;
+    let duplicates = stored.duplicates + in_batch_duplicates;
     metrics::counter!("faultline_events_total", "outcome" => "accepted", "reason" => "").increment(accepted as u64);
     metrics::counter!("faultline_events_total", "outcome" => "duplicate", "reason" => "").increment(duplicates as u64);
     metrics::histogram!("faultline_ingest_seconds", "endpoint" => "events").record(started.elapsed().as_secs_f64());
-    Ok(Json(IngestResponse { received, accepted, duplicates, rejected }))
+    Ok(Json(IngestResponse { received, accepted, duplicates, stored: stored.stored, folded: stored.folded, rejected }))
 }
+
+/// The one write path for signals, as the handlers call it (see [`crate::ingest::store_events`]).
+pub async fn store_events(ctx: &ApiContext, events: Vec<Event>) -> ApiResult<StoreOutcome> {
+    let window = chrono::Duration::from_std(ctx.config.correlation_window).unwrap_or(chrono::Duration::minutes(10));
+    Ok(crate::ingest::store_events(&ctx.db, &ctx.catalog, window, events).await?)
+}
+
+pub use crate::ingest::StoreOutcome;
 
 /// One batch item before validation: a parsed JSON value, or why its line was not JSON.
 pub type RawItem = Result<serde_json::Value, String>;

@@ -5,7 +5,9 @@ pub mod events;
 pub mod extract;
 pub mod failures;
 pub mod health;
+pub mod logs;
 pub mod nodes;
+pub mod nvsentinel;
 pub mod rules;
 pub mod tokens;
 
@@ -31,6 +33,8 @@ pub struct ApiContext {
 pub fn api_router() -> Router<ApiContext> {
     Router::new()
         .merge(events::router())
+        .merge(logs::router())
+        .merge(nvsentinel::router())
         .merge(nodes::router())
         .merge(tokens::router())
         .merge(rules::router())

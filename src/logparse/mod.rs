@@ -17,10 +17,12 @@
 use chrono::{DateTime, Datelike, Utc};
 use serde_json::{Map, Value};
 
+pub mod bench;
 mod hw;
 mod kernel;
 mod nccl;
 mod prefix;
+pub mod records;
 mod scan;
 
 /// Messages longer than this are cut (on a char boundary) and flagged with

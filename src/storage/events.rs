@@ -1,36 +1,159 @@
+use chrono::{DateTime, Duration, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::domain::event::Event;
+use crate::burst::Burst;
 
-/// Stores a batch in one statement; a sender's id seen before (also from a concurrent retry) is
-/// skipped by ON CONFLICT. Returns the ids actually inserted. The statement commits before the
-/// caller answers, so a 2xx means durable.
-pub async fn insert_batch(conn: &mut PgConnection, events: &[Event]) -> Result<Vec<Uuid>, sqlx::Error> {
-    if events.is_empty() {
+/// Claims signal ids in the idempotency ledger; returns the ids not seen before. Ids are
+/// inserted in sorted order so that overlapping concurrent batches lock them in the same order
+/// (no deadlock), and a concurrent retry of the same id waits for the first and then sees it.
+pub async fn claim_ids(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<Uuid>, sqlx::Error> {
+    if ids.is_empty() {
         return Ok(Vec::new());
     }
-    // Rows are inserted in id order: two overlapping batches then lock ids in the same order
-    // and cannot deadlock.
-    let mut events: Vec<&Event> = events.iter().collect();
-    events.sort_by_key(|e| e.id);
-    let mut id = Vec::with_capacity(events.len());
-    let mut occurred_at = Vec::with_capacity(events.len());
-    let mut cluster = Vec::with_capacity(events.len());
-    let mut node = Vec::with_capacity(events.len());
-    let mut gpu_index = Vec::with_capacity(events.len());
-    let mut gpu_uuid = Vec::with_capacity(events.len());
-    let mut gpu_model = Vec::with_capacity(events.len());
-    let mut job_id = Vec::with_capacity(events.len());
-    let mut job_gpus = Vec::with_capacity(events.len());
-    let mut kind = Vec::with_capacity(events.len());
-    let mut code = Vec::with_capacity(events.len());
-    let mut symptom = Vec::with_capacity(events.len());
-    let mut rc_category = Vec::with_capacity(events.len());
-    let mut rc_component = Vec::with_capacity(events.len());
-    let mut message = Vec::with_capacity(events.len());
-    let mut attributes = Vec::with_capacity(events.len());
-    for e in &events {
+    let mut sorted = ids.to_vec();
+    sorted.sort();
+    sqlx::query_scalar(
+        "INSERT INTO event_ids (id) SELECT * FROM UNNEST($1::uuid[]) ORDER BY 1
+         ON CONFLICT (id) DO NOTHING RETURNING id",
+    )
+    .bind(sorted)
+    .fetch_all(&mut *conn)
+    .await
+}
+
+/// For each burst, the stored signal of the same identity whose span lies within `gap` of it,
+/// if any; those stored signals absorb the bursts (count added, span widened) in this one
+/// statement. Several bursts may extend the same stored signal: their counts are summed first.
+/// Returns, per burst, the id of the stored signal it was folded into.
+pub async fn extend_stored(conn: &mut PgConnection, bursts: &[Burst], gap: Duration) -> Result<Vec<Option<Uuid>>, sqlx::Error> {
+    let mut out = vec![None; bursts.len()];
+    let candidates: Vec<(usize, &Burst)> = bursts.iter().enumerate().filter(|(_, b)| b.event.node.is_some()).collect();
+    if candidates.is_empty() {
+        return Ok(out);
+    }
+    let mut c = BurstCols::default();
+    for (i, b) in &candidates {
+        c.push(*i as i32, b);
+    }
+    let rows: Vec<(i32, Uuid)> = sqlx::query_as(
+        "WITH t AS (
+             SELECT * FROM UNNEST($1::int[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::bigint[],
+                                  $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::int[])
+                 AS t(idx, cluster, node, job_id, gpu_index, kind, code, symptom, rc_category, rc_component, first_at, last_at, cnt)
+         ), matched AS (
+             SELECT t.idx, t.first_at, t.last_at, t.cnt,
+                    (SELECT e.id FROM events e
+                      WHERE e.cluster = t.cluster AND e.node = t.node AND e.kind = t.kind
+                        AND e.job_id IS NOT DISTINCT FROM t.job_id AND e.gpu_index IS NOT DISTINCT FROM t.gpu_index
+                        AND e.code IS NOT DISTINCT FROM t.code AND e.symptom IS NOT DISTINCT FROM t.symptom
+                        AND e.rc_category IS NOT DISTINCT FROM t.rc_category
+                        AND e.rc_component IS NOT DISTINCT FROM t.rc_component
+                        AND e.occurred_at <= t.last_at + $14::interval
+                        AND COALESCE(e.last_occurred_at, e.occurred_at) >= t.first_at - $14::interval
+                      ORDER BY e.occurred_at, e.id LIMIT 1) AS target
+             FROM t
+         ), agg AS (
+             SELECT target, sum(cnt)::int AS cnt, min(first_at) AS first_at, max(last_at) AS last_at
+             FROM matched WHERE target IS NOT NULL GROUP BY target
+         ), updated AS (
+             UPDATE events e
+                SET repeat_count = e.repeat_count + agg.cnt,
+                    occurred_at = LEAST(e.occurred_at, agg.first_at),
+                    last_occurred_at = GREATEST(COALESCE(e.last_occurred_at, e.occurred_at), agg.last_at)
+               FROM agg WHERE e.id = agg.target
+             RETURNING e.id
+         )
+         SELECT idx, target FROM matched WHERE target IS NOT NULL",
+    )
+    .bind(c.idx)
+    .bind(c.cluster)
+    .bind(c.node)
+    .bind(c.job_id)
+    .bind(c.gpu_index)
+    .bind(c.kind)
+    .bind(c.code)
+    .bind(c.symptom)
+    .bind(c.rc_category)
+    .bind(c.rc_component)
+    .bind(c.first_at)
+    .bind(c.last_at)
+    .bind(c.count)
+    .bind(gap)
+    .fetch_all(&mut *conn)
+    .await?;
+    for (idx, target) in rows {
+        out[idx as usize] = Some(target);
+    }
+    Ok(out)
+}
+
+#[derive(Default)]
+struct BurstCols<'a> {
+    idx: Vec<i32>,
+    cluster: Vec<&'a str>,
+    node: Vec<Option<&'a str>>,
+    job_id: Vec<Option<&'a str>>,
+    gpu_index: Vec<Option<i32>>,
+    kind: Vec<&'a str>,
+    code: Vec<Option<i64>>,
+    symptom: Vec<Option<&'static str>>,
+    rc_category: Vec<Option<&'static str>>,
+    rc_component: Vec<Option<&'static str>>,
+    first_at: Vec<DateTime<Utc>>,
+    last_at: Vec<DateTime<Utc>>,
+    count: Vec<i32>,
+}
+
+impl<'a> BurstCols<'a> {
+    fn push(&mut self, idx: i32, b: &'a Burst) {
+        let e = &b.event;
+        self.idx.push(idx);
+        self.cluster.push(&e.cluster);
+        self.node.push(e.node.as_deref());
+        self.job_id.push(e.job_id.as_deref());
+        self.gpu_index.push(e.gpu_index);
+        self.kind.push(&e.kind);
+        self.code.push(e.code);
+        self.symptom.push(e.symptom.map(|s| s.as_str()));
+        self.rc_category.push(e.root_cause.map(|r| r.category.as_str()));
+        self.rc_component.push(e.root_cause.map(|r| r.component.as_str()));
+        self.first_at.push(e.occurred_at);
+        self.last_at.push(b.last_at);
+        self.count.push(b.count);
+    }
+}
+
+/// Stores new bursts in one statement, in id order (overlapping batches lock ids in the same
+/// order). Ids were claimed in the ledger first, so no conflict is expected; ON CONFLICT keeps a
+/// row written before the ledger existed from failing the batch. Returns the ids inserted.
+pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result<Vec<Uuid>, sqlx::Error> {
+    if bursts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut bursts: Vec<&Burst> = bursts.to_vec();
+    bursts.sort_by_key(|b| b.event.id);
+    let n = bursts.len();
+    let mut id = Vec::with_capacity(n);
+    let mut occurred_at = Vec::with_capacity(n);
+    let mut cluster = Vec::with_capacity(n);
+    let mut node = Vec::with_capacity(n);
+    let mut gpu_index = Vec::with_capacity(n);
+    let mut gpu_uuid = Vec::with_capacity(n);
+    let mut gpu_model = Vec::with_capacity(n);
+    let mut job_id = Vec::with_capacity(n);
+    let mut job_gpus = Vec::with_capacity(n);
+    let mut kind = Vec::with_capacity(n);
+    let mut code = Vec::with_capacity(n);
+    let mut symptom = Vec::with_capacity(n);
+    let mut rc_category = Vec::with_capacity(n);
+    let mut rc_component = Vec::with_capacity(n);
+    let mut message = Vec::with_capacity(n);
+    let mut attributes = Vec::with_capacity(n);
+    let mut repeat_count = Vec::with_capacity(n);
+    let mut last_occurred_at = Vec::with_capacity(n);
+    for b in &bursts {
+        let e = &b.event;
         id.push(e.id);
         occurred_at.push(e.occurred_at);
         cluster.push(e.cluster.as_str());
@@ -47,13 +170,17 @@ pub async fn insert_batch(conn: &mut PgConnection, events: &[Event]) -> Result<V
         rc_component.push(e.root_cause.map(|r| r.component.as_str()));
         message.push(e.message.as_deref());
         attributes.push(serde_json::Value::Object(e.attributes.clone()));
+        repeat_count.push(b.count);
+        // A single signal has no "last" time of its own.
+        last_occurred_at.push((b.count > 1).then_some(b.last_at));
     }
     sqlx::query_scalar(
         "INSERT INTO events (id, occurred_at, cluster, node, gpu_index, gpu_uuid, gpu_model, job_id, job_gpus,
-                             kind, code, symptom, rc_category, rc_component, message, attributes)
+                             kind, code, symptom, rc_category, rc_component, message, attributes,
+                             repeat_count, last_occurred_at)
          SELECT * FROM UNNEST($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], $6::text[],
                               $7::text[], $8::text[], $9::int[], $10::text[], $11::bigint[], $12::text[],
-                              $13::text[], $14::text[], $15::text[], $16::jsonb[])
+                              $13::text[], $14::text[], $15::text[], $16::jsonb[], $17::int[], $18::timestamptz[])
          ON CONFLICT (id) DO NOTHING
          RETURNING id",
     )
@@ -73,6 +200,26 @@ pub async fn insert_batch(conn: &mut PgConnection, events: &[Event]) -> Result<V
     .bind(rc_component)
     .bind(message)
     .bind(attributes)
+    .bind(repeat_count)
+    .bind(last_occurred_at)
     .fetch_all(&mut *conn)
     .await
+}
+
+/// Transaction-scoped advisory locks on the (cluster, node) sources of `events`, in one sorted
+/// order (no deadlock): two concurrent batches with the same burst then take turns, and the
+/// second extends the row the first inserted instead of inserting another.
+pub async fn lock_burst_sources(conn: &mut PgConnection, events: &[crate::domain::event::Event]) -> Result<(), sqlx::Error> {
+    let mut sources: Vec<String> =
+        events.iter().filter_map(|e| e.node.as_ref().map(|n| format!("burst\n{}\n{n}", e.cluster))).collect();
+    sources.sort();
+    sources.dedup();
+    if sources.is_empty() {
+        return Ok(());
+    }
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended(s, 0)) FROM UNNEST($1::text[]) WITH ORDINALITY AS t(s, n) ORDER BY n")
+        .bind(sources)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }

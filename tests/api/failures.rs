@@ -239,14 +239,14 @@ async fn empty_windows_answer_zeros_not_errors() {
     assert_eq!(rc["categories"].as_array().unwrap().len(), 4);
 }
 
-/// Eight batches of one job arrive at once: the advisory locks serialise the re-folds, so the
+/// Eight batches of one job arrive at once (distinct GPUs, so no burst folding): the advisory locks serialise the re-folds, so the
 /// result is one failure holding every signal (no lost update, no deadlock).
 #[tokio::test]
 async fn concurrent_batches_of_one_job_fold_into_one_failure() {
     let app = spawn_app().await;
     let events = cascade(1);
     let mut more: Vec<Value> = (0..64u32)
-        .map(|i| event(&uuid_n(100 + i), json!({"node": format!("n{:02}", i % 16), "job_id": "j1", "kind": "nccl_timeout", "code": null,
+        .map(|i| event(&uuid_n(100 + i), json!({"node": format!("n{:02}", i % 16), "gpu_index": i, "job_id": "j1", "kind": "nccl_timeout", "code": null,
                                                   "occurred_at": format!("2026-11-02T10:0{}:{:02}Z", i % 4, i % 60)})))
         .collect();
     more.extend(events);

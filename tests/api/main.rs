@@ -4,5 +4,6 @@ mod failures;
 mod helpers;
 mod ingest;
 mod inventory;
+mod logs;
 mod openapi;
 mod simulation;

@@ -1,0 +1,157 @@
+//! Burst deduplication. Pure: one failing GPU can log the same Xid hundreds of thousands of
+//! times; identical signals repeating within a short gap are one signal with a repeat count and
+//! a first/last time.
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::domain::event::Event;
+
+/// Identical signals closer than this (to the previous one of the run) join one burst.
+pub const BURST_GAP_SECS: i64 = 60;
+
+pub fn burst_gap() -> Duration {
+    Duration::seconds(BURST_GAP_SECS)
+}
+
+/// One stored signal standing for `count` identical ones seen from `event.occurred_at` to
+/// `last_at`. `event` is the earliest member (ties: smallest id), so its id is deterministic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Burst {
+    pub event: Event,
+    pub count: i32,
+    pub last_at: DateTime<Utc>,
+}
+
+/// What makes two signals "the same": the source (cluster, node, GPU, job) and the signal
+/// (kind, code, stated symptom and root cause). The job is part of it so that one job's failure
+/// never hides inside another job's burst on a shared node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BurstIdentity {
+    pub cluster: String,
+    pub node: String,
+    pub job_id: Option<String>,
+    pub gpu_index: Option<i32>,
+    pub kind: String,
+    pub code: Option<i64>,
+    pub symptom: Option<&'static str>,
+    pub root_cause: Option<(&'static str, &'static str)>,
+}
+
+/// None for a signal without a node: with no source to compare, it is never merged.
+pub fn identity(e: &Event) -> Option<BurstIdentity> {
+    Some(BurstIdentity {
+        cluster: e.cluster.clone(),
+        node: e.node.clone()?,
+        job_id: e.job_id.clone(),
+        gpu_index: e.gpu_index,
+        kind: e.kind.clone(),
+        code: e.code,
+        symptom: e.symptom.map(|s| s.as_str()),
+        root_cause: e.root_cause.map(|r| (r.category.as_str(), r.component.as_str())),
+    })
+}
+
+/// Collapses a batch into bursts: per identity, signals sorted by time form one burst while each
+/// gap to the previous one is at most `gap`. Signals without identity stay alone. The result
+/// depends only on the set of signals, not their order.
+pub fn collapse(events: Vec<Event>, gap: Duration) -> Vec<Burst> {
+    let mut keyed: Vec<(Option<BurstIdentity>, Event)> = events.into_iter().map(|e| (identity(&e), e)).collect();
+    keyed.sort_by(|(ka, a), (kb, b)| ka.cmp(kb).then(a.occurred_at.cmp(&b.occurred_at)).then(a.id.cmp(&b.id)));
+    let mut out: Vec<Burst> = Vec::new();
+    let mut current: Option<BurstIdentity> = None;
+    for (key, event) in keyed {
+        if let (Some(k), Some(last)) = (&key, out.last_mut())
+            && current.as_ref() == Some(k)
+            && event.occurred_at - last.last_at <= gap
+        {
+            last.count += 1;
+            last.last_at = last.last_at.max(event.occurred_at);
+            continue;
+        }
+        current = key;
+        let last_at = event.occurred_at;
+        out.push(Burst { event, count: 1, last_at });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::taxonomy::Symptom;
+    use uuid::Uuid;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        "2026-11-02T10:00:00Z".parse::<DateTime<Utc>>().unwrap() + Duration::seconds(secs)
+    }
+
+    fn ev(n: u128, secs: i64, node: &str, code: i64) -> Event {
+        Event {
+            id: Uuid::from_u128(n),
+            occurred_at: at(secs),
+            cluster: "c1".into(),
+            node: Some(node.into()),
+            gpu_index: Some(3),
+            gpu_uuid: None,
+            gpu_model: None,
+            job_id: None,
+            job_gpus: None,
+            kind: "xid".into(),
+            code: Some(code),
+            symptom: None,
+            root_cause: None,
+            message: None,
+            attributes: Default::default(),
+        }
+    }
+
+    #[test]
+    fn ten_thousand_identical_xids_are_one_signal() {
+        // One line every 10 ms for 100 s: all gaps (10 ms) are below 60 s.
+        let events: Vec<Event> = (0..10_000).map(|i| {
+            let mut e = ev(i as u128 + 1, 0, "n07", 79);
+            e.occurred_at = at(0) + Duration::milliseconds(10 * i);
+            e
+        }).collect();
+        let bursts = collapse(events, burst_gap());
+        assert_eq!(bursts.len(), 1);
+        assert_eq!(bursts[0].count, 10_000);
+        assert_eq!(bursts[0].event.id, Uuid::from_u128(1));
+        // last = 9,999 * 10 ms = 99.99 s
+        assert_eq!(bursts[0].last_at, at(0) + Duration::milliseconds(99_990));
+    }
+
+    #[test]
+    fn gaps_split_and_chains_join() {
+        // 0, 50, 100 chain (gaps of 50 s); 161 is 61 s later: a new burst.
+        let bursts = collapse(vec![ev(4, 161, "n1", 79), ev(2, 50, "n1", 79), ev(1, 0, "n1", 79), ev(3, 100, "n1", 79)], burst_gap());
+        assert_eq!(bursts.iter().map(|b| (b.event.id.as_u128(), b.count)).collect::<Vec<_>>(), vec![(1, 3), (4, 1)]);
+        assert_eq!(bursts[0].last_at, at(100));
+    }
+
+    #[test]
+    fn different_identities_never_merge() {
+        let mut other_gpu = ev(3, 0, "n1", 79);
+        other_gpu.gpu_index = Some(4);
+        let mut healthy = ev(5, 0, "n1", 79);
+        healthy.symptom = Some(Symptom::None);
+        let mut no_node = ev(6, 0, "n1", 79);
+        no_node.node = None;
+        let mut no_node2 = no_node.clone();
+        no_node2.id = Uuid::from_u128(7);
+        let mut other_job = ev(8, 0, "n1", 79);
+        other_job.job_id = Some("j2".into());
+        let events = vec![ev(1, 0, "n1", 79), ev(2, 0, "n2", 79), other_gpu, ev(4, 0, "n1", 13), healthy, no_node, no_node2, other_job];
+        let bursts = collapse(events, burst_gap());
+        assert_eq!(bursts.len(), 8);
+        assert!(bursts.iter().all(|b| b.count == 1));
+    }
+
+    #[test]
+    fn order_does_not_matter() {
+        let a: Vec<Event> = (0..50).map(|i| ev(i, (i as i64 * 37) % 400, if i % 3 == 0 { "n1" } else { "n2" }, 79)).collect();
+        let mut b = a.clone();
+        b.reverse();
+        assert_eq!(collapse(a, burst_gap()), collapse(b, burst_gap()));
+    }
+}

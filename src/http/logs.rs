@@ -1,0 +1,289 @@
+//! `POST /v1/logs`: raw log lines, as text or as the NDJSON/JSON records of log shippers.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use axum::{Json, Router};
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::ApiContext;
+use super::events::{RejectedItem, store_events};
+use super::extract::{AppQuery, Caller, content_type, read_body_limited};
+use crate::domain::auth::Permission;
+use crate::domain::event::{Event, FieldError};
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::logparse::records::{FieldNames, LineOutcome, LineSource, Occurrences, bound_line, ingest_line, read_record};
+
+/// Lines one request may hold: ten per batch item of `/v1/events` (100,000 by default), since
+/// most log lines are noise.
+pub const LINES_PER_BATCH_ITEM: usize = 10;
+
+pub fn router() -> Router<ApiContext> {
+    Router::new().route("/v1/logs", post(ingest_logs))
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LogsQuery {
+    /// Cluster of the lines; required for text/plain; for records, the default when a record has no cluster field.
+    pub cluster: Option<String>,
+    /// Host of text/plain lines (else each line's own syslog/journald host); for records, the default when a record has no host field.
+    pub node: Option<String>,
+    /// Job of the lines, when the record does not name one.
+    pub job_id: Option<String>,
+    /// Record field holding the log text (default: `message`, then `log`, `MESSAGE`, `msg`). Dotted names look into nested objects.
+    pub message_field: Option<String>,
+    /// Record field holding the host (default: `host`, then `hostname`, `_HOSTNAME`, `node`, `kubernetes.host`).
+    pub host_field: Option<String>,
+    /// Record field holding the time (default: `timestamp`, then `@timestamp`, `time`, `date`, `__REALTIME_TIMESTAMP`): RFC 3339 or epoch seconds.
+    pub timestamp_field: Option<String>,
+    /// Record field holding the job id (default: `job_id`, then `slurm_job_id`, `SLURM_JOB_ID`, `job`).
+    pub job_field: Option<String>,
+    /// Record field holding the cluster (default: `cluster`).
+    pub cluster_field: Option<String>,
+}
+
+impl LogsQuery {
+    fn field_names(&self) -> FieldNames {
+        let mut names = FieldNames::default();
+        let one = |v: &Option<String>, slot: &mut Vec<String>| {
+            if let Some(v) = v.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+                *slot = vec![v.to_string()];
+            }
+        };
+        one(&self.message_field, &mut names.message);
+        one(&self.host_field, &mut names.host);
+        one(&self.timestamp_field, &mut names.timestamp);
+        one(&self.job_field, &mut names.job);
+        one(&self.cluster_field, &mut names.cluster);
+        names
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct LogIngestResponse {
+    /// Shipper records read (0 for text/plain).
+    pub records: usize,
+    /// Non-blank lines read (a record's message may hold several).
+    pub lines: usize,
+    /// Lines that became signals.
+    pub signals: usize,
+    /// Signals by kind (`xid`, `nccl_timeout`, ...).
+    pub signals_by_kind: BTreeMap<String, usize>,
+    /// Lines that matched no parser (noise, or an Xid without a number).
+    pub unmatched: usize,
+    /// Lines longer than 64 KiB, cut to 64 KiB before parsing.
+    pub truncated_lines: usize,
+    /// Signals whose id was new (see `/v1/events`).
+    pub accepted: usize,
+    /// Signals already accepted before (a resent line).
+    pub duplicates: usize,
+    /// New rows of signals.
+    pub stored: usize,
+    /// Signals folded into a burst of identical ones (`repeat_count`).
+    pub folded: usize,
+    /// Records (index = record) or lines (index = line, for text/plain) that were refused.
+    pub rejected: Vec<RejectedItem>,
+}
+
+/// Ingest raw log lines.
+///
+/// `text/plain`: one line per line; `cluster` query parameter required, `node` recommended (else
+/// each line's own syslog/journald host), `job_id` optional. `application/x-ndjson` (or
+/// `application/json`: an array of records, one record, or NDJSON): records as Vector's `http`
+/// sink and Fluent Bit's `http` output send them; field names per the query parameters. A
+/// message with several lines is parsed line by line. `Content-Encoding: gzip` accepted; the body
+/// limit of `/v1/events` applies, and at most 10 x `FAULTLINE_MAX_BATCH_ITEMS` lines (413 beyond).
+/// Invalid UTF-8 is replaced (U+FFFD) line by line; lines over 64 KiB are cut and counted in
+/// `truncated_lines`. Each recognised line becomes a signal with a stable id (uuid v5 of cluster,
+/// host, timestamp, line and its occurrence number in the request), so resending is idempotent;
+/// its time is the line's own absolute timestamp, else the record's, else the request time.
+/// Identical signals less than 60 s apart become one stored signal with `repeat_count`.
+#[utoipa::path(
+    post, path = "/v1/logs", tag = "ingest",
+    params(LogsQuery),
+    request_body(content(
+        (String = "text/plain"),
+        (Object = "application/x-ndjson"),
+        (Object = "application/json")
+    )),
+    responses(
+        (status = 200, description = "Lines processed: signals stored durably; see `unmatched` and `rejected` for the rest", body = LogIngestResponse),
+        (status = 400, description = "Empty body, missing `cluster`, bad query parameter, or body not decompressible", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not ingest, or the cluster is outside the token's scope", body = ErrorBody),
+        (status = 413, description = "Body or line count larger than the documented limits", body = ErrorBody),
+        (status = 415, description = "Content-Type is not text/plain, application/x-ndjson or application/json", body = ErrorBody),
+        (status = 422, description = "Every record was invalid; `details.rejected` lists why", body = ErrorBody),
+        (status = 503, description = "Too many ingest requests in flight; retry after the Retry-After header", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn ingest_logs(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    AppQuery(query): AppQuery<LogsQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<LogIngestResponse>> {
+    caller.require(Permission::Ingest)?;
+    let _permit = ctx.ingest_permits.clone().try_acquire_owned().map_err(|_| {
+        metrics::counter!("faultline_ingest_shed_total", "endpoint" => "logs").increment(1);
+        ApiError::Unavailable { retry_after_secs: 1 }
+    })?;
+    let started = Instant::now();
+    let limits = &ctx.config.limits;
+    let is_text = match content_type(&headers).as_deref() {
+        Some("text/plain") => true,
+        Some("application/x-ndjson" | "application/ndjson" | "application/jsonlines" | "application/json") => false,
+        other => {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "Content-Type {} is not accepted: send text/plain, application/x-ndjson or application/json",
+                other.unwrap_or("(none)")
+            )));
+        }
+    };
+    if let Some(c) = query.cluster.as_deref()
+        && !caller.may_write(c)
+    {
+        return Err(ApiError::Forbidden(format!("this token may not write cluster '{c}'")));
+    }
+    if is_text && query.cluster.as_deref().is_none_or(|c| c.trim().is_empty()) {
+        return Err(ApiError::bad_request("missing_parameter", "text/plain lines need the `cluster` query parameter"));
+    }
+    let bytes = read_body_limited(&headers, body, limits.max_body_bytes).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("empty_body", "the request body is empty"));
+    }
+    let max_lines = limits.max_batch_items.saturating_mul(LINES_PER_BATCH_ITEM);
+    let mut out = LogIngestResponse::default();
+    let mut events: Vec<Event> = Vec::new();
+    let received_at = Utc::now();
+    let mut occurrences = Occurrences::default();
+    let tally = |out: &mut LogIngestResponse, events: &mut Vec<Event>, index: usize, outcome: LineOutcome| match outcome {
+        LineOutcome::Unmatched => out.unmatched += 1,
+        LineOutcome::Signal(e) => {
+            *out.signals_by_kind.entry(e.kind.clone()).or_default() += 1;
+            out.signals += 1;
+            events.push(*e);
+        }
+        LineOutcome::Invalid(e) => out.rejected.push(reject(index, "invalid_signal", e)),
+    };
+    if is_text {
+        let src = LineSource {
+            cluster: query.cluster.as_deref().unwrap_or_default(),
+            node: query.node.as_deref(),
+            job_id: query.job_id.as_deref(),
+            record_time: None,
+            received_at,
+        };
+        for (index, raw) in split_lines(&bytes).enumerate() {
+            out.lines += 1;
+            if out.lines > max_lines {
+                return Err(too_many_lines(max_lines));
+            }
+            let line = String::from_utf8_lossy(raw);
+            let (line, cut) = bound_line(&line);
+            out.truncated_lines += usize::from(cut);
+            let outcome = ingest_line(line, &src, &mut occurrences);
+            tally(&mut out, &mut events, index, outcome);
+        }
+    } else {
+        let names = query.field_names();
+        for (index, item) in split_records(&bytes).into_iter().enumerate() {
+            out.records += 1;
+            let record = match item.map_err(|m| ("invalid_json", FieldError { field: None, message: m })).and_then(|v| {
+                if !v.is_object() {
+                    return Err(("invalid_record", FieldError { field: None, message: format!("a record must be a JSON object, not {v}") }));
+                }
+                read_record(&v, &names).map_err(|e| if e.field.is_none() { ("missing_field", e) } else { ("invalid_field", e) })
+            }) {
+                Ok(r) => r,
+                Err((reason, e)) => {
+                    out.rejected.push(reject(index, reason, e));
+                    continue;
+                }
+            };
+            let Some(cluster) = record.cluster.as_deref().or(query.cluster.as_deref()).filter(|c| !c.trim().is_empty()) else {
+                out.rejected.push(reject(index, "missing_field", FieldError { field: None, message: "no cluster: add a cluster field or the `cluster` query parameter".into() }));
+                continue;
+            };
+            if !caller.may_write(cluster) {
+                out.rejected.push(reject(index, "forbidden_cluster", FieldError::new("cluster", format!("this token may not write cluster '{cluster}'"))));
+                continue;
+            }
+            let src = LineSource {
+                cluster,
+                node: record.host.as_deref().or(query.node.as_deref()),
+                job_id: record.job_id.as_deref().or(query.job_id.as_deref()),
+                record_time: record.time,
+                received_at,
+            };
+            for line in record.message.split('\n') {
+                let line = line.strip_suffix('\r').unwrap_or(line);
+                if line.trim().is_empty() {
+                    continue;
+                }
+                out.lines += 1;
+                if out.lines > max_lines {
+                    return Err(too_many_lines(max_lines));
+                }
+                let (line, cut) = bound_line(line);
+                out.truncated_lines += usize::from(cut);
+                let outcome = ingest_line(line, &src, &mut occurrences);
+                tally(&mut out, &mut events, index, outcome);
+            }
+        }
+        if out.lines == 0 && !out.rejected.is_empty() {
+            let forbidden = out.rejected.iter().all(|r| r.reason == "forbidden_cluster");
+            let details = serde_json::json!({ "rejected": out.rejected });
+            return Err(if forbidden {
+                ApiError::Forbidden(format!("this token may only write cluster '{}'", caller.cluster.unwrap_or_default()))
+            } else {
+                ApiError::Unprocessable { message: format!("all {} records were invalid", out.records), details: Some(details) }
+            });
+        }
+    }
+    if !events.is_empty() {
+        let stored = store_events(&ctx, events).await?;
+        (out.accepted, out.duplicates, out.stored, out.folded) = (stored.accepted, stored.duplicates, stored.stored, stored.folded);
+    }
+    metrics::counter!("faultline_log_lines_total", "outcome" => "signal").increment(out.signals as u64);
+    metrics::counter!("faultline_log_lines_total", "outcome" => "unmatched").increment(out.unmatched as u64);
+    metrics::histogram!("faultline_ingest_seconds", "endpoint" => "logs").record(started.elapsed().as_secs_f64());
+    Ok(Json(out))
+}
+
+fn reject(index: usize, reason: &str, e: FieldError) -> RejectedItem {
+    RejectedItem { index, reason: reason.into(), field: e.field, message: e.message }
+}
+
+fn too_many_lines(max: usize) -> ApiError {
+    ApiError::PayloadTooLarge(format!("more than {max} lines in one request"))
+}
+
+/// Non-blank lines, without their `\r`.
+fn split_lines(bytes: &Bytes) -> impl Iterator<Item = &[u8]> {
+    bytes
+        .split(|b| *b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+}
+
+/// One JSON array of records, one record, or NDJSON (one record per non-blank line, a bad line
+/// rejected alone). Invalid UTF-8 inside a record is replaced rather than failing the record.
+fn split_records(bytes: &Bytes) -> Vec<Result<serde_json::Value, String>> {
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(serde_json::Value::Array(items)) => items.into_iter().map(Ok).collect(),
+        Ok(v @ serde_json::Value::Object(_)) => vec![Ok(v)],
+        _ => split_lines(bytes)
+            .map(|l| serde_json::from_str(&String::from_utf8_lossy(l)).map_err(|e| format!("line is not JSON: {e}")))
+            .collect(),
+    }
+}

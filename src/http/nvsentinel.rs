@@ -1,0 +1,139 @@
+//! `POST /v1/integrations/nvsentinel/health-events`: NVIDIA NVSentinel HealthEvents as signals.
+
+use std::collections::BTreeMap;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use axum::{Json, Router};
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::ApiContext;
+use super::events::{RejectedItem, split_ndjson, store_events};
+use super::extract::{AppQuery, Caller, content_type, read_body_limited};
+use crate::domain::auth::Permission;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::integrations::nvsentinel::{map_health_event, split_body};
+
+pub fn router() -> Router<ApiContext> {
+    Router::new().route("/v1/integrations/nvsentinel/health-events", post(ingest_health_events))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct HealthEventsQuery {
+    /// Cluster the events belong to (NVSentinel records do not carry one).
+    pub cluster: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct HealthEventsResponse {
+    pub received: usize,
+    /// Signals by kind (`xid`, `sxid`, `ecc`, `link_down`, `health_check`, ...).
+    pub signals_by_kind: BTreeMap<String, usize>,
+    /// Healthy events (`isHealthy: true`): stored with symptom `none`, they make no failure.
+    pub healthy: usize,
+    pub accepted: usize,
+    pub duplicates: usize,
+    pub stored: usize,
+    pub folded: usize,
+    pub rejected: Vec<RejectedItem>,
+}
+
+/// Ingest NVSentinel HealthEvents.
+///
+/// Body: one HealthEvent object, an array of them, `{"version": 1, "events": [...]}` (the
+/// HealthEvents message) as `application/json`, or one per line as `application/x-ndjson`. Keys
+/// as protojson (`componentClass`) or lower-case/snake_case. Mapping: Xid checks and GPU numeric
+/// error codes -> `xid` N; NVSwitch / SXid -> `sxid` N; GPU fallen off the bus -> `xid` 79;
+/// ECC (DBE/SBE) -> `ecc` 2/1; row remap, NVLink, thermal, power, InfoROM, GSP by name; NIC,
+/// InfiniBand, Ethernet -> `link_down`; otherwise `health_check`. `gpu_index` / `gpu_uuid` from
+/// `entitiesImpacted`; time from `generatedTimestamp` (else the request time); id = uuid v5 of
+/// the record, so resending is idempotent. Healthy events get symptom `none`.
+#[utoipa::path(
+    post, path = "/v1/integrations/nvsentinel/health-events", tag = "ingest",
+    params(HealthEventsQuery),
+    request_body(content((Object = "application/json"), (Object = "application/x-ndjson"))),
+    responses(
+        (status = 200, description = "Events processed: mapped signals stored durably; see `rejected` for the others", body = HealthEventsResponse),
+        (status = 400, description = "Empty body, body not JSON, or missing `cluster`", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not ingest, or the cluster is outside the token's scope", body = ErrorBody),
+        (status = 413, description = "Body or batch larger than the documented limits", body = ErrorBody),
+        (status = 415, description = "Content-Type is neither application/json nor application/x-ndjson", body = ErrorBody),
+        (status = 422, description = "Every event was invalid; `details.rejected` lists why", body = ErrorBody),
+        (status = 503, description = "Too many ingest requests in flight; retry after the Retry-After header", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn ingest_health_events(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    AppQuery(query): AppQuery<HealthEventsQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<HealthEventsResponse>> {
+    caller.require(Permission::Ingest)?;
+    let _permit = ctx.ingest_permits.clone().try_acquire_owned().map_err(|_| {
+        metrics::counter!("faultline_ingest_shed_total", "endpoint" => "nvsentinel").increment(1);
+        ApiError::Unavailable { retry_after_secs: 1 }
+    })?;
+    if !caller.may_write(&query.cluster) {
+        return Err(ApiError::Forbidden(format!("this token may not write cluster '{}'", query.cluster)));
+    }
+    let limits = &ctx.config.limits;
+    let is_json = match content_type(&headers).as_deref() {
+        Some("application/json") => true,
+        Some("application/x-ndjson" | "application/ndjson" | "application/jsonlines") => false,
+        other => {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "Content-Type {} is not accepted: send application/json or application/x-ndjson",
+                other.unwrap_or("(none)")
+            )));
+        }
+    };
+    let bytes = read_body_limited(&headers, body, limits.max_body_bytes).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("empty_body", "the request body is empty"));
+    }
+    let items: Vec<Result<serde_json::Value, String>> = if is_json {
+        match serde_json::from_slice(&bytes) {
+            Ok(v) => split_body(v).into_iter().map(Ok).collect(),
+            // Some senders label NDJSON as JSON.
+            Err(_) => split_ndjson(&bytes),
+        }
+    } else {
+        split_ndjson(&bytes)
+    };
+    if items.len() > limits.max_batch_items {
+        return Err(ApiError::PayloadTooLarge(format!("the batch holds {} events; the limit is {}", items.len(), limits.max_batch_items)));
+    }
+    let now = Utc::now();
+    let mut out = HealthEventsResponse { received: items.len(), ..Default::default() };
+    let mut events = Vec::with_capacity(items.len());
+    for (index, item) in items.into_iter().enumerate() {
+        let mapped = item
+            .map_err(|m| ("invalid_json", None, m))
+            .and_then(|v| map_health_event(&v, &query.cluster, now).map_err(|e| ("invalid_field", e.field, e.message)));
+        match mapped {
+            Ok(e) => {
+                *out.signals_by_kind.entry(e.kind.clone()).or_default() += 1;
+                out.healthy += usize::from(e.symptom == Some(crate::domain::taxonomy::Symptom::None));
+                events.push(e);
+            }
+            Err((reason, field, message)) => out.rejected.push(RejectedItem { index, reason: reason.into(), field, message }),
+        }
+    }
+    if events.is_empty() {
+        return Err(ApiError::Unprocessable {
+            message: format!("all {} events were invalid", out.received),
+            details: Some(serde_json::json!({ "rejected": out.rejected })),
+        });
+    }
+    let stored = store_events(&ctx, events).await?;
+    (out.accepted, out.duplicates, out.stored, out.folded) = (stored.accepted, stored.duplicates, stored.stored, stored.folded);
+    Ok(Json(out))
+}

@@ -1,0 +1,84 @@
+//! The one write path for signals: shared by the HTTP handlers, `serve --demo` and the benchmark.
+
+use std::collections::HashSet;
+
+use sqlx::PgPool;
+
+use crate::domain::event::Event;
+use crate::storage;
+use crate::storage::catalog::CatalogCache;
+
+/// What storing a batch of validated signals did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreOutcome {
+    /// Signals whose id was new.
+    pub accepted: usize,
+    /// Signals whose id was already accepted (now or in an earlier request).
+    pub duplicates: usize,
+    /// New rows of `events` (one per new burst).
+    pub stored: usize,
+    /// Accepted signals counted into a burst (`repeat_count`) instead of a row of their own.
+    pub folded: usize,
+}
+
+/// The one write path for signals (`/v1/events`, `/v1/logs`, integrations): in one transaction,
+/// claim the ids (idempotency), collapse identical signals into bursts, extend stored bursts of
+/// the same identity, insert the rest and re-fold the failures they touch. A 2xx afterwards
+/// means all of it is durable.
+pub async fn store_events(db: &PgPool, catalog_cache: &CatalogCache, window: chrono::Duration, mut events: Vec<Event>) -> Result<StoreOutcome, sqlx::Error> {
+    for e in &mut events {
+        scrub_nul(e);
+    }
+    let received = events.len();
+    let mut seen = HashSet::with_capacity(events.len());
+    events.retain(|e| seen.insert(e.id));
+    let mut tx = db.begin().await?;
+    let catalog = storage::catalog::lock_shared(&mut tx, catalog_cache).await?;
+    let ids: Vec<uuid::Uuid> = events.iter().map(|e| e.id).collect();
+    let new_ids: HashSet<uuid::Uuid> = storage::events::claim_ids(&mut tx, &ids).await?.into_iter().collect();
+    events.retain(|e| new_ids.contains(&e.id));
+    let accepted = events.len();
+    // Two batches extending the same burst must not both insert it: serialise per node.
+    storage::events::lock_burst_sources(&mut tx, &events).await?;
+    let bursts = crate::burst::collapse(events, crate::burst::burst_gap());
+    let targets = storage::events::extend_stored(&mut tx, &bursts, crate::burst::burst_gap()).await?;
+    let fresh: Vec<&crate::burst::Burst> = bursts.iter().zip(&targets).filter(|(_, t)| t.is_none()).map(|(b, _)| b).collect();
+    let stored = storage::events::insert_bursts(&mut tx, &fresh).await?.len();
+    let touched: Vec<&Event> = bursts.iter().map(|b| &b.event).collect();
+    storage::failures::correlate(&mut tx, &catalog, window, &touched).await?;
+    tx.commit().await?;
+    Ok(StoreOutcome { accepted, duplicates: received - accepted, stored, folded: accepted - stored })
+}
+
+/// PostgreSQL text and jsonb cannot hold U+0000; a NUL from a sender must not turn a valid
+/// signal into a 500.
+fn scrub_nul(e: &mut Event) {
+    fn scrub(s: &mut String) {
+        if s.contains('\0') {
+            *s = s.replace('\0', "\u{FFFD}");
+        }
+    }
+    fn scrub_value(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) => scrub(s),
+            serde_json::Value::Array(a) => a.iter_mut().for_each(scrub_value),
+            serde_json::Value::Object(o) => {
+                if o.keys().any(|k| k.contains('\0')) {
+                    let old = std::mem::take(o);
+                    o.extend(old.into_iter().map(|(k, v)| (k.replace('\0', "\u{FFFD}"), v)));
+                }
+                o.values_mut().for_each(scrub_value)
+            }
+            _ => {}
+        }
+    }
+    if let Some(m) = &mut e.message {
+        scrub(m);
+    }
+    e.attributes.values_mut().for_each(scrub_value);
+    if e.attributes.keys().any(|k| k.contains('\0')) {
+        let old = std::mem::take(&mut e.attributes);
+        e.attributes.extend(old.into_iter().map(|(k, v)| (k.replace('\0', "\u{FFFD}"), v)));
+    }
+}
+
