@@ -1,10 +1,13 @@
 //! HTTP layer: one module per resource, each exposing `router()`.
 
 pub mod analytics;
+pub mod cost;
 pub mod events;
 pub mod extract;
 pub mod failures;
 pub mod health;
+pub mod jobs;
+pub mod lifecycle;
 pub mod nodes;
 pub mod rules;
 pub mod tokens;
@@ -36,4 +39,7 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(rules::router())
         .merge(failures::router())
         .merge(analytics::router())
+        .merge(lifecycle::router())
+        .merge(jobs::router())
+        .merge(cost::router())
 }
