@@ -10,7 +10,6 @@ pub mod error;
 pub mod http;
 pub mod logparse;
 pub mod openapi;
-pub mod simulate;
 pub mod startup;
 pub mod storage;
 pub mod telemetry;
