@@ -1,2 +1,3 @@
 pub mod headline;
 pub mod stats;
+pub mod cost;

@@ -4,3 +4,5 @@ pub mod event;
 pub mod gpu;
 pub mod node;
 pub mod taxonomy;
+pub mod job;
+pub mod lifecycle;

@@ -1,10 +1,13 @@
 //! HTTP layer: one module per resource, each exposing `router()`.
 
 pub mod analytics;
+pub mod cost;
 pub mod events;
 pub mod extract;
 pub mod failures;
 pub mod health;
+pub mod jobs;
+pub mod lifecycle;
 pub mod logs;
 pub mod nodes;
 pub mod nvsentinel;
@@ -40,4 +43,7 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(rules::router())
         .merge(failures::router())
         .merge(analytics::router())
+        .merge(lifecycle::router())
+        .merge(jobs::router())
+        .merge(cost::router())
 }

@@ -1,8 +1,11 @@
 //! Storage: all SQL lives here, one module per table family. No HTTP types.
 pub mod catalog;
+pub mod cost;
 pub mod events;
 pub mod failure_queries;
 pub mod failures;
+pub mod jobs;
+pub mod lifecycle;
 pub mod analytics;
 pub mod nodes;
 pub mod tokens;

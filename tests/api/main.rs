@@ -1,5 +1,7 @@
 //! Integration tests: the real server on port 0 over HTTP, a fresh real Postgres database per test.
 mod auth;
+mod cost;
+mod cost_simulated;
 mod failures;
 mod helpers;
 mod ingest;

@@ -1,0 +1,353 @@
+//! The failure lifecycle (`PATCH /v1/failures/{id}`, `GET /v1/failures/{id}/history`) and node
+//! service state (`POST`/`GET /v1/nodes/{cluster}/{hostname}/state`).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, patch};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::ApiContext;
+use super::analytics::{WindowQuery, resolve_window};
+use super::extract::{AppJson, AppQuery, Caller};
+use crate::analytics::cost::{Phases, downtime_minutes, out_of_service_hours};
+use crate::analytics::headline::round6;
+use crate::domain::auth::Permission;
+use crate::domain::event::optional_text;
+use crate::domain::lifecycle::{self, LifecyclePatch, Resolution};
+use crate::domain::taxonomy::{Category, Component, RootCause};
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::storage::lifecycle::{self as store, FailureAnchor, LifecycleRow, NewTransition};
+
+pub fn router() -> Router<ApiContext> {
+    Router::new()
+        .route("/v1/failures/{id}", patch(patch_failure))
+        .route("/v1/failures/{id}/history", get(failure_history))
+        .route("/v1/nodes/{cluster}/{hostname}/state", get(node_state).post(record_node_state))
+}
+
+/// Recovery phases in minutes.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RecoveryMinutes {
+    pub detection: Option<f64>,
+    pub resubmission: Option<f64>,
+    pub setup: Option<f64>,
+    pub recomputation: Option<f64>,
+}
+
+/// A failure's lifecycle beside its automatic classification.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LifecycleView {
+    /// The failure it belongs to now.
+    pub failure_id: Uuid,
+    /// Id of the lifecycle record: the failure's id when it was first patched. It differs from
+    /// failure_id when a late, earlier signal re-keyed the failure; the lifecycle followed it.
+    pub lifecycle_id: Uuid,
+    pub resolved_at: Option<DateTime<Utc>>,
+    pub resolution: Option<Resolution>,
+    pub recovery_minutes: RecoveryMinutes,
+    /// Sum of the recorded phases, else resolved_at - first_at, else null.
+    pub downtime_minutes: Option<f64>,
+    /// The classification from the signals (never changed by a patch).
+    pub automatic_root_cause: RootCause,
+    /// The post-mortem's root cause, when one was recorded.
+    pub post_mortem_root_cause: Option<RootCause>,
+    /// What the analytics use: the post-mortem's root cause, else the automatic one.
+    pub effective_root_cause: RootCause,
+    pub note: Option<String>,
+    pub updated_at: Option<DateTime<Utc>>,
+    pub updated_by: Option<String>,
+}
+
+fn automatic(f: &FailureAnchor) -> RootCause {
+    RootCause {
+        category: Category::parse(&f.category).unwrap_or(Category::Unknown),
+        component: Component::parse(&f.component).unwrap_or(Component::Unknown),
+    }
+}
+
+fn view(f: &FailureAnchor, row: Option<&LifecycleRow>) -> LifecycleView {
+    let l = row.map(LifecycleRow::lifecycle).unwrap_or_default();
+    let phases = Phases {
+        detection: l.detection_minutes,
+        resubmission: l.resubmission_minutes,
+        setup: l.setup_minutes,
+        recomputation: l.recomputation_minutes,
+    };
+    let auto = automatic(f);
+    LifecycleView {
+        failure_id: f.id,
+        lifecycle_id: row.map_or(f.id, |r| r.failure_id),
+        resolved_at: l.resolved_at,
+        resolution: l.resolution,
+        recovery_minutes: RecoveryMinutes { detection: phases.detection, resubmission: phases.resubmission, setup: phases.setup, recomputation: phases.recomputation },
+        downtime_minutes: downtime_minutes(&phases, f.first_at, l.resolved_at).map(round6),
+        automatic_root_cause: auto,
+        post_mortem_root_cause: l.post_mortem,
+        effective_root_cause: l.post_mortem.unwrap_or(auto),
+        note: l.note,
+        updated_at: row.map(|r| r.updated_at),
+        updated_by: row.map(|r| r.updated_by.clone()),
+    }
+}
+
+fn parse_id(id: &str) -> ApiResult<Uuid> {
+    Uuid::try_parse(id).map_err(|e| ApiError::bad_request("invalid_path", format!("failure id '{id}' is not a UUID: {e}")))
+}
+
+/// Record a failure's resolution, recovery phases, post-mortem root cause or note.
+///
+/// Merge-patch semantics: an absent field is left as it is, `null` clears it. The lifecycle is stored
+/// beside the failure (failures are rebuilt when signals arrive late or the catalog changes) and
+/// anchored to its signals: when a late, earlier signal gives the failure a new id, the lifecycle
+/// follows it. The post-mortem root cause overrides the automatic one in the analytics; the automatic
+/// one and its evidence are kept. Every change is recorded with the caller's token name and the time
+/// (`GET /v1/failures/{id}/history`).
+#[utoipa::path(
+    patch, path = "/v1/failures/{id}", tag = "failures", request_body = LifecyclePatch,
+    params(("id" = Uuid, Path, description = "Failure id")),
+    responses(
+        (status = 200, description = "The lifecycle after the patch", body = LifecycleView),
+        (status = 400, description = "The id is not a UUID, the body is not a valid patch or is empty", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role is not agent or admin, or the failure is outside the token's cluster", body = ErrorBody),
+        (status = 404, description = "No failure with this id", body = ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
+        (status = 422, description = "A value is invalid (component outside its category, negative minutes, resolution before the failure)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn patch_failure(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    Path(id): Path<String>,
+    AppJson(p): AppJson<LifecyclePatch>,
+) -> ApiResult<Json<LifecycleView>> {
+    caller.require(Permission::Ingest)?;
+    let id = parse_id(&id)?;
+    if p.is_empty() {
+        return Err(ApiError::bad_request("empty_patch", "the patch changes nothing: send at least one field"));
+    }
+    let mut tx = ctx.db.begin().await?;
+    let f = store::failure_anchor(&mut tx, id).await?.ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
+    if !caller.may_write(&f.cluster) {
+        return Err(ApiError::Forbidden(format!("this token may not write cluster '{}'", f.cluster)));
+    }
+    store::lock(&mut tx, &f).await?;
+    let rows = store::for_failure(&mut tx, &f).await?;
+    let current = rows.first();
+    let before = current.map(LifecycleRow::lifecycle).unwrap_or_default();
+    let (after, changes) = lifecycle::apply(&before, &p, f.first_at, Utc::now()).map_err(|e| ApiError::Unprocessable {
+        message: format!("{}: {}", e.field.as_deref().unwrap_or("body"), e.message),
+        details: Some(serde_json::json!({ "field": e.field })),
+    })?;
+    let lifecycle_id = current.map_or(f.id, |r| r.failure_id);
+    if !changes.is_empty() || current.is_none() {
+        store::save(&mut tx, lifecycle_id, &f, &after, &changes, &caller.name).await?;
+    }
+    let saved = store::by_lifecycle_id(&mut tx, lifecycle_id).await?;
+    tx.commit().await?;
+    Ok(Json(view(&f, saved.as_ref())))
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct LifecycleChange {
+    pub lifecycle_id: Uuid,
+    pub changed_at: DateTime<Utc>,
+    /// Name of the token that made the change.
+    pub changed_by: String,
+    /// Per field: `{"from": old, "to": new}`.
+    #[schema(value_type = Object)]
+    pub changes: serde_json::Value,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct FailureHistory {
+    /// The failure's lifecycle now (all nulls when never patched).
+    pub lifecycle: LifecycleView,
+    /// Every change, oldest first.
+    pub changes: Vec<LifecycleChange>,
+}
+
+/// The lifecycle of a failure and every change made to it, with who and when.
+#[utoipa::path(
+    get, path = "/v1/failures/{id}/history", tag = "failures",
+    params(("id" = Uuid, Path, description = "Failure id")),
+    responses(
+        (status = 200, description = "The current lifecycle and its audit trail, oldest change first", body = FailureHistory),
+        (status = 400, description = "The id is not a UUID", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may neither query nor ingest", body = ErrorBody),
+        (status = 404, description = "No failure with this id", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn failure_history(State(ctx): State<ApiContext>, caller: Caller, Path(id): Path<String>) -> ApiResult<Json<FailureHistory>> {
+    if caller.require(Permission::Query).is_err() {
+        caller.require(Permission::Ingest)?;
+    }
+    let id = parse_id(&id)?;
+    let mut conn = ctx.db.acquire().await?;
+    let f = store::failure_anchor(&mut conn, id).await?.ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
+    let rows = store::for_failure(&mut conn, &f).await?;
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.failure_id).collect();
+    let changes = store::changes(&mut conn, &ids)
+        .await?
+        .into_iter()
+        .map(|c| LifecycleChange { lifecycle_id: c.failure_id, changed_at: c.changed_at, changed_by: c.changed_by, changes: c.changes })
+        .collect();
+    Ok(Json(FailureHistory { lifecycle: view(&f, rows.first()), changes }))
+}
+
+/// drained: out of service; returned: back in service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeServiceState {
+    Drained,
+    Returned,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeStateInput {
+    pub state: NodeServiceState,
+    /// When it happened (default: now).
+    pub at: Option<DateTime<Utc>>,
+    pub reason: Option<String>,
+    /// The failure that caused a drain, if known.
+    pub failure_id: Option<Uuid>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct NodeTransitionView {
+    pub state: NodeServiceState,
+    pub at: DateTime<Utc>,
+    pub reason: Option<String>,
+    /// `api` (this endpoint) or `event` (node_drain / node_resume signals).
+    pub source: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct NodeStateView {
+    pub cluster: String,
+    pub hostname: String,
+    /// State at the end of the window (`returned` when never drained).
+    pub state: NodeServiceState,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// Hours drained inside [from, to).
+    pub out_of_service_hours: f64,
+    /// out_of_service_hours x the node's GPUs.
+    pub out_of_service_gpu_hours: f64,
+    /// The state entering the window (its last earlier transition) and every transition in it.
+    pub transitions: Vec<NodeTransitionView>,
+}
+
+async fn node_state_view(ctx: &ApiContext, cluster: &str, hostname: &str, gpus: i32, from: DateTime<Utc>, to: DateTime<Utc>) -> ApiResult<NodeStateView> {
+    let rows = store::transitions(&ctx.db, from, to, Some(cluster), Some(hostname)).await?;
+    let marks: Vec<(DateTime<Utc>, bool)> = rows.iter().map(|r| (r.at, r.state == "drained")).collect();
+    let hours = out_of_service_hours(&marks, from, to);
+    let drained = marks.last().is_some_and(|m| m.1);
+    Ok(NodeStateView {
+        cluster: cluster.to_string(),
+        hostname: hostname.to_string(),
+        state: if drained { NodeServiceState::Drained } else { NodeServiceState::Returned },
+        from,
+        to,
+        out_of_service_hours: round6(hours),
+        out_of_service_gpu_hours: round6(hours * f64::from(gpus)),
+        transitions: rows
+            .into_iter()
+            .map(|r| NodeTransitionView {
+                state: if r.state == "drained" { NodeServiceState::Drained } else { NodeServiceState::Returned },
+                at: r.at,
+                reason: r.reason,
+                source: r.source,
+            })
+            .collect(),
+    })
+}
+
+/// Record that a node was drained (taken out of service) or returned to service.
+///
+/// Agents may also send the same fact as signals of kind `node_drain` / `node_resume` on the node;
+/// both are read together. A node's out-of-service time is the time between a drain and the next
+/// return. The answer is the node's state over the 30 days before the transition.
+#[utoipa::path(
+    post, path = "/v1/nodes/{cluster}/{hostname}/state", tag = "inventory", request_body = NodeStateInput,
+    params(("cluster" = String, Path, description = "Cluster"), ("hostname" = String, Path, description = "Hostname in the inventory")),
+    responses(
+        (status = 201, description = "Transition recorded; the node's state and out-of-service time", body = NodeStateView),
+        (status = 400, description = "Body is not a valid transition", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not write inventory, or the cluster is outside its scope", body = ErrorBody),
+        (status = 404, description = "The node is not in the inventory", body = ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
+        (status = 422, description = "The time is more than 24 h in the future, or the reason too long", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn record_node_state(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    Path((cluster, hostname)): Path<(String, String)>,
+    AppJson(input): AppJson<NodeStateInput>,
+) -> ApiResult<(StatusCode, Json<NodeStateView>)> {
+    caller.require(Permission::Ingest)?;
+    if !caller.may_write(&cluster) {
+        return Err(ApiError::Forbidden(format!("this token may not write cluster '{cluster}'")));
+    }
+    let gpus = store::node_gpus(&ctx.db, &cluster, &hostname).await?.ok_or_else(|| ApiError::NotFound(format!("no node {cluster}/{hostname} in the inventory")))?;
+    let now = Utc::now();
+    let at = input.at.unwrap_or(now);
+    let unprocessable = |m: String| ApiError::Unprocessable { message: m, details: None };
+    if at > now + chrono::Duration::hours(24) {
+        return Err(unprocessable(format!("at: {at} is more than 24 h in the future")));
+    }
+    let reason = optional_text("reason", input.reason).map_err(|e| unprocessable(format!("reason: {}", e.message)))?;
+    store::insert_transition(
+        &ctx.db,
+        &NewTransition {
+            cluster: &cluster,
+            hostname: &hostname,
+            drained: input.state == NodeServiceState::Drained,
+            at,
+            reason: reason.as_deref(),
+            failure_id: input.failure_id,
+            by: &caller.name,
+        },
+    )
+    .await?;
+    let to = at.max(now) + chrono::Duration::milliseconds(1);
+    let v = node_state_view(&ctx, &cluster, &hostname, gpus, to - chrono::Duration::days(30), to).await?;
+    Ok((StatusCode::CREATED, Json(v)))
+}
+
+/// A node's service state, its transitions and out-of-service time in the window.
+#[utoipa::path(
+    get, path = "/v1/nodes/{cluster}/{hostname}/state", tag = "inventory",
+    params(("cluster" = String, Path, description = "Cluster"), ("hostname" = String, Path, description = "Hostname in the inventory"), WindowQuery),
+    responses(
+        (status = 200, description = "State at the end of the window, transitions and out-of-service hours in it", body = NodeStateView),
+        (status = 400, description = "Invalid window", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not read inventory", body = ErrorBody),
+        (status = 404, description = "The node is not in the inventory", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn node_state(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    Path((cluster, hostname)): Path<(String, String)>,
+    AppQuery(wq): AppQuery<WindowQuery>,
+) -> ApiResult<Json<NodeStateView>> {
+    caller.require(Permission::ReadInventory)?;
+    let (from, to) = resolve_window(&wq)?;
+    let gpus = store::node_gpus(&ctx.db, &cluster, &hostname).await?.ok_or_else(|| ApiError::NotFound(format!("no node {cluster}/{hostname} in the inventory")))?;
+    Ok(Json(node_state_view(&ctx, &cluster, &hostname, gpus, from, to).await?))
+}
+
