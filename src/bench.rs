@@ -31,7 +31,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     crate::storage::migrate(&db).await?;
 
     // Scale the simulated fleet to the requested number of signals: measure a small run first.
-    let start = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let start = Utc.with_ymd_and_hms(2025, 6, 1, 0, 0, 0).unwrap();
     let days = 365;
     let probe = simulate(&SimConfig { seed: opts.seed, start, days, nodes: 256 });
     let per_node = probe.events.len() as f64 / 256.0;

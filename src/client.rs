@@ -52,11 +52,12 @@ impl Client {
             totals.retries += retries;
             if progress {
                 let done = ((i + 1) * batch).min(total);
-                eprint!("\r  events {done:>9}/{total} ({:>3}%)", done * 100 / total.max(1));
+                // One line per 5%, so logs stay readable when stderr is not a terminal.
+                let step = (total / 20).max(1);
+                if done % step < batch || done == total {
+                    eprintln!("  events {done:>9}/{total} ({:>3}%)", done * 100 / total.max(1));
+                }
             }
-        }
-        if progress {
-            eprintln!();
         }
         Ok(totals)
     }
@@ -76,7 +77,12 @@ impl Client {
                 }
                 Ok(res) => {
                     let status = res.status();
-                    bail!("{method} {path}: {status}: {}", res.text().await.unwrap_or_default());
+                    let mut text = res.text().await.unwrap_or_default();
+                    if text.len() > 600 {
+                        text.truncate(text.floor_char_boundary(600));
+                        text.push_str(" ...");
+                    }
+                    bail!("{method} {path}: {status}: {text}");
                 }
                 Err(e) if e.is_connect() || e.is_timeout() => {}
                 Err(e) => return Err(e.into()),
