@@ -1,4 +1,6 @@
-//! Read queries behind the analytics. Each aggregates in SQL over the failures table (indexed by
+//! Read queries behind the analytics. Causes are the effective ones: a post-mortem root cause
+//! (failure lifecycle) overrides the automatic one, which stays stored beside it.
+//! Each aggregates in SQL over the failures table (indexed by
 //! first_at) and the small nodes table; none scans the events table.
 
 use chrono::{DateTime, Utc};
@@ -49,8 +51,8 @@ pub async fn failure_counts(db: &PgPool, by: MixDimension, from: DateTime<Utc>, 
         "SELECT CASE $4 WHEN 'generation' THEN COALESCE(n.gpu_generation, f.signal_generation)
                         WHEN 'model' THEN COALESCE(n.gpu_model, 'unknown')
                         ELSE f.cluster END AS grp,
-                f.category, f.component, count(*)
-         FROM failures f LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node
+                f.effective_category, f.effective_component, count(*)
+         FROM failures_effective f LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node
          WHERE f.first_at >= $1 AND f.first_at < $2 AND ($3::text IS NULL OR f.cluster = $3)
          GROUP BY 1, 2, 3",
     )
@@ -92,7 +94,7 @@ pub async fn failures_per_node(db: &PgPool, from: DateTime<Utc>, to: DateTime<Ut
 pub async fn cause_counts(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>)
     -> Result<Vec<(String, String, u64)>, sqlx::Error> {
     let rows: Vec<(String, String, i64)> = sqlx::query_as(
-        "SELECT category, component, count(*) FROM failures
+        "SELECT effective_category, effective_component, count(*) FROM failures_effective
          WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
          GROUP BY 1, 2",
     )

@@ -258,3 +258,25 @@ async fn concurrent_batches_of_one_job_fold_into_one_failure() {
     assert_eq!(list[0]["signal_count"], 80);
     assert_eq!(list[0]["root_cause"]["component"], "gpu");
 }
+
+/// A post-mortem root cause (PATCH) overrides the automatic one in the headline analytics, and the
+/// automatic one stays on the failure.
+#[tokio::test]
+async fn a_post_mortem_cause_overrides_the_automatic_one_in_root_causes() {
+    let app = spawn_app().await;
+    app.post_events(ADMIN_TOKEN, &json!({"events": cascade(1)})).await;
+    let id = failures(&app, "").await[0]["id"].as_str().unwrap().to_string();
+    let w = "from=2026-11-01T00:00:00Z&to=2026-11-08T00:00:00Z";
+    let (_, rc) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/root-causes?{w}")).await;
+    assert_eq!(rc["categories"][0]["failures"], 1);
+    let res = app.client.patch(app.url(&format!("/v1/failures/{id}"))).bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"root_cause": {"category": "platform", "component": "driver"}})).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let (_, rc) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/root-causes?{w}")).await;
+    assert_eq!((rc["categories"][0]["failures"].as_u64(), rc["categories"][1]["failures"].as_u64()), (Some(0), Some(1)));
+    assert_eq!(rc["categories"][1]["components"][0]["component"], "driver");
+    let (_, mix) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/failure-mix?{w}")).await;
+    assert_eq!(mix["rows"][0]["by_category"][0]["name"], "platform");
+    // The evidence is kept: the failure still carries the automatic cause.
+    assert_eq!(failures(&app, "").await[0]["root_cause"]["category"], "hardware");
+}
