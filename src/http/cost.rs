@@ -996,7 +996,7 @@ pub async fn baselines(State(ctx): State<ApiContext>, caller: Caller, headers: H
     caller.require(Permission::Query)?;
     let w = window(&ctx, &wq).await?;
     let cl = w.cluster.as_deref();
-    let causes = cq::effective_causes(&ctx.db, w.from, w.to, cl).await?;
+    let causes = crate::storage::analytics::cause_counts(&ctx.db, w.from, w.to, cl).await?;
     let total: u64 = causes.iter().map(|c_| c_.2).sum();
     let cat = |name: &str| causes.iter().filter(|c_| c_.0 == name).map(|c_| c_.2).sum::<u64>();
     let comp = |names: &[&str]| causes.iter().filter(|c_| names.contains(&c_.1.as_str())).map(|c_| c_.2).sum::<u64>();

@@ -196,22 +196,6 @@ pub async fn daily_categories(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc
     Ok(rows.into_iter().map(|(d, c, n)| (d, c, n as u64)).collect())
 }
 
-/// Failures per effective (category, component).
-pub async fn effective_causes(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>)
-    -> Result<Vec<(String, String, u64)>, sqlx::Error> {
-    let rows: Vec<(String, String, i64)> = sqlx::query_as(
-        "SELECT effective_category, effective_component, count(*) FROM failures_effective
-         WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
-         GROUP BY 1, 2",
-    )
-    .bind(from)
-    .bind(to)
-    .bind(cluster)
-    .fetch_all(db)
-    .await?;
-    Ok(rows.into_iter().map(|(a, b, n)| (a, b, n as u64)).collect())
-}
-
 /// Slowdown signals with a node, their ratio (step_time_ratio, else 1 / throughput_ratio), the
 /// seconds they cover (duration_seconds) and the GPUs of their job.
 /// Returns the signals and the count of those without a usable ratio.
