@@ -177,6 +177,9 @@ pub struct SignalView {
     pub rule_id: Option<String>,
     #[schema(value_type = Object)]
     pub attributes: serde_json::Value,
+    /// Identical signals folded into this one (a burst), and when the last of them occurred.
+    pub repeat_count: i32,
+    pub last_occurred_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -232,6 +235,8 @@ pub async fn get_failure(State(ctx): State<ApiContext>, caller: Caller, Path(id)
                 severity: c.severity.as_str().to_string(),
                 rule_id: c.rule_id,
                 attributes: s.attributes,
+                repeat_count: s.repeat_count,
+                last_occurred_at: s.last_occurred_at,
             }
         })
         .collect();

@@ -97,11 +97,14 @@ pub struct SignalRow {
     pub rc_component: Option<String>,
     pub message: Option<String>,
     pub attributes: serde_json::Value,
+    pub repeat_count: i32,
+    pub last_occurred_at: Option<DateTime<Utc>>,
 }
 
 pub async fn signals(db: &PgPool, ids: &[Uuid], limit: i64) -> Result<Vec<SignalRow>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, occurred_at, node, gpu_index, job_id, kind, code, symptom, rc_category, rc_component, message, attributes
+        "SELECT id, occurred_at, node, gpu_index, job_id, kind, code, symptom, rc_category, rc_component, message, attributes,
+                repeat_count, last_occurred_at
          FROM events WHERE id = ANY($1) ORDER BY occurred_at, id LIMIT $2",
     )
     .bind(ids)
