@@ -107,6 +107,14 @@ pub fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// Inverse of [`hex`]; None for odd length or a non-hex digit.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| text.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,5 +139,7 @@ mod tests {
         assert!(!Role::Reader.allows(Permission::Admin));
         assert!(Role::Admin.allows(Permission::Admin) && Role::Admin.allows(Permission::Ingest));
         assert_eq!(hex(&[0x0f, 0xa0]), "0fa0");
+        assert_eq!(unhex("0fa0"), Some(vec![0x0f, 0xa0]));
+        assert_eq!((unhex("abc"), unhex("zz")), (None, None));
     }
 }

@@ -146,14 +146,7 @@ pub async fn list_failures(State(ctx): State<ApiContext>, caller: Caller, AppQue
 
 fn decode_cursor(cursor: &str) -> ApiResult<(DateTime<Utc>, Uuid)> {
     let bad = || ApiError::bad_request("invalid_query", "cursor is not one this server issued");
-    if cursor.len() % 2 != 0 {
-        return Err(bad());
-    }
-    let bytes = (0..cursor.len())
-        .step_by(2)
-        .map(|i| cursor.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
-        .collect::<Option<Vec<u8>>>()
-        .ok_or_else(bad)?;
+    let bytes = crate::domain::auth::unhex(cursor).ok_or_else(bad)?;
     let text = String::from_utf8(bytes).map_err(|_| bad())?;
     let (t, id) = text.split_once('\0').ok_or_else(bad)?;
     Ok((DateTime::parse_from_rfc3339(t).map_err(|_| bad())?.with_timezone(&Utc), Uuid::try_parse(id).map_err(|_| bad())?))

@@ -208,14 +208,7 @@ fn encode_cursor(cluster: &str, hostname: &str) -> String {
 
 fn decode_cursor(cursor: &str) -> ApiResult<(String, String)> {
     let bad = || ApiError::bad_request("invalid_query", "cursor is not one this server issued");
-    if cursor.len() % 2 != 0 {
-        return Err(bad());
-    }
-    let bytes = (0..cursor.len())
-        .step_by(2)
-        .map(|i| cursor.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
-        .collect::<Option<Vec<u8>>>()
-        .ok_or_else(bad)?;
+    let bytes = crate::domain::auth::unhex(cursor).ok_or_else(bad)?;
     let text = String::from_utf8(bytes).map_err(|_| bad())?;
     let (c, h) = text.split_once('\0').ok_or_else(bad)?;
     Ok((c.to_string(), h.to_string()))
