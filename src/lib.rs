@@ -13,6 +13,7 @@ pub mod error;
 pub mod http;
 pub mod logparse;
 pub mod openapi;
+pub mod report;
 pub mod simulate;
 pub mod startup;
 pub mod storage;

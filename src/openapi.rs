@@ -31,6 +31,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::analytics::failure_mix,
         http::analytics::mtbf,
         http::analytics::root_causes,
+        http::report::reliability,
         http::health::healthz,
         http::health::readyz,
         http::health::metrics_text,
@@ -48,6 +49,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         (name = "classification", description = "The rule catalog that gives signals a root cause"),
         (name = "failures", description = "Signals folded into failures (interruptions) with a root cause"),
         (name = "analytics", description = "Failure mix by GPU generation, MTBF per 128-GPU group, root-cause ratios"),
+        (name = "reports", description = "The reliability report: HTML with charts, or Markdown tables"),
         (name = "tokens", description = "API tokens and roles (admin)"),
         (name = "operations", description = "Health, readiness and metrics (no token needed)"),
     )

@@ -6,6 +6,7 @@ pub mod extract;
 pub mod failures;
 pub mod health;
 pub mod nodes;
+pub mod report;
 pub mod rules;
 pub mod tokens;
 
@@ -36,4 +37,5 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(rules::router())
         .merge(failures::router())
         .merge(analytics::router())
+        .merge(report::router())
 }

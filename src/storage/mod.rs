@@ -5,6 +5,7 @@ pub mod failure_queries;
 pub mod failures;
 pub mod analytics;
 pub mod nodes;
+pub mod report;
 pub mod tokens;
 
 use sqlx::PgPool;
