@@ -1,6 +1,7 @@
 //! HTTP layer: one module per resource, each exposing `router()`.
 
 pub mod analytics;
+pub mod dashboard;
 pub mod events;
 pub mod extract;
 pub mod failures;

@@ -18,6 +18,7 @@ const CSS: &str = "
 .faultline-report .figure{border:1px solid #ccc;border-radius:6px;padding:.5rem .7rem;background:#fafafa}
 .faultline-report .figure .label{font-size:.85rem;color:#333;font-weight:600}
 .faultline-report .figure .value{font-size:1.45rem;font-weight:700;margin:.15rem 0}
+.faultline-report .figure .value-note{font-size:.85rem;font-weight:600;margin-bottom:.2rem}
 .faultline-report .figure .definition{font-size:.75rem;color:#555}
 .faultline-report .lead{font-weight:600;margin:.3rem 0 .6rem}
 .faultline-report svg.chart{display:block;max-width:100%;height:auto;margin:.5rem 0}
@@ -86,22 +87,19 @@ pub fn fragment(d: &ReportData) -> String {
     let _ = write!(
         out,
         "<article class=\"faultline-report\" data-clusters=\"{}\"><style>{CSS}</style><h1>{}</h1>\
-<p class=\"window\">Window [{}, {}), {}; classification catalog version {}; generated {}.</p><div class=\"figures\">",
+<p class=\"window\">{}</p><div class=\"figures\">",
         escape(&d.clusters.join(",")),
-        escape(&title(d)),
-        d.window.from.to_rfc3339(),
-        d.window.to.to_rfc3339(),
-        escape(&d.window.cluster.as_ref().map_or_else(|| "all clusters".to_string(), |c| format!("cluster {c}"))),
-        d.window.catalog_version,
-        d.window.generated_at.format("%Y-%m-%d %H:%M UTC"),
+        escape(&format!("Reliability report: {}", d.window.cluster.as_deref().unwrap_or("all clusters"))),
+        escape(&super::window_line(d)),
     );
     for f in d.summary() {
         let _ = write!(
             out,
-            "<div class=\"figure\" data-figure=\"{}\"><div class=\"label\">{}</div><div class=\"value\">{}</div><div class=\"definition\">{}</div></div>",
+            "<div class=\"figure\" data-figure=\"{}\"><div class=\"label\">{}</div><div class=\"value\">{}</div>{}<div class=\"definition\">{}</div></div>",
             f.key,
             escape(f.label),
             escape(&f.value),
+            f.note.as_ref().map(|n| format!("<div class=\"value-note\">{}</div>", escape(n))).unwrap_or_default(),
             escape(&f.definition)
         );
     }

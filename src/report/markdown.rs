@@ -29,17 +29,14 @@ pub fn render(d: &ReportData) -> String {
     let mut out = String::new();
     let cluster = d.window.cluster.as_deref().unwrap_or("all clusters");
     let _ = writeln!(out, "# Reliability report: {}\n", escape(cluster));
-    let _ = writeln!(
-        out,
-        "Window [{}, {}), classification catalog version {}, generated {}.\n",
-        d.window.from.to_rfc3339(),
-        d.window.to.to_rfc3339(),
-        d.window.catalog_version,
-        d.window.generated_at.format("%Y-%m-%d %H:%M UTC")
-    );
+    let _ = writeln!(out, "{}\n", escape(&super::window_line(d)));
     out.push_str("| Figure | Value | Definition |\n|---|---|---|\n");
     for f in d.summary() {
-        let _ = writeln!(out, "| {} | {} | {} |", escape(f.label), escape(&f.value), escape(&f.definition));
+        let value = match &f.note {
+            Some(n) => format!("{} ({n})", f.value),
+            None => f.value.clone(),
+        };
+        let _ = writeln!(out, "| {} | {} | {} |", escape(f.label), escape(&value), escape(&f.definition));
     }
     for s in sections(d) {
         let _ = writeln!(out, "\n## {}\n\n**{}**\n", escape(&s.title), escape(&s.lead));

@@ -133,7 +133,7 @@ fn mtbf(d: &ReportData) -> Section {
         &Frame { id: "mtbf", title: &title, x_label: "MTBF, hours (bars; whiskers: 95% interval)", y_label: "group (cluster/label)" },
         &rows,
         palette::SKY_BLUE,
-        m.fleet.median_group_mtbf_hours.map(|v| Marker { label: "fleet median", value: v }),
+        m.fleet.median_group_mtbf_hours.map(|v| Marker { label: "fleet median, h", value: v }),
     );
     let with_failures = m.groups.iter().filter(|g| g.failures > 0).count();
     let lead = match (groups.first().filter(|g| g.mtbf_hours.is_some()), m.fleet.median_group_mtbf_hours) {
@@ -402,9 +402,9 @@ fn baselines(d: &ReportData) -> Section {
     let bars: Vec<Bar> = charted
         .iter()
         .map(|b| Bar {
-            label: b.measure.clone(),
+            label: b.short.clone(),
             values: vec![b.published_share.unwrap_or(0.0) * 100.0, b.fleet_share.unwrap_or(0.0) * 100.0],
-            notes: vec![format!("published, {}", b.source), "this fleet".into()],
+            notes: vec![format!("{}, published by {}", b.measure, b.source), format!("{}, this fleet", b.measure)],
         })
         .collect();
     let chart = svg::grouped_bars(

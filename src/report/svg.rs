@@ -192,12 +192,15 @@ fn vertical_bars(frame: &Frame, series: &[Series], bars: &[Bar], stacked: bool) 
         return no_data(frame, NO_DATA);
     }
     let top_margin = if series.len() > 1 { 62.0 } else { 44.0 };
-    let (left, right) = (70.0, 16.0);
+    let right = 16.0;
+    // Long labels in narrow slots are turned, and the bottom margin grows to hold them; the left
+    // margin grows too when the first turned label would reach past the edge.
+    let longest = bars.iter().map(|b| text_width(&truncate(&b.label, 28), 12.0)).fold(0.0, f64::max);
+    let first = bars.first().map_or(0.0, |b| text_width(&truncate(&b.label, 28), 12.0));
+    let rotate = longest > (WIDTH - 86.0) / bars.len() as f64 - 6.0;
+    let left = if rotate { f64::max(70.0, first * 0.82 + 6.0 - (WIDTH - 86.0) / bars.len() as f64 / 2.0) } else { 70.0 };
     let plot_w = WIDTH - left - right;
     let slot = plot_w / bars.len() as f64;
-    // Long labels in narrow slots are turned, and the bottom margin grows to hold them.
-    let longest = bars.iter().map(|b| text_width(&truncate(&b.label, 28), 12.0)).fold(0.0, f64::max);
-    let rotate = longest > slot - 6.0;
     let label_room = if rotate { longest * 0.72 + 14.0 } else { 22.0 };
     let plot_h = 240.0;
     let height = top_margin + plot_h + label_room + 30.0;

@@ -1,8 +1,10 @@
 //! Integration tests: the real server on port 0 over HTTP, a fresh real Postgres database per test.
 mod auth;
+mod browser;
 mod failures;
 mod helpers;
 mod ingest;
 mod inventory;
 mod openapi;
+mod report;
 mod simulation;
