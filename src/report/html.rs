@@ -16,7 +16,7 @@ const CSS: &str = "
 .faultline-report .window{color:#444;margin:.2rem 0 1rem}
 .faultline-report .figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(175px,1fr));gap:.6rem;margin:1rem 0}
 .faultline-report .figure{border:1px solid #ccc;border-radius:6px;padding:.5rem .7rem;background:#fafafa}
-.faultline-report .figure .label{font-size:.85rem;color:#333;font-weight:600}
+.faultline-report .figure .label{font-size:.85rem;color:#333;font-weight:600;min-height:2.5em}
 .faultline-report .figure .value{font-size:1.45rem;font-weight:700;margin:.15rem 0}
 .faultline-report .figure .value-note{font-size:.85rem;font-weight:600;margin-bottom:.2rem}
 .faultline-report .figure .definition{font-size:.75rem;color:#555}

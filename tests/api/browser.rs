@@ -239,8 +239,8 @@ impl Browser {
         let height = self.eval("Math.ceil(document.documentElement.scrollHeight)").as_f64().unwrap_or(2400.0).clamp(600.0, 16000.0);
         self.call("Emulation.setDeviceMetricsOverride", json!({"width": 1400, "height": height, "deviceScaleFactor": 1, "mobile": false}));
         let boxes = self.eval(
-            "[...document.querySelectorAll('svg.chart')].map(s => { const r = s.getBoundingClientRect(); \
-             return [s.dataset.chart, r.left + scrollX, r.top + scrollY, r.width, r.height]; })",
+            "[...document.querySelectorAll('.figures, svg.chart')].map(s => { const r = s.getBoundingClientRect(); \
+             return [s.dataset.chart || 'summary', r.left + scrollX, r.top + scrollY, r.width, r.height]; })",
         );
         for b in boxes.as_array().unwrap() {
             let clip = json!({"x": b[1], "y": b[2], "width": b[3], "height": b[4], "scale": 1});

@@ -179,6 +179,20 @@ async fn html_and_markdown_carry_the_same_hand_computed_numbers() {
     assert_eq!(html_figures(&fragment), figures);
     let (_, ct, _) = report(&app, &reader, &format!("{W}&format=markdown"), "text/html").await;
     assert!(ct.starts_with("text/markdown"));
+
+    // `faultline report` writes the same report to a file.
+    let out = std::env::temp_dir().join(format!("faultline-report-{}.md", uuid::Uuid::new_v4().simple()));
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .args(["report", "--server", &app.address, "--token", &reader, "--from", "2026-11-01T00:00:00Z", "--to", "2026-11-08T00:00:00Z", "--format", "markdown", "--out"])
+        .arg(&out)
+        .output()
+        .await
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let written = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    assert_eq!(md_summary(&written), md_summary(&md));
+    assert_eq!(md_table(&written, "MTBF per group"), md_table(&md, "MTBF per group"));
 }
 
 #[tokio::test]
