@@ -62,6 +62,27 @@ impl Client {
         Ok(totals)
     }
 
+    /// GET /v1/reports/reliability in `format` (html or markdown) for [from, to) and a cluster.
+    pub async fn report(
+        &self,
+        from: Option<chrono::DateTime<chrono::Utc>>,
+        to: Option<chrono::DateTime<chrono::Utc>>,
+        cluster: Option<&str>,
+        format: &str,
+    ) -> anyhow::Result<String> {
+        let mut query: Vec<(&str, String)> = vec![("format", format.to_string())];
+        query.extend(from.map(|f| ("from", f.to_rfc3339())));
+        query.extend(to.map(|t| ("to", t.to_rfc3339())));
+        query.extend(cluster.map(|c| ("cluster", c.to_string())));
+        let res = self.http.get(format!("{}/v1/reports/reliability", self.base)).bearer_auth(&self.token).query(&query).send().await?;
+        let status = res.status();
+        let body = res.text().await.context("reading the report")?;
+        if !status.is_success() {
+            bail!("GET /v1/reports/reliability: {status}: {body}");
+        }
+        Ok(body)
+    }
+
     /// Retries on connection errors, 429 and 5xx (honouring Retry-After), with exponential backoff.
     async fn send_with_retry(&self, method: reqwest::Method, path: &str, body: &Value) -> anyhow::Result<(Value, u64)> {
         let url = format!("{}{path}", self.base);

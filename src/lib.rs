@@ -16,6 +16,7 @@ pub mod ingest;
 pub mod integrations;
 pub mod logparse;
 pub mod openapi;
+pub mod report;
 pub mod simulate;
 pub mod startup;
 pub mod storage;

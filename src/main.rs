@@ -24,6 +24,8 @@ enum Command {
     Openapi,
     /// Generate a simulated fleet and send it to a server as an agent would.
     Simulate(SimulateArgs),
+    /// Fetch the reliability report (HTML with charts, or Markdown tables) from a server.
+    Report(ReportArgs),
     /// Measure ingest throughput and analytics latency on a large simulated fleet.
     Bench(BenchArgs),
     /// Measure the log-line parsers on one core (99 % noise, 1 % signals) and print lines/s.
@@ -55,6 +57,36 @@ struct SimulateArgs {
     /// Events per request.
     #[arg(long, default_value_t = 5000)]
     batch: usize,
+}
+
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// Base URL of the Faultline server.
+    #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
+    server: String,
+    /// A reader (or admin) token.
+    #[arg(long, env = "FAULTLINE_TOKEN")]
+    token: String,
+    /// Start of the window, RFC 3339 (default: 30 days before `to`).
+    #[arg(long)]
+    from: Option<chrono::DateTime<chrono::Utc>>,
+    /// End of the window (exclusive), RFC 3339 (default: now).
+    #[arg(long)]
+    to: Option<chrono::DateTime<chrono::Utc>>,
+    /// Restrict to one cluster.
+    #[arg(long)]
+    cluster: Option<String>,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Html)]
+    format: ReportFormat,
+    /// Where to write the report (default: standard output).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ReportFormat {
+    Html,
+    Markdown,
 }
 
 #[derive(clap::Args)]
@@ -104,6 +136,7 @@ async fn main() -> anyhow::Result<()> {
             serve(settings).await
         }
         Command::Simulate(args) => simulate(args).await,
+        Command::Report(args) => report(args).await,
         Command::Bench(args) => {
             telemetry::init_tracing();
             let server = faultline::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir).await?;
@@ -167,6 +200,23 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     eprintln!("  nodes upserted: {}", nodes.accepted);
     let sent = client.post_events(&fleet.events, args.batch, true).await?;
     eprintln!("  accepted {}, duplicates {}, rejected {}, retries {}", sent.accepted, sent.duplicates, sent.rejected, sent.retries);
+    Ok(())
+}
+
+async fn report(args: ReportArgs) -> anyhow::Result<()> {
+    let client = faultline::client::Client::new(&args.server, &args.token)?;
+    let format = match args.format {
+        ReportFormat::Html => "html",
+        ReportFormat::Markdown => "markdown",
+    };
+    let body = client.report(args.from, args.to, args.cluster.as_deref(), format).await?;
+    match args.out {
+        Some(path) => {
+            std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("report written to {}", path.display());
+        }
+        None => print!("{body}"),
+    }
     Ok(())
 }
 

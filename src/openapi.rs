@@ -46,6 +46,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::cost::efficiency,
         http::cost::timeline,
         http::cost::baselines,
+        http::report::reliability,
         http::health::healthz,
         http::health::readyz,
         http::health::metrics_text,
@@ -63,6 +64,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         (name = "classification", description = "The rule catalog that gives signals a root cause"),
         (name = "failures", description = "Signals folded into failures (interruptions) with a root cause"),
         (name = "analytics", description = "Failure mix by GPU generation, MTBF per 128-GPU group, root-cause ratios; what failures cost: recovery and ETTR, top errors, node concentration, job size, stragglers, efficiency, timeline and published baselines (JSON, or CSV with `Accept: text/csv`)"),
+        (name = "reports", description = "The reliability report: HTML with charts, or Markdown tables"),
         (name = "tokens", description = "API tokens and roles (admin)"),
         (name = "operations", description = "Health, readiness and metrics (no token needed)"),
     )

@@ -40,6 +40,7 @@ pub fn build_router(ctx: ApiContext) -> Router {
     Router::new()
         .merge(api)
         .merge(http::health::router())
+        .merge(http::dashboard::router())
         .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))
         .fallback(not_found)
         .layer(middleware::map_response(json_errors))

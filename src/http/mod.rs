@@ -2,6 +2,7 @@
 
 pub mod analytics;
 pub mod cost;
+pub mod dashboard;
 pub mod events;
 pub mod extract;
 pub mod failures;
@@ -11,6 +12,7 @@ pub mod lifecycle;
 pub mod logs;
 pub mod nodes;
 pub mod nvsentinel;
+pub mod report;
 pub mod rules;
 pub mod tokens;
 
@@ -46,4 +48,5 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(lifecycle::router())
         .merge(jobs::router())
         .merge(cost::router())
+        .merge(report::router())
 }

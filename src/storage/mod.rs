@@ -8,6 +8,7 @@ pub mod jobs;
 pub mod lifecycle;
 pub mod analytics;
 pub mod nodes;
+pub mod report;
 pub mod tokens;
 
 use sqlx::PgPool;

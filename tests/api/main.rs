@@ -1,5 +1,6 @@
 //! Integration tests: the real server on port 0 over HTTP, a fresh real Postgres database per test.
 mod auth;
+mod browser;
 mod cost;
 mod cost_simulated;
 mod failures;
@@ -8,4 +9,5 @@ mod ingest;
 mod inventory;
 mod logs;
 mod openapi;
+mod report;
 mod simulation;

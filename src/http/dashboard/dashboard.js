@@ -1,0 +1,144 @@
+// Faultline dashboard: asks the API for the report fragment (server-rendered, escaped HTML with
+// inline SVG) with the reader's token and shows it. The token stays in this browser's localStorage;
+// `/#token=...&from=YYYY-MM-DD&to=YYYY-MM-DD&cluster=...` pre-fills it (the fragment never reaches
+// the server) and is then removed from the address bar.
+'use strict';
+(function () {
+  const TOKEN_KEY = 'faultline.token';
+  const $ = (id) => document.getElementById(id);
+  const DAY = 86400000;
+
+  function isoDay(d) {
+    return d.toISOString().slice(0, 10);
+  }
+
+  function status(text, isError) {
+    const el = $('status');
+    el.textContent = text;
+    el.className = isError ? 'error' : '';
+  }
+
+  function readFragment() {
+    const params = new URLSearchParams(location.hash.replace(/^#/, ''));
+    if (params.get('token')) {
+      localStorage.setItem(TOKEN_KEY, params.get('token'));
+      params.delete('token');
+    }
+    for (const name of ['from', 'to']) {
+      if (/^\d{4}-\d{2}-\d{2}$/.test(params.get(name) || '')) $(name).value = params.get(name);
+    }
+    if (params.get('cluster')) setCluster(params.get('cluster'));
+    writeFragment();
+  }
+
+  // Keeps the view shareable (window and cluster, never the token).
+  function writeFragment() {
+    const params = new URLSearchParams({ from: $('from').value, to: $('to').value });
+    if ($('cluster').value) params.set('cluster', $('cluster').value);
+    history.replaceState(null, '', location.pathname + location.search + '#' + params.toString());
+  }
+
+  function setCluster(name) {
+    const select = $('cluster');
+    if (![...select.options].some((o) => o.value === name)) select.add(new Option(name, name));
+    select.value = name;
+  }
+
+  function query(format) {
+    const from = $('from').value;
+    const toDay = new Date($('to').value + 'T00:00:00Z');
+    const params = new URLSearchParams({
+      format: format,
+      from: from + 'T00:00:00Z',
+      // The picked end day is included: the window ends at the next midnight (UTC).
+      to: isoDay(new Date(toDay.getTime() + DAY)) + 'T00:00:00Z',
+    });
+    if ($('cluster').value) params.set('cluster', $('cluster').value);
+    return '/v1/reports/reliability?' + params.toString();
+  }
+
+  async function fetchReport(format) {
+    const token = localStorage.getItem(TOKEN_KEY);
+    if (!token) {
+      status('Paste a reader token to see the report.', false);
+      return null;
+    }
+    let res;
+    try {
+      res = await fetch(query(format), { headers: { Authorization: 'Bearer ' + token } });
+    } catch (e) {
+      status('The server did not answer: ' + e.message, true);
+      return null;
+    }
+    if (!res.ok) {
+      let message = 'HTTP ' + res.status;
+      try {
+        message += ': ' + (await res.json()).message;
+      } catch (_) {
+        // not a JSON error body
+      }
+      status(message, true);
+      return null;
+    }
+    return res.text();
+  }
+
+  async function show() {
+    if (!$('from').value || !$('to').value) return;
+    writeFragment();
+    status('Loading…', false);
+    const html = await fetchReport('fragment');
+    if (html === null) return;
+    // The server escapes every text it puts in the fragment.
+    $('report').innerHTML = html;
+    const article = $('report').querySelector('article');
+    const clusters = article && article.dataset.clusters ? article.dataset.clusters.split(',') : [];
+    const current = $('cluster').value;
+    for (const c of clusters) if (c) setCluster(c);
+    $('cluster').value = current;
+    status('', false);
+  }
+
+  async function download(format, extension, type) {
+    const body = await fetchReport(format);
+    if (body === null) return;
+    const url = URL.createObjectURL(new Blob([body], { type: type }));
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = 'reliability-report-' + $('from').value + '-' + $('to').value + '.' + extension;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  }
+
+  const now = new Date();
+  $('to').value = isoDay(now);
+  $('from').value = isoDay(new Date(now.getTime() - 27 * DAY));
+  readFragment();
+  if (localStorage.getItem(TOKEN_KEY)) $('token').placeholder = 'token stored in this browser';
+
+  $('token').addEventListener('change', () => {
+    const t = $('token').value.trim();
+    if (t) {
+      localStorage.setItem(TOKEN_KEY, t);
+      $('token').value = '';
+      $('token').placeholder = 'token stored in this browser';
+      show();
+    }
+  });
+  $('forget').addEventListener('click', () => {
+    localStorage.removeItem(TOKEN_KEY);
+    $('token').placeholder = 'paste a reader token once';
+    $('report').textContent = '';
+    status('Token forgotten.', false);
+  });
+  $('controls').addEventListener('submit', (e) => {
+    e.preventDefault();
+    show();
+  });
+  $('cluster').addEventListener('change', show);
+  $('download-html').addEventListener('click', () => download('html', 'html', 'text/html'));
+  $('download-markdown').addEventListener('click', () => download('markdown', 'md', 'text/markdown'));
+  show();
+})();

@@ -1,0 +1,530 @@
+//! The reliability report: one data struct per section (gathered by [`gather`]), pure computations
+//! of the summary figures and the published baselines, and three renderings of the same numbers
+//! (HTML with inline SVG, an HTML fragment for the dashboard, Markdown). The renderers format every
+//! number through [`fmt`], so the HTML and Markdown forms cannot disagree.
+
+pub mod gather;
+pub mod html;
+pub mod markdown;
+pub mod sections;
+pub mod svg;
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
+
+use crate::analytics::headline::{CategoryShare, FleetMtbf, MixRow, MtbfGroup, ratio};
+use crate::domain::taxonomy::Category;
+
+/// What the report was computed over.
+#[derive(Debug, Clone)]
+pub struct ReportWindow {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub cluster: Option<String>,
+    pub catalog_version: i64,
+    pub generated_at: DateTime<Utc>,
+}
+
+/// Everything the report shows. Each section is filled by its own function in [`gather`], so a
+/// section can switch to another source (e.g. the cost analytics) without touching the renderers.
+#[derive(Debug, Clone)]
+pub struct ReportData {
+    pub window: ReportWindow,
+    /// Clusters the caller may pick (for the dashboard's picker).
+    pub clusters: Vec<String>,
+    pub mix: MixSection,
+    pub mtbf: MtbfSection,
+    pub causes: CauseSection,
+    pub timeline: Timeline,
+    /// None: no recovery data recorded for this window.
+    pub recovery: Option<RecoverySection>,
+    pub worst_nodes: WorstNodes,
+    /// Failures by the kind (and code) of their root signal.
+    pub root_kinds: Vec<RootKindCount>,
+}
+
+#[derive(Debug, Clone)]
+pub struct MixSection {
+    /// By GPU generation.
+    pub rows: Vec<MixRow>,
+    /// All failures in the window (with or without an inventory node).
+    pub failures: u64,
+    pub gpu_days: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct MtbfSection {
+    pub group_size: u32,
+    pub groups: Vec<MtbfGroup>,
+    pub fleet: FleetMtbf,
+}
+
+#[derive(Debug, Clone)]
+pub struct CauseSection {
+    pub failures: u64,
+    /// hardware, platform, user, unknown (always all four).
+    pub categories: Vec<CategoryShare>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bucket {
+    Day,
+    Week,
+    Month,
+}
+
+impl Bucket {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bucket::Day => "day",
+            Bucket::Week => "week",
+            Bucket::Month => "month",
+        }
+    }
+
+    /// Days up to a quarter, weeks up to three years, months beyond: at most ~160 points.
+    pub fn for_window(from: DateTime<Utc>, to: DateTime<Utc>) -> Bucket {
+        let days = (to - from).num_days();
+        if days <= 92 {
+            Bucket::Day
+        } else if days <= 3 * 366 {
+            Bucket::Week
+        } else {
+            Bucket::Month
+        }
+    }
+
+    /// The start of the bucket holding `t` (UTC; weeks start on Monday, as Postgres' date_trunc).
+    pub fn start_of(self, t: DateTime<Utc>) -> NaiveDate {
+        let d = t.date_naive();
+        match self {
+            Bucket::Day => d,
+            Bucket::Week => d - Duration::days(i64::from(d.weekday().num_days_from_monday())),
+            Bucket::Month => d.with_day(1).expect("day 1 exists"),
+        }
+    }
+
+    fn next(self, d: NaiveDate) -> NaiveDate {
+        match self {
+            Bucket::Day => d + Duration::days(1),
+            Bucket::Week => d + Duration::days(7),
+            Bucket::Month => d.checked_add_months(chrono::Months::new(1)).expect("dates within range"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelinePoint {
+    pub start: NaiveDate,
+    /// Failures by category, in `Category::ALL` order.
+    pub by_category: [u64; 4],
+}
+
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    pub bucket: Bucket,
+    pub points: Vec<TimelinePoint>,
+}
+
+/// Fills every bucket of [from, to) (zero where nothing failed) from (bucket start, category, count).
+pub fn fill_timeline(bucket: Bucket, from: DateTime<Utc>, to: DateTime<Utc>, counts: &[(NaiveDate, String, u64)]) -> Timeline {
+    let mut points = Vec::new();
+    if from < to {
+        let last = bucket.start_of(to - Duration::milliseconds(1));
+        let mut d = bucket.start_of(from);
+        while d <= last {
+            points.push(TimelinePoint { start: d, by_category: [0; 4] });
+            d = bucket.next(d);
+        }
+    }
+    for (start, category, n) in counts {
+        let k = Category::ALL.iter().position(|c| c.as_str() == category).unwrap_or(3);
+        if let Some(p) = points.iter_mut().find(|p| p.start == *start) {
+            p.by_category[k] += n;
+        }
+    }
+    Timeline { bucket, points }
+}
+
+/// Downtime by recovery phase, once failure lifecycles are recorded (issue 5's analytics).
+#[derive(Debug, Clone)]
+pub struct RecoverySection {
+    pub failures: u64,
+    pub phases: Vec<PhaseMinutes>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PhaseMinutes {
+    pub phase: String,
+    pub failures: u64,
+    pub total_minutes: f64,
+    pub median_minutes: Option<f64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct WorstNodes {
+    /// Failures in the window with a root-cause node.
+    pub failures_with_node: u64,
+    /// Distinct nodes that were the root cause of at least one failure.
+    pub nodes_with_failures: u64,
+    /// The nodes with the most failures, most first.
+    pub nodes: Vec<NodeCount>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeCount {
+    pub cluster: String,
+    pub hostname: String,
+    pub gpu_generation: Option<String>,
+    pub failures: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct RootKindCount {
+    pub kind: String,
+    pub code: Option<i64>,
+    pub failures: u64,
+}
+
+/// The window in words: what the report covers and when it was made.
+pub fn window_line(d: &ReportData) -> String {
+    format!(
+        "From {} (inclusive) to {} (exclusive), {}; classification catalog version {}; generated {}.",
+        d.window.from.format("%Y-%m-%d %H:%M UTC"),
+        d.window.to.format("%Y-%m-%d %H:%M UTC"),
+        d.window.cluster.as_ref().map_or_else(|| "all clusters".to_string(), |c| format!("cluster {c}")),
+        d.window.catalog_version,
+        d.window.generated_at.format("%Y-%m-%d %H:%M UTC")
+    )
+}
+
+/// One headline figure, formatted once for every rendering.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    pub key: &'static str,
+    pub label: &'static str,
+    pub value: String,
+    /// What qualifies the value (e.g. the rate of the worst generation), shown beside it.
+    pub note: Option<String>,
+    pub definition: String,
+}
+
+/// Number formats shared by the HTML and Markdown renderings.
+pub mod fmt {
+    pub fn int(n: u64) -> String {
+        super::svg::tick_label(n as f64)
+    }
+
+    pub fn rate(v: Option<f64>) -> String {
+        v.map_or_else(|| "n/a".into(), |v| format!("{v:.2}"))
+    }
+
+    /// A fraction as a percentage with one decimal.
+    pub fn pct(v: Option<f64>) -> String {
+        v.map_or_else(|| "n/a".into(), |v| format!("{:.1}%", v * 100.0))
+    }
+
+    pub fn hours(v: Option<f64>) -> String {
+        v.map_or_else(|| "n/a".into(), |v| format!("{v:.1} h"))
+    }
+
+    pub fn number(v: f64) -> String {
+        format!("{v:.1}")
+    }
+}
+
+impl ReportData {
+    fn hardware(&self) -> Option<&CategoryShare> {
+        self.causes.categories.iter().find(|c| c.category == Category::Hardware.as_str())
+    }
+
+    pub fn hardware_share(&self) -> Option<f64> {
+        (self.causes.failures > 0).then(|| ratio(self.hardware().map_or(0, |h| h.failures), self.causes.failures))
+    }
+
+    pub fn rate_per_1000_gpu_days(&self) -> Option<f64> {
+        (self.mix.gpu_days > 0.0).then(|| self.mix.failures as f64 / self.mix.gpu_days * 1000.0)
+    }
+
+    /// The generation with the highest failure rate (among those with exposure and failures).
+    pub fn worst_generation(&self) -> Option<&MixRow> {
+        self.mix
+            .rows
+            .iter()
+            .filter(|r| r.failures > 0 && r.failures_per_1000_gpu_days.is_some())
+            .max_by(|a, b| a.failures_per_1000_gpu_days.partial_cmp(&b.failures_per_1000_gpu_days).unwrap_or(std::cmp::Ordering::Equal).then_with(|| b.key.cmp(&a.key)))
+    }
+
+    /// The figures at the top of the report, readable in under a minute.
+    pub fn summary(&self) -> Vec<Figure> {
+        let worst = self.worst_generation();
+        vec![
+            Figure {
+                key: "failures",
+                label: "Failures",
+                value: fmt::int(self.mix.failures),
+                note: None,
+                definition: "Interruptions in the window: signals of one job (else one node) close in time fold into one failure, counted at its first signal.".into(),
+            },
+            Figure {
+                key: "failures_per_1000_gpu_days",
+                label: "Failures per 1,000 GPU-days",
+                value: fmt::rate(self.rate_per_1000_gpu_days()),
+                note: None,
+                definition: format!(
+                    "Failures / GPU-days of exposure x 1,000; GPU-days = sum over nodes of GPUs x days in service in the window ({} GPU-days).",
+                    fmt::number(self.mix.gpu_days)
+                ),
+            },
+            Figure {
+                key: "hardware_share",
+                label: "Hardware share",
+                value: fmt::pct(self.hardware_share()),
+                note: None,
+                definition: "Failures whose root cause is hardware (GPU, GPU memory, NVLink, network, host, power, cooling) / all failures.".into(),
+            },
+            Figure {
+                key: "median_group_mtbf_hours",
+                label: format_group_label(self.mtbf.group_size),
+                value: fmt::hours(self.mtbf.fleet.median_group_mtbf_hours),
+                note: None,
+                definition: format!(
+                    "Median over {}-GPU groups with failures of exposure hours / failures (nodes with a group label form their group; others are packed in hostname order).",
+                    self.mtbf.group_size
+                ),
+            },
+            Figure {
+                key: "worst_generation",
+                label: "Worst generation",
+                value: worst.map_or_else(|| "n/a".into(), |r| r.key.clone()),
+                note: worst.map(|r| format!("{} per 1,000 GPU-days", fmt::rate(r.failures_per_1000_gpu_days))),
+                definition: "The GPU generation with the highest failures per 1,000 GPU-days.".into(),
+            },
+        ]
+    }
+
+    /// This fleet's value of each published measure (shared/domain.md), side by side.
+    pub fn baselines(&self) -> Vec<Baseline> {
+        let total = self.causes.failures;
+        let of_all = |n: u64| (total > 0).then(|| ratio(n, total));
+        let cat = |c: Category| self.causes.categories.iter().find(|s| s.category == c.as_str()).map_or(0, |s| s.failures);
+        let (hw, platform, user) = (cat(Category::Hardware), cat(Category::Platform), cat(Category::User));
+        let hw_part = |names: &[&str], invert: bool| -> u64 {
+            self.hardware()
+                .map(|h| h.components.iter().filter(|c| names.contains(&c.component.as_str()) != invert).map(|c| c.failures).sum())
+                .unwrap_or(0)
+        };
+        const GPU: &[&str] = &["gpu", "gpu_memory", "nvlink"];
+        const NETWORK: &[&str] = &["network"];
+        let gpu = hw_part(GPU, false);
+        let network = hw_part(NETWORK, false);
+        let node = hw - gpu - network;
+        let kind_share = |pred: &dyn Fn(&RootKindCount) -> bool| of_all(self.root_kinds.iter().filter(|k| pred(k)).map(|k| k.failures).sum());
+        let ratio_text = if user > 0 {
+            let scale = 3.0 / user as f64;
+            format!("{:.1} : {:.1} : 3", hw as f64 * scale, platform as f64 * scale)
+        } else {
+            "n/a".into()
+        };
+        let weekly: Vec<f64> = {
+            let mut v: Vec<f64> = self.mtbf.groups.iter().filter(|g| g.gpus == u64::from(self.mtbf.group_size) || !g.packed).filter_map(|g| g.failures_per_week).collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let weekly_text = match (crate::analytics::stats::median(&weekly), weekly.first(), weekly.last()) {
+            (Some(m), Some(lo), Some(hi)) => format!("median {m:.1} (range {lo:.1}-{hi:.1}, {} groups)", weekly.len()),
+            _ => "n/a".into(),
+        };
+        let b = |measure: &str, short: &str, source: &str, published: &str, published_share: Option<f64>, fleet_share: Option<f64>, fleet_text: Option<String>| Baseline {
+            measure: measure.into(),
+            short: short.into(),
+            source: source.into(),
+            published: published.into(),
+            published_share,
+            fleet: fleet_text.unwrap_or_else(|| fmt::pct(fleet_share)),
+            fleet_share,
+        };
+        vec![
+            b("Hardware share of interruptions", "Hardware (Llama 3)", "Llama 3 pre-training", "78%", Some(0.78), self.hardware_share(), None),
+            b("Hardware share of failures", "Hardware (ICSE)", "ICSE 2023", "28%", Some(0.28), self.hardware_share(), None),
+            b("Hardware : platform : user", "", "ICSE 2023", "2 : 2 : 3", None, None, Some(ratio_text)),
+            b("Node / host faults, share of all", "Node / host", "ICSE 2023", "16%", Some(0.16), of_all(node), None),
+            b("GPU faults (GPU, memory, NVLink), share of all", "GPU", "ICSE 2023", "5.5%", Some(0.055), of_all(gpu), None),
+            b("Network faults, share of all", "Network", "ICSE 2023", "7%", Some(0.07), of_all(network), None),
+            b("NCCL timeout as root signal", "NCCL timeout", "Unicron", "10.1%", Some(0.101), kind_share(&|k| k.kind == "nccl_timeout"), None),
+            b("ECC error as root signal", "ECC error", "Unicron", "5%", Some(0.05), kind_share(&is_ecc), None),
+            b("NVLink error as root signal", "NVLink error", "Unicron", "4.5%", Some(0.045), kind_share(&is_nvlink), None),
+            b("Link flapping as root signal", "Link flapping", "Unicron", "3.9%", Some(0.039), kind_share(&|k| k.kind == "link_flap"), None),
+            b(&format!("Failures per {}-GPU group per week", self.mtbf.group_size), "", "Unicron", "1-7", None, None, Some(weekly_text)),
+        ]
+    }
+}
+
+fn format_group_label(group_size: u32) -> &'static str {
+    if group_size == 128 { "MTBF per 128-GPU group (median)" } else { "MTBF per group (median)" }
+}
+
+/// ECC: the ecc and row_remap kinds and the XIDs of memory errors (48 DBE, 63/64 row remapping,
+/// 92 high SBE rate, 94/95 contained/uncontained ECC).
+fn is_ecc(k: &RootKindCount) -> bool {
+    k.kind == "ecc" || k.kind == "row_remap" || (k.kind == "xid" && matches!(k.code, Some(48 | 63 | 64 | 92 | 94 | 95)))
+}
+
+/// NVLink: the nvlink kind and XID 74 (NVLink error).
+fn is_nvlink(k: &RootKindCount) -> bool {
+    k.kind == "nvlink" || (k.kind == "xid" && k.code == Some(74))
+}
+
+/// A published figure beside this fleet's value of the same measure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baseline {
+    pub measure: String,
+    /// A few words for the chart's axis.
+    pub short: String,
+    pub source: String,
+    pub published: String,
+    /// The published figure as a fraction, when it is one (for the chart).
+    pub published_share: Option<f64>,
+    pub fleet: String,
+    pub fleet_share: Option<f64>,
+}
+
+pub const BASELINE_DEFINITIONS: &str = "Shares are of all failures in the window. ICSE 2023 splits hardware into node, GPU and network: \
+here GPU = gpu + gpu_memory + nvlink components, network = network, node = the rest of hardware (host, power, cooling, ...). \
+Unicron's leading failure types are matched on the root signal of each failure: NCCL timeout = nccl_timeout; ECC = ecc, \
+row_remap and XIDs 48, 63, 64, 92, 94, 95; NVLink = nvlink and XID 74; link flapping = link_flap. Failures per group per week: \
+groups of the full group size and labelled groups, failures / exposure hours x 168. The published figures come from other fleets, \
+jobs and definitions: read them as orders of magnitude, not targets.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analytics::headline::ComponentShare;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn d(s: &str) -> NaiveDate {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn buckets_follow_the_window_length() {
+        assert_eq!(Bucket::for_window(t("2026-11-01T00:00:00Z"), t("2026-12-01T00:00:00Z")), Bucket::Day);
+        assert_eq!(Bucket::for_window(t("2026-01-01T00:00:00Z"), t("2026-12-01T00:00:00Z")), Bucket::Week);
+        assert_eq!(Bucket::for_window(t("2020-01-01T00:00:00Z"), t("2026-12-01T00:00:00Z")), Bucket::Month);
+        // 2026-11-05 is a Thursday: its week starts Monday 2026-11-02.
+        assert_eq!(Bucket::Week.start_of(t("2026-11-05T13:00:00Z")), d("2026-11-02"));
+        assert_eq!(Bucket::Month.start_of(t("2026-11-05T13:00:00Z")), d("2026-11-01"));
+    }
+
+    #[test]
+    fn timeline_has_every_bucket_of_the_window_zero_filled() {
+        // [Nov 1 06:00, Nov 4 00:00): days Nov 1, 2, 3 (the end is exclusive).
+        let counts = vec![(d("2026-11-02"), "hardware".to_string(), 3), (d("2026-11-02"), "user".to_string(), 1), (d("2026-11-03"), "weird".to_string(), 2)];
+        let tl = fill_timeline(Bucket::Day, t("2026-11-01T06:00:00Z"), t("2026-11-04T00:00:00Z"), &counts);
+        assert_eq!(tl.points.len(), 3);
+        assert_eq!(tl.points[0], TimelinePoint { start: d("2026-11-01"), by_category: [0, 0, 0, 0] });
+        assert_eq!(tl.points[1].by_category, [3, 0, 1, 0]);
+        assert_eq!(tl.points[2].by_category, [0, 0, 0, 2], "an unknown category counts as unknown");
+        assert!(fill_timeline(Bucket::Day, t("2026-11-01T00:00:00Z"), t("2026-11-01T00:00:00Z"), &[]).points.is_empty());
+    }
+
+    fn data() -> ReportData {
+        let cat = |category: &str, failures: u64, components: Vec<(&str, u64)>| CategoryShare {
+            category: category.into(),
+            failures,
+            share: failures as f64 / 20.0,
+            components: components
+                .into_iter()
+                .map(|(c, n)| ComponentShare { component: c.into(), failures: n, share_of_category: 0.0, share_of_all: 0.0 })
+                .collect(),
+        };
+        let mix_row = |key: &str, failures: u64, gpu_days: f64| MixRow {
+            key: key.into(),
+            gpus_in_service: 8,
+            gpu_days,
+            failures,
+            failures_per_1000_gpu_days: (gpu_days > 0.0).then(|| failures as f64 / gpu_days * 1000.0),
+            by_category: vec![],
+            by_component: vec![],
+        };
+        let group = |name: &str, failures: u64, per_week: f64| MtbfGroup {
+            group: name.into(),
+            cluster: "c".into(),
+            packed: true,
+            nodes: 16,
+            gpus: 128,
+            exposure_hours: 168.0,
+            gpu_hours: 128.0 * 168.0,
+            failures,
+            mtbf_hours: Some(168.0 / failures as f64),
+            mtbf_lower_hours: 1.0,
+            mtbf_upper_hours: None,
+            failures_per_week: Some(per_week),
+        };
+        ReportData {
+            window: ReportWindow { from: t("2026-11-01T00:00:00Z"), to: t("2026-11-08T00:00:00Z"), cluster: None, catalog_version: 1, generated_at: t("2026-11-08T00:00:00Z") },
+            clusters: vec!["c".into()],
+            // 20 failures over 400 GPU-days = 50 per 1,000.
+            mix: MixSection { rows: vec![mix_row("ampere", 4, 200.0), mix_row("hopper", 14, 200.0), mix_row("unknown", 2, 0.0)], failures: 20, gpu_days: 400.0 },
+            mtbf: MtbfSection {
+                group_size: 128,
+                groups: vec![group("c/auto-000", 2, 2.0), group("c/auto-001", 8, 8.0), group("c/auto-002", 4, 4.0)],
+                fleet: FleetMtbf { gpus: 384, gpu_hours: 0.0, failures: 14, mtbf_per_gpu_hours: None, mtbf_per_gpu_lower_hours: 0.0, mtbf_per_gpu_upper_hours: None, median_group_mtbf_hours: Some(42.0) },
+            },
+            // hardware 10 = host 5 + gpu 2 + nvlink 1 + network 2; platform 4; user 6.
+            causes: CauseSection {
+                failures: 20,
+                categories: vec![
+                    cat("hardware", 10, vec![("host", 5), ("gpu", 2), ("network", 2), ("nvlink", 1)]),
+                    cat("platform", 4, vec![("scheduler", 4)]),
+                    cat("user", 6, vec![("code", 6)]),
+                    cat("unknown", 0, vec![]),
+                ],
+            },
+            timeline: Timeline { bucket: Bucket::Day, points: vec![] },
+            recovery: None,
+            worst_nodes: WorstNodes { failures_with_node: 18, nodes_with_failures: 5, nodes: vec![] },
+            root_kinds: vec![
+                RootKindCount { kind: "nccl_timeout".into(), code: None, failures: 2 },
+                RootKindCount { kind: "xid".into(), code: Some(48), failures: 1 },
+                RootKindCount { kind: "ecc".into(), code: None, failures: 1 },
+                RootKindCount { kind: "xid".into(), code: Some(74), failures: 1 },
+                RootKindCount { kind: "xid".into(), code: Some(79), failures: 3 },
+            ],
+        }
+    }
+
+    #[test]
+    fn summary_figures_from_hand_computed_inputs() {
+        let s = data().summary();
+        let v = |k: &str| s.iter().find(|f| f.key == k).unwrap().value.clone();
+        assert_eq!(v("failures"), "20");
+        assert_eq!(v("failures_per_1000_gpu_days"), "50.00");
+        assert_eq!(v("hardware_share"), "50.0%");
+        assert_eq!(v("median_group_mtbf_hours"), "42.0 h");
+        // hopper 14 / 200 x 1,000 = 70 beats ampere 20; unknown has no exposure and no rate.
+        assert_eq!(v("worst_generation"), "hopper");
+        assert_eq!(s[4].note.as_deref(), Some("70.00 per 1,000 GPU-days"));
+    }
+
+    #[test]
+    fn baselines_map_components_and_root_kinds() {
+        let b = data().baselines();
+        let get = |m: &str| b.iter().find(|x| x.measure.starts_with(m)).unwrap().clone();
+        assert_eq!(get("Hardware share of interruptions").fleet, "50.0%");
+        // 10 : 4 : 6 scaled so user = 3: 5.0 : 2.0 : 3.
+        assert_eq!(get("Hardware : platform").fleet, "5.0 : 2.0 : 3");
+        // node = host 5 of 20; GPU = gpu 2 + nvlink 1 = 3 of 20; network 2 of 20.
+        assert_eq!(get("Node / host").fleet_share, Some(0.25));
+        assert_eq!(get("GPU faults").fleet_share, Some(0.15));
+        assert_eq!(get("Network").fleet_share, Some(0.1));
+        assert_eq!(get("NCCL").fleet_share, Some(0.1));
+        // ECC: ecc 1 + XID 48 1 = 2 of 20; NVLink: XID 74 = 1 of 20; no link_flap.
+        assert_eq!(get("ECC").fleet_share, Some(0.1));
+        assert_eq!(get("NVLink").fleet_share, Some(0.05));
+        assert_eq!(get("Link flapping").fleet_share, Some(0.0));
+        assert_eq!(get("Failures per 128-GPU group").fleet, "median 4.0 (range 2.0-8.0, 3 groups)");
+    }
+}
