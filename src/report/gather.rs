@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use super::{CauseSection, MixSection, MtbfSection, RecoverySection, ReportData, ReportWindow, Timeline, WorstNodes, fill_timeline};
+use super::{CauseSection, MixSection, MtbfSection, PhaseMinutes, RecoverySection, ReportData, ReportWindow, Timeline, WorstNodes, fill_timeline};
 use crate::analytics::headline::{self, MixKey};
 use crate::storage::analytics::{self as q, MixDimension};
 use crate::storage::report as r;
@@ -60,9 +60,20 @@ async fn timeline(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: 
     Ok(fill_timeline(bucket, from, to, &counts))
 }
 
-/// Recovery phases come from failure lifecycles, which this server does not record yet.
-async fn recovery(_db: &PgPool, _from: DateTime<Utc>, _to: DateTime<Utc>, _cluster: Option<&str>) -> Result<Option<RecoverySection>, sqlx::Error> {
-    Ok(None)
+/// Downtime by recovery phase, from the failure lifecycles (PATCH /v1/failures/{id}); None when
+/// no failure of the window recorded a phase.
+async fn recovery(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<Option<RecoverySection>, sqlx::Error> {
+    let failures = crate::storage::cost::recovery_failures(db, from, to, cluster, chrono::Duration::hours(24)).await?;
+    let summary = crate::analytics::cost::recovery(&failures);
+    let phases: Vec<PhaseMinutes> = summary
+        .phases
+        .iter()
+        .filter(|p| p.minutes.count > 0)
+        .map(|p| PhaseMinutes { phase: p.phase.clone(), failures: p.minutes.count, total_minutes: p.minutes.total, median_minutes: p.minutes.median })
+        .collect();
+    // Failures with at least one recorded phase.
+    let recorded = failures.iter().filter(|f| (0..4).any(|i| f.phases.get(i).is_some())).count() as u64;
+    Ok((recorded > 0).then_some(RecoverySection { failures: recorded, phases }))
 }
 
 async fn worst_nodes(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<WorstNodes, sqlx::Error> {

@@ -242,3 +242,29 @@ async fn the_dashboard_is_served_without_a_token() {
         assert!(!body.contains("http://") && !body.contains("https://"), "{path}: no external references");
     }
 }
+
+/// Recovery phases recorded on a failure (PATCH) appear in the report's recovery section, the same in
+/// HTML and Markdown: Unicron's GPT-3 example, 30 + 9 + 14 + 15 minutes.
+#[tokio::test]
+async fn recorded_recovery_phases_are_reported() {
+    let app = spawn_app().await;
+    let (status, _) = app.post_events(ADMIN_TOKEN, &serde_json::json!({"events": [crate::helpers::event(&crate::helpers::uuid_n(1),
+        serde_json::json!({"occurred_at": "2026-11-02T10:00:00Z", "job_id": "j1"}))]})).await;
+    assert_eq!(status, 200);
+    let (_, list) = app.get(ADMIN_TOKEN, "/v1/failures").await;
+    let id = list["failures"][0]["id"].as_str().unwrap().to_string();
+    let res = app.client.patch(app.url(&format!("/v1/failures/{id}"))).bearer_auth(ADMIN_TOKEN)
+        .json(&serde_json::json!({"resolution": "transient_restart",
+            "recovery_minutes": {"detection": 30, "resubmission": 9, "setup": 14, "recomputation": 15}}))
+        .send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let q = "from=2026-11-01T00:00:00Z&to=2026-11-08T00:00:00Z";
+    let (status, _, md) = report(&app, ADMIN_TOKEN, q, "text/markdown").await;
+    assert_eq!(status, 200);
+    let rows = md_table(&md, "Downtime by recovery phase");
+    assert_eq!(rows.len(), 4, "{md}");
+    assert_eq!(rows[0][..3], ["detection".to_string(), "1".to_string(), "30.0".to_string()]);
+    assert_eq!(rows[3][..3], ["recomputation".to_string(), "1".to_string(), "15.0".to_string()]);
+    let (_, _, html) = report(&app, ADMIN_TOKEN, q, "text/html").await;
+    assert_eq!(html_table(&html, "Downtime by recovery phase"), rows);
+}
