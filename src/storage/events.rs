@@ -51,7 +51,7 @@ pub async fn extend_stored(conn: &mut PgConnection, bursts: &[Burst], gap: Durat
                         AND e.rc_component IS NOT DISTINCT FROM t.rc_component
                         AND e.occurred_at <= t.last_at + $14::interval
                         AND COALESCE(e.last_occurred_at, e.occurred_at) >= t.first_at - $14::interval
-                      ORDER BY e.occurred_at, e.id LIMIT 1) AS target
+                      ORDER BY COALESCE(e.last_occurred_at, e.occurred_at), e.id LIMIT 1) AS target
              FROM t
          ), agg AS (
              SELECT target, sum(cnt)::int AS cnt, min(first_at) AS first_at, max(last_at) AS last_at
