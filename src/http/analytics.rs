@@ -130,8 +130,10 @@ pub async fn failure_mix(
 #[into_params(parameter_in = Query)]
 pub struct MtbfQuery {
     /// GPUs per group for nodes without a group label (default 128).
+    #[param(minimum = 1, maximum = 1000000)]
     pub group_size: Option<u32>,
     /// Also project the MTBF of a job spanning this many GPUs.
+    #[param(minimum = 1)]
     pub job_gpus: Option<u64>,
 }
 

@@ -42,8 +42,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let query = parts.uri.query().unwrap_or_default();
-        let de = serde_urlencoded_deserializer(query);
+        // An empty value (`?cluster=&by=`, as HTML forms send them) means the parameter is absent.
+        let query: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).filter(|(_, v)| !v.is_empty()))
+            .finish();
+        let de = serde_urlencoded_deserializer(&query);
         serde_path_to_error::deserialize(de)
             .map(AppQuery)
             .map_err(|e| ApiError::bad_request("invalid_query", format!("query parameter `{}`: {}", e.path(), e.inner())))

@@ -36,6 +36,7 @@ pub struct FailureQuery {
     pub node: Option<String>,
     pub job: Option<String>,
     /// Page size, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }

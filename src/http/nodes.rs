@@ -114,6 +114,7 @@ pub struct NodeQuery {
     pub rack: Option<String>,
     pub gpu_model: Option<String>,
     /// Page size, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,

@@ -64,3 +64,12 @@ async fn bad_queries_and_duplicate_hostnames_are_4xx() {
     assert_eq!(status, 400, "{body}");
     assert!(body["message"].as_str().unwrap().contains("nodes"), "{body}");
 }
+
+#[tokio::test]
+async fn empty_query_values_mean_absent() {
+    let app = spawn_app().await;
+    let (status, body) = app.get(ADMIN_TOKEN, "/v1/nodes?cluster=&generation=&limit=").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = app.get(ADMIN_TOKEN, "/v1/analytics/failure-mix?by=&cluster=").await;
+    assert_eq!((status, body["by"].as_str()), (200, Some("gpu_generation")));
+}
