@@ -377,6 +377,8 @@ pub fn bench_lines(n: usize) -> Vec<String> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod proptests;
 
 #[cfg(test)]
 mod batch_tests {
