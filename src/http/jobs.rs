@@ -40,7 +40,9 @@ pub struct JobUpsertResponse {
 /// Upsert key: (cluster, id); a job sent again (e.g. when it ends) replaces the earlier record.
 /// `start` is when the job started running, `end` when it ended (absent while `running`), `state` the
 /// final state: completed, failed, cancelled or running. At most `FAULTLINE_MAX_BATCH_ITEMS` jobs per
-/// call; invalid items are rejected alone, with their index.
+/// call; invalid items are rejected alone, with their index. Signals with a node but no job_id that
+/// occurred on a job's node during its run fold into that job's failures: a new or changed job re-folds
+/// them in the same transaction.
 #[utoipa::path(
     put, path = "/v1/jobs", tag = "ingest", request_body = JobBatch,
     responses(
@@ -88,6 +90,22 @@ pub async fn upsert_jobs(State(ctx): State<ApiContext>, caller: Caller, AppJson(
             details: Some(serde_json::json!({ "rejected": rejected })),
         });
     }
-    let upserted = storage::jobs::upsert(&ctx.db, &valid).await? as usize;
+    // Job records decide which job a node-only signal folds under: in one transaction, re-fold
+    // what the jobs attributed before and attribute now (their keys and their nodes' keys over
+    // their runs). The catalog row held FOR UPDATE keeps ingest from folding against a half-written
+    // job table, so the failures do not depend on whether jobs or signals came first.
+    let mut tx = ctx.db.begin().await?;
+    let catalog = storage::catalog::lock_exclusive(&mut tx, &ctx.catalog).await?;
+    let mut touched = storage::failures::Touched::new();
+    for old in storage::jobs::stored_runs(&mut tx, &valid).await? {
+        storage::failures::touch_job(&mut touched, &old.cluster, &old.job_id, &old.nodes, old.started_at, old.ended_at);
+    }
+    for j in &valid {
+        storage::failures::touch_job(&mut touched, &j.cluster, &j.id, &j.nodes, j.start, j.end);
+    }
+    let upserted = storage::jobs::upsert(&mut tx, &valid).await? as usize;
+    let window = chrono::Duration::from_std(ctx.config.correlation_window).unwrap_or(chrono::Duration::minutes(10));
+    storage::failures::refold(&mut tx, &catalog, window, &touched).await?;
+    tx.commit().await?;
     Ok(Json(JobUpsertResponse { received, upserted, rejected }))
 }

@@ -68,6 +68,13 @@ pub async fn lock_shared(conn: &mut PgConnection, cache: &CatalogCache) -> Resul
     current(conn, cache, version).await
 }
 
+/// Takes the catalog version row FOR UPDATE without changing it: for writes that change what
+/// the fold reads besides signals (job records), so no ingest folds half before and half after.
+pub async fn lock_exclusive(conn: &mut PgConnection, cache: &CatalogCache) -> Result<Arc<Catalog>, sqlx::Error> {
+    let version: i64 = sqlx::query_scalar("SELECT version FROM catalog_state FOR UPDATE").fetch_one(&mut *conn).await?;
+    current(conn, cache, version).await
+}
+
 async fn current(conn: &mut PgConnection, cache: &CatalogCache, version: i64) -> Result<Arc<Catalog>, sqlx::Error> {
     {
         let cached = cache.read().await;

@@ -27,11 +27,13 @@ struct SignalRow {
     rc_category: Option<String>,
     rc_component: Option<String>,
     message: Option<String>,
+    /// The job that ran on the node when a node-only signal occurred (see `ATTRIBUTED_JOB`).
+    attributed_job: Option<String>,
 }
 
 impl SignalRow {
     fn key(&self) -> CorrelationKey {
-        CorrelationKey::of(self.job_id.as_deref(), self.node.as_deref(), self.id)
+        CorrelationKey::of(self.job_id.as_deref().or(self.attributed_job.as_deref()), self.node.as_deref(), self.id)
     }
 
     fn into_signal(self, catalog: &Catalog) -> Signal {
@@ -56,20 +58,78 @@ impl SignalRow {
 const SIGNAL_COLUMNS: &str =
     "id, occurred_at, cluster, node, job_id, gpu_model, kind, code, symptom, rc_category, rc_component, message";
 
+/// Job attribution, computed when folding (the stored event is never rewritten): a signal with a
+/// node but no job_id belongs to the job that ran on that node when it occurred, the latest
+/// started one (then the smallest id) when runs overlap. A lateral subquery over an event `e`
+/// with columns cluster, node, job_id, occurred_at; yields `aj.job_id`, NULL when none ran.
+const ATTRIBUTED_JOB: &str = "LEFT JOIN LATERAL (
+        SELECT j.job_id FROM jobs j
+        WHERE e.job_id IS NULL AND e.node IS NOT NULL AND j.cluster = e.cluster AND j.nodes @> ARRAY[e.node]
+          AND j.started_at <= e.occurred_at AND (j.ended_at IS NULL OR e.occurred_at <= j.ended_at)
+        ORDER BY j.started_at DESC, j.job_id LIMIT 1) aj ON true";
+
+/// Stands in for "still running" in ranges (chrono has no infinity); far from overflow when widened.
+fn open_end() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("9999-01-01T00:00:00Z").expect("valid timestamp").with_timezone(&Utc)
+}
+
+/// The time range of `key` to re-fold, per (cluster, key).
+pub type Touched = BTreeMap<(String, CorrelationKey), (DateTime<Utc>, DateTime<Utc>)>;
+
+/// Adds `[start, end]` to the range of (cluster, key).
+pub fn touch(touched: &mut Touched, cluster: &str, key: CorrelationKey, start: DateTime<Utc>, end: DateTime<Utc>) {
+    let span = touched.entry((cluster.to_string(), key)).or_insert((start, end));
+    span.0 = span.0.min(start);
+    span.1 = span.1.max(end);
+}
+
+/// What a job record changes in the fold, for a job as it was (`old`) and as it is now: its
+/// key over its run, and the node keys of its nodes over its run (their node-only signals move
+/// between the node and the job).
+pub fn touch_job(touched: &mut Touched, cluster: &str, job_id: &str, nodes: &[String], start: DateTime<Utc>, end: Option<DateTime<Utc>>) {
+    let end = end.unwrap_or_else(open_end);
+    touch(touched, cluster, CorrelationKey::Job(job_id.to_string()), start, end);
+    for n in nodes {
+        touch(touched, cluster, CorrelationKey::Node(n.clone()), start, end);
+    }
+}
+
 /// Re-folds the keys that newly stored events touch. Runs in the ingest transaction, so the
 /// events and their failures commit together. Set-based: a fixed number of statements per batch,
 /// whatever the number of keys.
 pub async fn correlate(conn: &mut PgConnection, catalog: &Catalog, window: Duration, events: &[&Event]) -> Result<usize, sqlx::Error> {
-    let mut touched: BTreeMap<(String, CorrelationKey), (DateTime<Utc>, DateTime<Utc>)> = BTreeMap::new();
-    for e in events {
-        if !crate::correlate::participates(&e.kind, e.symptom) {
-            continue;
-        }
-        let key = CorrelationKey::of(e.job_id.as_deref(), e.node.as_deref(), e.id);
-        let span = touched.entry((e.cluster.clone(), key)).or_insert((e.occurred_at, e.occurred_at));
-        span.0 = span.0.min(e.occurred_at);
-        span.1 = span.1.max(e.occurred_at);
+    let events: Vec<&Event> = events.iter().copied().filter(|e| crate::correlate::participates(&e.kind, e.symptom)).collect();
+    // Node-only signals fold under the job that ran on their node: one statement for the batch.
+    let node_only: Vec<&Event> = events.iter().copied().filter(|e| e.job_id.is_none() && e.node.is_some()).collect();
+    let mut attributed: BTreeMap<Uuid, String> = BTreeMap::new();
+    if !node_only.is_empty() {
+        let sql = format!(
+            "SELECT e.id, aj.job_id
+             FROM (SELECT u.*, NULL::text AS job_id
+                   FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::timestamptz[]) AS u(id, cluster, node, occurred_at)) AS e
+             {ATTRIBUTED_JOB}
+             WHERE aj.job_id IS NOT NULL"
+        );
+        let rows: Vec<(Uuid, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(node_only.iter().map(|e| e.id).collect::<Vec<_>>())
+            .bind(node_only.iter().map(|e| e.cluster.as_str()).collect::<Vec<_>>())
+            .bind(node_only.iter().map(|e| e.node.as_deref()).collect::<Vec<_>>())
+            .bind(node_only.iter().map(|e| e.occurred_at).collect::<Vec<_>>())
+            .fetch_all(&mut *conn)
+            .await?;
+        attributed.extend(rows);
     }
+    let mut touched = Touched::new();
+    for e in &events {
+        let job = e.job_id.as_deref().or(attributed.get(&e.id).map(String::as_str));
+        touch(&mut touched, &e.cluster, CorrelationKey::of(job, e.node.as_deref(), e.id), e.occurred_at, e.occurred_at);
+    }
+    refold(conn, catalog, window, &touched).await
+}
+
+/// Re-folds the failures of each (cluster, key) whose sessions come within the window of its
+/// range: a fixed number of statements whatever the number of keys.
+pub async fn refold(conn: &mut PgConnection, catalog: &Catalog, window: Duration, touched: &Touched) -> Result<usize, sqlx::Error> {
     if touched.is_empty() {
         return Ok(0);
     }
@@ -131,18 +191,29 @@ pub async fn correlate(conn: &mut PgConnection, catalog: &Catalog, window: Durat
     let nodes: Vec<Option<&str>> = touched.keys().map(|(_, k)| if let CorrelationKey::Node(n) = k { Some(n.as_str()) } else { None }).collect();
     let alone: Vec<Uuid> = touched.keys().filter_map(|(_, k)| if let CorrelationKey::Alone(id) = k { Some(*id) } else { None }).collect();
     let cols = SIGNAL_COLUMNS.split(", ").map(|c| format!("e.{c}")).collect::<Vec<_>>().join(", ");
+    // A job key holds the signals naming the job and the node-only signals attributed to it (on its
+    // nodes, during its run and in range); a node key, the node-only signals attributed to no job.
     let sql = format!(
         "WITH k AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[])
                     AS k(cluster, job, node, s, e))
-         SELECT {cols} FROM k JOIN events e
+         SELECT {cols}, NULL::text AS attributed_job FROM k JOIN events e
              ON e.cluster = k.cluster AND e.job_id = k.job AND e.occurred_at BETWEEN k.s AND k.e
          WHERE k.job IS NOT NULL
          UNION ALL
-         SELECT {cols} FROM k JOIN events e
-             ON e.cluster = k.cluster AND e.job_id IS NULL AND e.node = k.node AND e.occurred_at BETWEEN k.s AND k.e
-         WHERE k.job IS NULL AND k.node IS NOT NULL
+         SELECT {cols}, aj.job_id FROM k
+             JOIN jobs j ON j.cluster = k.cluster AND j.job_id = k.job
+             CROSS JOIN LATERAL (SELECT DISTINCT unnest(j.nodes)) AS jn(node)
+             JOIN events e ON e.cluster = k.cluster AND e.job_id IS NULL AND e.node = jn.node
+                 AND e.occurred_at BETWEEN GREATEST(k.s, j.started_at) AND LEAST(k.e, COALESCE(j.ended_at, 'infinity'))
+             {ATTRIBUTED_JOB}
+         WHERE k.job IS NOT NULL AND aj.job_id = k.job
          UNION ALL
-         SELECT {cols} FROM events e WHERE e.id = ANY($6)"
+         SELECT {cols}, NULL FROM k JOIN events e
+             ON e.cluster = k.cluster AND e.job_id IS NULL AND e.node = k.node AND e.occurred_at BETWEEN k.s AND k.e
+             {ATTRIBUTED_JOB}
+         WHERE k.job IS NULL AND k.node IS NOT NULL AND aj.job_id IS NULL
+         UNION ALL
+         SELECT {cols}, NULL FROM events e WHERE e.id = ANY($6)"
     );
     let rows: Vec<SignalRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&clusters)
@@ -176,11 +247,13 @@ pub async fn rebuild_all(conn: &mut PgConnection, catalog: &Catalog, window: Dur
     sqlx::query("DELETE FROM failures").execute(&mut *conn).await?;
     let mut pending: Vec<(String, CorrelationKey, FailureDraft)> = Vec::new();
     {
+        let cols = SIGNAL_COLUMNS.split(", ").map(|c| format!("e.{c}")).collect::<Vec<_>>().join(", ");
         let sql = format!(
-            "SELECT {SIGNAL_COLUMNS} FROM events
-             ORDER BY cluster, (CASE WHEN job_id IS NOT NULL THEN 'job:' || job_id
-                                     WHEN node IS NOT NULL THEN 'node:' || node
-                                     ELSE 'alone:' || id::text END), occurred_at, id"
+            "SELECT {cols}, aj.job_id AS attributed_job FROM events e
+             {ATTRIBUTED_JOB}
+             ORDER BY e.cluster, (CASE WHEN COALESCE(e.job_id, aj.job_id) IS NOT NULL THEN 'job:' || COALESCE(e.job_id, aj.job_id)
+                                       WHEN e.node IS NOT NULL THEN 'node:' || e.node
+                                       ELSE 'alone:' || e.id::text END), e.occurred_at, e.id"
         );
         let mut rows = sqlx::query_as::<_, SignalRow>(sqlx::AssertSqlSafe(sql)).fetch(&mut *conn);
         let mut current: Option<(String, CorrelationKey)> = None;

@@ -1,12 +1,36 @@
 //! Scheduler jobs.
 
-use sqlx::PgPool;
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
 
 use crate::domain::job::Job;
 
+/// A job as stored before an upsert: what its record attributed until now.
+#[derive(sqlx::FromRow)]
+pub struct StoredRun {
+    pub cluster: String,
+    pub job_id: String,
+    pub nodes: Vec<String>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+/// The stored runs of `jobs` (those already known), in one statement.
+pub async fn stored_runs(conn: &mut PgConnection, jobs: &[Job]) -> Result<Vec<StoredRun>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT j.cluster, j.job_id, j.nodes, j.started_at, j.ended_at
+         FROM UNNEST($1::text[], $2::text[]) AS k(cluster, job_id)
+         JOIN jobs j ON j.cluster = k.cluster AND j.job_id = k.job_id",
+    )
+    .bind(jobs.iter().map(|j| j.cluster.as_str()).collect::<Vec<_>>())
+    .bind(jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>())
+    .fetch_all(&mut *conn)
+    .await
+}
+
 /// Upserts in one statement (UNNEST arrays). Node lists travel as joined text, because UNNEST would
 /// flatten a two-dimensional array.
-pub async fn upsert(db: &PgPool, jobs: &[Job]) -> Result<u64, sqlx::Error> {
+pub async fn upsert(conn: &mut PgConnection, jobs: &[Job]) -> Result<u64, sqlx::Error> {
     if jobs.is_empty() {
         return Ok(0);
     }
@@ -28,7 +52,7 @@ pub async fn upsert(db: &PgPool, jobs: &[Job]) -> Result<u64, sqlx::Error> {
     .bind(jobs.iter().map(|j| j.start).collect::<Vec<_>>())
     .bind(jobs.iter().map(|j| j.end).collect::<Vec<_>>())
     .bind(jobs.iter().map(|j| j.state.as_str()).collect::<Vec<_>>())
-    .execute(db)
+    .execute(&mut *conn)
     .await?;
     Ok(done.rows_affected())
 }

@@ -280,3 +280,101 @@ async fn a_post_mortem_cause_overrides_the_automatic_one_in_root_causes() {
     // The evidence is kept: the failure still carries the automatic cause.
     assert_eq!(failures(&app, "").await[0]["root_cause"]["category"], "hardware");
 }
+
+async fn put_jobs(app: &TestApp, body: Value) {
+    let res = app.client.put(app.url("/v1/jobs")).bearer_auth(ADMIN_TOKEN).json(&body).send().await.unwrap();
+    let (status, body) = crate::helpers::status_json(res).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// Job j1 ran on n00..n15 from 09:00 to 19:00.
+fn job_j1(end: &str) -> Value {
+    let nodes: Vec<String> = (0..16).map(|i| format!("n{i:02}")).collect();
+    json!({"jobs": [{"id": "j1", "cluster": "c1", "gpus": 128, "nodes": nodes, "start": "2026-11-02T09:00:00Z", "end": end, "state": "failed"}]})
+}
+
+/// The cascade as the kernel log tells it: the XID on n07 carries no job_id; the timeouts do.
+fn cascade_without_job_on_the_xid() -> Vec<Value> {
+    let mut events = cascade(1);
+    events[0].as_object_mut().unwrap().remove("job_id");
+    events
+}
+
+const FIELDS: [&str; 9] = ["id", "job_id", "root_cause", "root_signal", "root_node", "first_at", "last_at", "signal_count", "nodes"];
+
+#[tokio::test]
+async fn a_node_only_xid_folds_into_the_job_on_its_node_whether_the_job_comes_first_or_last() {
+    let job_first = spawn_app().await;
+    put_jobs(&job_first, job_j1("2026-11-02T19:00:00Z")).await;
+    job_first.post_events(ADMIN_TOKEN, &json!({"events": cascade_without_job_on_the_xid()})).await;
+    let signals_first = spawn_app().await;
+    signals_first.post_events(ADMIN_TOKEN, &json!({"events": cascade_without_job_on_the_xid()})).await;
+    // Without the job record: a hardware failure of n07 and an unknown failure of j1.
+    let split = failures(&signals_first, "").await;
+    assert_eq!(split.len(), 2);
+    assert!(split.iter().any(|f| f["job_id"].is_null() && f["root_node"] == "n07" && f["signal_count"] == 1));
+    put_jobs(&signals_first, job_j1("2026-11-02T19:00:00Z")).await;
+    let a = failures(&job_first, "").await;
+    let b = failures(&signals_first, "").await;
+    // One failure: the XID (10:00, inside j1's run, n07 among its nodes) + 15 timeouts = 16 signals.
+    assert_eq!((a.len(), b.len()), (1, 1));
+    assert_eq!(a[0]["root_cause"], json!({"category": "hardware", "component": "gpu"}));
+    assert_eq!((a[0]["root_node"].as_str(), a[0]["job_id"].as_str(), a[0]["signal_count"].as_i64()), (Some("n07"), Some("j1"), Some(16)));
+    for field in FIELDS {
+        assert_eq!(a[0][field], b[0][field], "{field}");
+    }
+    // The evidence is kept as sent: the stored XID still has no job_id.
+    assert_eq!(job_first.count("SELECT count(*) FROM events WHERE job_id IS NULL").await, 1);
+    // The job's record is corrected to end at 09:30, before the XID: the XID is n07's again.
+    put_jobs(&signals_first, job_j1("2026-11-02T09:30:00Z")).await;
+    let again = failures(&signals_first, "").await;
+    assert_eq!(again.len(), 2);
+    assert!(again.iter().any(|f| f["job_id"].is_null() && f["root_node"] == "n07" && f["signal_count"] == 1));
+    assert!(again.iter().any(|f| f["job_id"] == "j1" && f["signal_count"] == 15));
+}
+
+#[tokio::test]
+async fn a_node_only_signal_outside_every_run_still_folds_by_node() {
+    let app = spawn_app().await;
+    put_jobs(&app, job_j1("2026-11-02T19:00:00Z")).await;
+    let (status, _) = app.post_events(ADMIN_TOKEN, &json!({"events": [
+        // After j1 ended (19:00), on one of its nodes.
+        event(&uuid_n(1), json!({"node": "n07", "occurred_at": "2026-11-02T20:00:00Z"})),
+        // During j1's run, on a node it did not use.
+        event(&uuid_n(2), json!({"node": "a01", "occurred_at": "2026-11-02T10:00:00Z"})),
+    ]})).await;
+    assert_eq!(status, 200);
+    let list = failures(&app, "").await;
+    assert_eq!(list.len(), 2);
+    assert!(list.iter().all(|f| f["job_id"].is_null() && f["signal_count"] == 1));
+    let mut roots: Vec<&str> = list.iter().map(|f| f["root_node"].as_str().unwrap()).collect();
+    roots.sort();
+    assert_eq!(roots, ["a01", "n07"]);
+}
+
+#[tokio::test]
+async fn a_catalog_rebuild_attributes_like_incremental_folding() {
+    let app = spawn_app().await;
+    put_jobs(&app, job_j1("2026-11-02T19:00:00Z")).await;
+    let mut events = cascade_without_job_on_the_xid();
+    events.push(event(&uuid_n(100), json!({"node": "n07", "occurred_at": "2026-11-02T20:00:00Z"})));
+    app.post_events(ADMIN_TOKEN, &json!({"events": events})).await;
+    let before = failures(&app, "").await;
+    // The cascade of j1 (16 signals) and the XID on n07 after j1 ended (1).
+    assert_eq!(before.len(), 2);
+    let rule = json!({"kind": "xid", "code": 79, "priority": 200, "category": "platform", "component": "driver", "severity": "high",
+                      "transient": true, "secondary": false, "action": "reset_gpu", "description": "site override", "source": "post-mortem 42"});
+    let res = app.client.put(app.url("/v1/classification-rules/xid-79")).bearer_auth(ADMIN_TOKEN).json(&rule).send().await.unwrap();
+    let (status, change) = crate::helpers::status_json(res).await;
+    assert_eq!((status, change["failures"].as_u64()), (200, Some(2)), "{change}");
+    let after = failures(&app, "").await;
+    assert_eq!(after.len(), 2);
+    for (a, b) in before.iter().zip(&after) {
+        for field in FIELDS.iter().filter(|f| **f != "root_cause") {
+            assert_eq!(a[*field], b[*field], "{field}");
+        }
+        assert_eq!(b["root_cause"], json!({"category": "platform", "component": "driver"}));
+    }
+    let cascade_failure = after.iter().find(|f| f["job_id"] == "j1").unwrap();
+    assert_eq!((cascade_failure["root_node"].as_str(), cascade_failure["signal_count"].as_i64()), (Some("n07"), Some(16)));
+}
