@@ -24,7 +24,11 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     {
         use sqlx::Connection;
         let mut conn = sqlx::PgConnection::connect(&with_database(&opts.server_url, "postgres")).await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"))).execute(&mut conn).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"
+        )))
+        .execute(&mut conn)
+        .await?;
     }
     ensure_database(&opts.server_url, db_name).await?;
     let db = crate::storage::connect(&with_database(&opts.server_url, db_name)).await?;
@@ -33,37 +37,76 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     // Scale the simulated fleet to the requested number of signals: measure a small run first.
     let start = Utc.with_ymd_and_hms(2025, 6, 1, 0, 0, 0).unwrap();
     let days = 365;
-    let probe = simulate(&SimConfig { seed: opts.seed, start, days, nodes: 256 });
+    let probe = simulate(&SimConfig {
+        seed: opts.seed,
+        start,
+        days,
+        nodes: 256,
+    });
     let per_node = probe.events.len() as f64 / 256.0;
     let nodes = ((opts.signals as f64 / per_node).ceil() as u32).max(64);
     let t = Instant::now();
-    let fleet = simulate(&SimConfig { seed: opts.seed, start, days, nodes });
+    let fleet = simulate(&SimConfig {
+        seed: opts.seed,
+        start,
+        days,
+        nodes,
+    });
     let sim_secs = t.elapsed().as_secs_f64();
-    eprintln!("simulated {} nodes, {} signals, {} failures in {sim_secs:.1} s", fleet.nodes.len(), fleet.events.len(), fleet.truth.failures);
+    eprintln!(
+        "simulated {} nodes, {} signals, {} failures in {sim_secs:.1} s",
+        fleet.nodes.len(),
+        fleet.events.len(),
+        fleet.truth.failures
+    );
 
     let token = crate::domain::auth::generate_admin_token();
-    let config = AppConfig { admin_token: token.clone(), limits: Limits::default(), correlation_window: Duration::from_secs(600) };
+    let config = AppConfig {
+        admin_token: token.clone(),
+        limits: Limits::default(),
+        correlation_window: Duration::from_secs(600),
+    };
     let ctx = startup::api_context(config, db.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
-    let server = tokio::spawn(startup::serve(listener, startup::build_router(ctx), std::future::pending()));
+    let server = tokio::spawn(startup::serve(
+        listener,
+        startup::build_router(ctx),
+        std::future::pending(),
+    ));
     let client = Client::new(&base, &token)?;
 
     client.put_nodes(&fleet.nodes, 1000).await?;
     let t = Instant::now();
     let sent = client.post_events(&fleet.events, opts.batch, true).await?;
     let ingest_secs = t.elapsed().as_secs_f64();
-    let failures: i64 = sqlx::query_scalar("SELECT count(*) FROM failures").fetch_one(&db).await?;
+    let failures: i64 = sqlx::query_scalar("SELECT count(*) FROM failures")
+        .fetch_one(&db)
+        .await?;
     sqlx::query("ANALYZE").execute(&db).await?;
 
     let http = reqwest::Client::new();
     let end = start + chrono::Duration::days(days.into());
     let full = format!("from={}&to={}", start.to_rfc3339(), end.to_rfc3339()).replace('+', "%2B");
-    let week = format!("from={}&to={}", (end - chrono::Duration::days(7)).to_rfc3339(), end.to_rfc3339()).replace('+', "%2B");
+    let week = format!(
+        "from={}&to={}",
+        (end - chrono::Duration::days(7)).to_rfc3339(),
+        end.to_rfc3339()
+    )
+    .replace('+', "%2B");
     let queries = [
-        ("failure-mix by generation, 365 days", format!("/v1/analytics/failure-mix?by=gpu_generation&{full}")),
-        ("failure-mix by generation, 7 days", format!("/v1/analytics/failure-mix?by=gpu_generation&{week}")),
-        ("mtbf per 128-GPU group, 365 days", format!("/v1/analytics/mtbf?group_size=128&job_gpus=1024&{full}")),
+        (
+            "failure-mix by generation, 365 days",
+            format!("/v1/analytics/failure-mix?by=gpu_generation&{full}"),
+        ),
+        (
+            "failure-mix by generation, 7 days",
+            format!("/v1/analytics/failure-mix?by=gpu_generation&{week}"),
+        ),
+        (
+            "mtbf per 128-GPU group, 365 days",
+            format!("/v1/analytics/mtbf?group_size=128&job_gpus=1024&{full}"),
+        ),
         ("root-causes, 365 days", format!("/v1/analytics/root-causes?{full}")),
         ("failures list, first page", "/v1/failures?limit=100".to_string()),
     ];
@@ -93,7 +136,10 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
             times.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         times.sort_by(f64::total_cmp);
-        out.push_str(&format!("| {name} | median {:.1} ms, max {:.1} ms (7 runs) |\n", times[3], times[6]));
+        out.push_str(&format!(
+            "| {name} | median {:.1} ms, max {:.1} ms (7 runs) |\n",
+            times[3], times[6]
+        ));
     }
     server.abort();
     db.close().await;

@@ -70,7 +70,11 @@ pub fn collapse(events: Vec<Event>, gap: Duration) -> Vec<Burst> {
         }
         current = key;
         let last_at = event.occurred_at;
-        out.push(Burst { event, count: 1, last_at });
+        out.push(Burst {
+            event,
+            count: 1,
+            last_at,
+        });
     }
     out
 }
@@ -108,11 +112,13 @@ mod tests {
     #[test]
     fn ten_thousand_identical_xids_are_one_signal() {
         // One line every 10 ms for 100 s: all gaps (10 ms) are below 60 s.
-        let events: Vec<Event> = (0..10_000).map(|i| {
-            let mut e = ev(i as u128 + 1, 0, "n07", 79);
-            e.occurred_at = at(0) + Duration::milliseconds(10 * i);
-            e
-        }).collect();
+        let events: Vec<Event> = (0..10_000)
+            .map(|i| {
+                let mut e = ev(i as u128 + 1, 0, "n07", 79);
+                e.occurred_at = at(0) + Duration::milliseconds(10 * i);
+                e
+            })
+            .collect();
         let bursts = collapse(events, burst_gap());
         assert_eq!(bursts.len(), 1);
         assert_eq!(bursts[0].count, 10_000);
@@ -124,8 +130,22 @@ mod tests {
     #[test]
     fn gaps_split_and_chains_join() {
         // 0, 50, 100 chain (gaps of 50 s); 161 is 61 s later: a new burst.
-        let bursts = collapse(vec![ev(4, 161, "n1", 79), ev(2, 50, "n1", 79), ev(1, 0, "n1", 79), ev(3, 100, "n1", 79)], burst_gap());
-        assert_eq!(bursts.iter().map(|b| (b.event.id.as_u128(), b.count)).collect::<Vec<_>>(), vec![(1, 3), (4, 1)]);
+        let bursts = collapse(
+            vec![
+                ev(4, 161, "n1", 79),
+                ev(2, 50, "n1", 79),
+                ev(1, 0, "n1", 79),
+                ev(3, 100, "n1", 79),
+            ],
+            burst_gap(),
+        );
+        assert_eq!(
+            bursts
+                .iter()
+                .map(|b| (b.event.id.as_u128(), b.count))
+                .collect::<Vec<_>>(),
+            vec![(1, 3), (4, 1)]
+        );
         assert_eq!(bursts[0].last_at, at(100));
     }
 
@@ -141,7 +161,16 @@ mod tests {
         no_node2.id = Uuid::from_u128(7);
         let mut other_job = ev(8, 0, "n1", 79);
         other_job.job_id = Some("j2".into());
-        let events = vec![ev(1, 0, "n1", 79), ev(2, 0, "n2", 79), other_gpu, ev(4, 0, "n1", 13), healthy, no_node, no_node2, other_job];
+        let events = vec![
+            ev(1, 0, "n1", 79),
+            ev(2, 0, "n2", 79),
+            other_gpu,
+            ev(4, 0, "n1", 13),
+            healthy,
+            no_node,
+            no_node2,
+            other_job,
+        ];
         let bursts = collapse(events, burst_gap());
         assert_eq!(bursts.len(), 8);
         assert!(bursts.iter().all(|b| b.count == 1));
@@ -149,7 +178,9 @@ mod tests {
 
     #[test]
     fn order_does_not_matter() {
-        let a: Vec<Event> = (0..50).map(|i| ev(i, (i as i64 * 37) % 400, if i % 3 == 0 { "n1" } else { "n2" }, 79)).collect();
+        let a: Vec<Event> = (0..50)
+            .map(|i| ev(i, (i as i64 * 37) % 400, if i % 3 == 0 { "n1" } else { "n2" }, 79))
+            .collect();
         let mut b = a.clone();
         b.reverse();
         assert_eq!(collapse(a, burst_gap()), collapse(b, burst_gap()));

@@ -17,7 +17,13 @@ pub enum Severity {
 }
 
 impl Severity {
-    pub const ALL: [Severity; 5] = [Severity::Critical, Severity::High, Severity::Medium, Severity::Low, Severity::Info];
+    pub const ALL: [Severity; 5] = [
+        Severity::Critical,
+        Severity::High,
+        Severity::Medium,
+        Severity::Low,
+        Severity::Info,
+    ];
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Critical => "critical",
@@ -93,7 +99,11 @@ impl Rule {
 }
 
 fn keywords(pattern: &str) -> Vec<String> {
-    pattern.split('|').map(|k| k.trim().to_lowercase()).filter(|k| !k.is_empty()).collect()
+    pattern
+        .split('|')
+        .map(|k| k.trim().to_lowercase())
+        .filter(|k| !k.is_empty())
+        .collect()
 }
 
 /// What the catalog says of one signal.
@@ -136,12 +146,21 @@ impl Catalog {
                 by_kind.entry(compiled.rule.kind.clone()).or_default().push(compiled);
             }
         }
-        let order = |a: &CompiledRule, b: &CompiledRule| b.rule.priority.cmp(&a.rule.priority).then_with(|| a.rule.rule_id.cmp(&b.rule.rule_id));
+        let order = |a: &CompiledRule, b: &CompiledRule| {
+            b.rule
+                .priority
+                .cmp(&a.rule.priority)
+                .then_with(|| a.rule.rule_id.cmp(&b.rule.rule_id))
+        };
         for rules in by_kind.values_mut() {
             rules.sort_by(order);
         }
         any_kind.sort_by(order);
-        Catalog { version, by_kind, any_kind }
+        Catalog {
+            version,
+            by_kind,
+            any_kind,
+        }
     }
 
     /// The best matching rule for (kind, code, message), if any.
@@ -150,17 +169,29 @@ impl Catalog {
         let matches = |r: &&CompiledRule| {
             r.rule.code.is_none_or(|c| Some(c) == code)
                 && (r.keywords.is_empty()
-                    || lowered.as_deref().is_some_and(|m| r.keywords.iter().any(|k| m.contains(k.as_str()))))
+                    || lowered
+                        .as_deref()
+                        .is_some_and(|m| r.keywords.iter().any(|k| m.contains(k.as_str()))))
         };
         let specific = self.by_kind.get(kind).and_then(|rules| rules.iter().find(matches));
         let generic = self.any_kind.iter().find(matches);
         match (specific, generic) {
-            (Some(a), Some(b)) => Some(if b.rule.priority > a.rule.priority { &b.rule } else { &a.rule }),
+            (Some(a), Some(b)) => Some(if b.rule.priority > a.rule.priority {
+                &b.rule
+            } else {
+                &a.rule
+            }),
             (a, b) => a.or(b).map(|r| &r.rule),
         }
     }
 
-    pub fn classify(&self, kind: &str, code: Option<i64>, message: Option<&str>, explicit: Option<RootCause>) -> Classification {
+    pub fn classify(
+        &self,
+        kind: &str,
+        code: Option<i64>,
+        message: Option<&str>,
+        explicit: Option<RootCause>,
+    ) -> Classification {
         let rule = self.best_rule(kind, code, message);
         let (severity, transient, secondary, action) = match rule {
             Some(r) => (r.severity, r.transient, r.secondary, r.action.clone()),
@@ -168,10 +199,21 @@ impl Catalog {
         };
         match explicit {
             // The sender knows the root cause: it wins, and it is not secondary by definition.
-            Some(rc) => Classification { rule_id: rule.map(|r| r.rule_id.clone()), root_cause: rc, severity, transient, secondary: false, action, explicit: true },
+            Some(rc) => Classification {
+                rule_id: rule.map(|r| r.rule_id.clone()),
+                root_cause: rc,
+                severity,
+                transient,
+                secondary: false,
+                action,
+                explicit: true,
+            },
             None => Classification {
                 rule_id: rule.map(|r| r.rule_id.clone()),
-                root_cause: rule.map_or(RootCause::UNKNOWN, |r| RootCause { category: r.category, component: r.component }),
+                root_cause: rule.map_or(RootCause::UNKNOWN, |r| RootCause {
+                    category: r.category,
+                    component: r.component,
+                }),
                 severity,
                 transient,
                 secondary,
@@ -194,7 +236,15 @@ impl Catalog {
 pub(crate) mod tests {
     use super::*;
 
-    pub fn rule(id: &str, kind: &str, code: Option<i64>, pattern: Option<&str>, priority: i32, rc: (Category, Component), secondary: bool) -> Rule {
+    pub fn rule(
+        id: &str,
+        kind: &str,
+        code: Option<i64>,
+        pattern: Option<&str>,
+        priority: i32,
+        rc: (Category, Component),
+        secondary: bool,
+    ) -> Rule {
         Rule {
             rule_id: id.into(),
             kind: kind.into(),
@@ -223,10 +273,42 @@ pub(crate) mod tests {
                 rule("xid-79", "xid", Some(79), None, 200, (Hardware, C::Gpu), false),
                 rule("xid-13", "xid", Some(13), None, 200, (User, C::Code), false),
                 rule("xid-45", "xid", Some(45), None, 200, (Unknown, C::Unknown), true),
-                rule("nccl-timeout", "nccl_timeout", None, None, 100, (Unknown, C::Unknown), true),
-                rule("hc-dbe", "health_check", None, Some("double bit|DBE"), 150, (Hardware, C::GpuMemory), false),
-                rule("hc-fallback", "health_check", None, None, 100, (Unknown, C::Unknown), false),
-                rule("any-kernel-panic", "*", None, Some("kernel panic"), 50, (Hardware, C::Host), false),
+                rule(
+                    "nccl-timeout",
+                    "nccl_timeout",
+                    None,
+                    None,
+                    100,
+                    (Unknown, C::Unknown),
+                    true,
+                ),
+                rule(
+                    "hc-dbe",
+                    "health_check",
+                    None,
+                    Some("double bit|DBE"),
+                    150,
+                    (Hardware, C::GpuMemory),
+                    false,
+                ),
+                rule(
+                    "hc-fallback",
+                    "health_check",
+                    None,
+                    None,
+                    100,
+                    (Unknown, C::Unknown),
+                    false,
+                ),
+                rule(
+                    "any-kernel-panic",
+                    "*",
+                    None,
+                    Some("kernel panic"),
+                    50,
+                    (Hardware, C::Host),
+                    false,
+                ),
             ],
         )
     }
@@ -234,13 +316,32 @@ pub(crate) mod tests {
     #[test]
     fn code_beats_fallback_and_keywords_match_case_insensitively() {
         let c = small_catalog();
-        assert_eq!(c.classify("xid", Some(79), None, None).root_cause, RootCause { category: Category::Hardware, component: Component::Gpu });
-        assert_eq!(c.classify("xid", Some(999), None, None).rule_id.as_deref(), Some("xid-fallback"));
+        assert_eq!(
+            c.classify("xid", Some(79), None, None).root_cause,
+            RootCause {
+                category: Category::Hardware,
+                component: Component::Gpu
+            }
+        );
+        assert_eq!(
+            c.classify("xid", Some(999), None, None).rule_id.as_deref(),
+            Some("xid-fallback")
+        );
         let dbe = c.classify("health_check", None, Some("GPU 3: DBE detected"), None);
         assert_eq!(dbe.rule_id.as_deref(), Some("hc-dbe"));
-        assert_eq!(c.classify("health_check", None, Some("all good"), None).rule_id.as_deref(), Some("hc-fallback"));
+        assert_eq!(
+            c.classify("health_check", None, Some("all good"), None)
+                .rule_id
+                .as_deref(),
+            Some("hc-fallback")
+        );
         // An unknown kind falls to the any-kind keyword rules, then to unknown.
-        assert_eq!(c.classify("syslog", None, Some("Kernel panic - not syncing"), None).root_cause.component, Component::Host);
+        assert_eq!(
+            c.classify("syslog", None, Some("Kernel panic - not syncing"), None)
+                .root_cause
+                .component,
+            Component::Host
+        );
         let none = c.classify("syslog", None, Some("hello"), None);
         assert_eq!((none.rule_id, none.root_cause), (None, RootCause::UNKNOWN));
     }
@@ -248,7 +349,10 @@ pub(crate) mod tests {
     #[test]
     fn explicit_root_cause_wins_and_is_not_secondary() {
         let c = small_catalog();
-        let rc = RootCause { category: Category::Platform, component: Component::Storage };
+        let rc = RootCause {
+            category: Category::Platform,
+            component: Component::Storage,
+        };
         let got = c.classify("nccl_timeout", None, None, Some(rc));
         assert_eq!(got.root_cause, rc);
         assert!(got.explicit && !got.secondary);

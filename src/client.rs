@@ -23,7 +23,11 @@ pub struct SendTotals {
 impl Client {
     pub fn new(base: &str, token: &str) -> anyhow::Result<Self> {
         let http = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
-        Ok(Client { http, base: base.trim_end_matches('/').to_string(), token: token.to_string() })
+        Ok(Client {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+        })
     }
 
     /// PUT /v1/nodes in batches.
@@ -74,7 +78,13 @@ impl Client {
         query.extend(from.map(|f| ("from", f.to_rfc3339())));
         query.extend(to.map(|t| ("to", t.to_rfc3339())));
         query.extend(cluster.map(|c| ("cluster", c.to_string())));
-        let res = self.http.get(format!("{}/v1/reports/reliability", self.base)).bearer_auth(&self.token).query(&query).send().await?;
+        let res = self
+            .http
+            .get(format!("{}/v1/reports/reliability", self.base))
+            .bearer_auth(&self.token)
+            .query(&query)
+            .send()
+            .await?;
         let status = res.status();
         let body = res.text().await.context("reading the report")?;
         if !status.is_success() {
@@ -88,11 +98,23 @@ impl Client {
         let url = format!("{}{path}", self.base);
         let mut delay = Duration::from_millis(200);
         for attempt in 0..8u64 {
-            let sent = self.http.request(method.clone(), &url).bearer_auth(&self.token).json(body).send().await;
+            let sent = self
+                .http
+                .request(method.clone(), &url)
+                .bearer_auth(&self.token)
+                .json(body)
+                .send()
+                .await;
             match sent {
-                Ok(res) if res.status().is_success() => return Ok((res.json().await.context("decoding the answer")?, attempt)),
+                Ok(res) if res.status().is_success() => {
+                    return Ok((res.json().await.context("decoding the answer")?, attempt));
+                }
                 Ok(res) if res.status().as_u16() == 429 || res.status().is_server_error() => {
-                    if let Some(secs) = res.headers().get("retry-after").and_then(|v| v.to_str().ok()?.parse::<u64>().ok()) {
+                    if let Some(secs) = res
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                    {
                         delay = Duration::from_secs(secs);
                     }
                 }

@@ -49,7 +49,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_body_bytes: 16 * 1024 * 1024, max_batch_items: 10_000, max_inflight_ingest: 32 }
+        Limits {
+            max_body_bytes: 16 * 1024 * 1024,
+            max_batch_items: 10_000,
+            max_inflight_ingest: 32,
+        }
     }
 }
 

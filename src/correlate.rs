@@ -79,7 +79,14 @@ pub struct FailureDraft {
 /// then the earliest. The final tie-break on id keeps the choice independent of input order.
 fn root_rank(s: &Signal) -> (bool, u8, bool, Severity, DateTime<Utc>, Uuid) {
     let c = &s.classification;
-    (c.secondary, c.root_cause.category.specificity_rank(), s.kind == "nccl_timeout", c.severity, s.occurred_at, s.id)
+    (
+        c.secondary,
+        c.root_cause.category.specificity_rank(),
+        s.kind == "nccl_timeout",
+        c.severity,
+        s.occurred_at,
+        s.id,
+    )
 }
 
 fn symptom_rank(s: Symptom) -> u8 {
@@ -115,12 +122,18 @@ pub fn fold(cluster: &str, key: &CorrelationKey, mut signals: Vec<Signal>, windo
 }
 
 fn draft(cluster: &str, key: &CorrelationKey, session: &[Signal]) -> FailureDraft {
-    let root = session.iter().min_by_key(|s| root_rank(s)).expect("a session holds at least one signal");
+    let root = session
+        .iter()
+        .min_by_key(|s| root_rank(s))
+        .expect("a session holds at least one signal");
     let mut nodes: Vec<String> = session.iter().filter_map(|s| s.node.clone()).collect();
     nodes.sort();
     nodes.dedup();
     let first = &session[0];
-    let id = Uuid::new_v5(&FAILURE_NAMESPACE, format!("{cluster}\n{}\n{}", key.as_string(), first.id).as_bytes());
+    let id = Uuid::new_v5(
+        &FAILURE_NAMESPACE,
+        format!("{cluster}\n{}\n{}", key.as_string(), first.id).as_bytes(),
+    );
     FailureDraft {
         id,
         first_at: first.occurred_at,
@@ -133,7 +146,10 @@ fn draft(cluster: &str, key: &CorrelationKey, session: &[Signal]) -> FailureDraf
         root_kind: root.kind.clone(),
         root_code: root.code,
         classification: root.classification.clone(),
-        symptom: session.iter().filter_map(|s| s.symptom).min_by_key(|s| symptom_rank(*s)),
+        symptom: session
+            .iter()
+            .filter_map(|s| s.symptom)
+            .min_by_key(|s| symptom_rank(*s)),
     }
 }
 
@@ -168,7 +184,15 @@ mod tests {
     fn cascade() -> Vec<Signal> {
         // One XID 79 on n07, then NCCL timeouts from 100 other ranks' nodes, and an XID 45 echo.
         let mut s = vec![sig(1, 0, "n07", "xid", Some(79)), sig(2, 0, "n07", "xid", Some(45))];
-        s.extend((0..100).map(|i| sig(100 + i as u128, 3 + (i % 5), &format!("n{:02}", i % 16), "nccl_timeout", None)));
+        s.extend((0..100).map(|i| {
+            sig(
+                100 + i as u128,
+                3 + (i % 5),
+                &format!("n{:02}", i % 16),
+                "nccl_timeout",
+                None,
+            )
+        }));
         s
     }
 
@@ -193,16 +217,27 @@ mod tests {
         let mut shuffled = cascade();
         shuffled.reverse();
         shuffled.swap(3, 50);
-        assert_eq!(fold("c1", &key, cascade(), Duration::minutes(10)), fold("c1", &key, shuffled, Duration::minutes(10)));
+        assert_eq!(
+            fold("c1", &key, cascade(), Duration::minutes(10)),
+            fold("c1", &key, shuffled, Duration::minutes(10))
+        );
     }
 
     #[test]
     fn gaps_longer_than_the_window_split_failures_and_chains_join() {
         let key = CorrelationKey::Node("n1".into());
         // 0, 9, 18 chain (gaps of 9 min) into one; 40 is alone (gap 22 min).
-        let s = vec![sig(1, 0, "n1", "xid", Some(13)), sig(2, 9, "n1", "xid", Some(13)), sig(3, 18, "n1", "xid", Some(13)), sig(4, 40, "n1", "xid", Some(79))];
+        let s = vec![
+            sig(1, 0, "n1", "xid", Some(13)),
+            sig(2, 9, "n1", "xid", Some(13)),
+            sig(3, 18, "n1", "xid", Some(13)),
+            sig(4, 40, "n1", "xid", Some(79)),
+        ];
         let drafts = fold("c1", &key, s, Duration::minutes(10));
-        assert_eq!(drafts.iter().map(|d| d.signal_ids.len()).collect::<Vec<_>>(), vec![3, 1]);
+        assert_eq!(
+            drafts.iter().map(|d| d.signal_ids.len()).collect::<Vec<_>>(),
+            vec![3, 1]
+        );
         assert_eq!(category_of(&drafts[0]), Category::User);
         assert_eq!(category_of(&drafts[1]), Category::Hardware);
         assert_ne!(drafts[0].id, drafts[1].id);
@@ -213,7 +248,12 @@ mod tests {
         let key = CorrelationKey::Job("j2".into());
         let mut slow = sig(2, 1, "n1", "slowdown", None);
         slow.symptom = Some(Symptom::Slowdown);
-        let drafts = fold("c1", &key, vec![sig(1, 0, "n1", "nccl_timeout", None), slow.clone()], Duration::minutes(10));
+        let drafts = fold(
+            "c1",
+            &key,
+            vec![sig(1, 0, "n1", "nccl_timeout", None), slow.clone()],
+            Duration::minutes(10),
+        );
         assert_eq!(drafts.len(), 1);
         assert_eq!(drafts[0].signal_ids, vec![Uuid::from_u128(1)]);
         assert_eq!(category_of(&drafts[0]), Category::Unknown);

@@ -26,7 +26,9 @@ pub async fn open(explicit_url: Option<&str>, data_dir: &Path) -> anyhow::Result
             with_database(other.url(), DEFAULT_DATABASE)
         }
     };
-    let pool = crate::storage::connect(&url).await.with_context(|| format!("connecting to {}", redact(&url)))?;
+    let pool = crate::storage::connect(&url)
+        .await
+        .with_context(|| format!("connecting to {}", redact(&url)))?;
     crate::storage::migrate(&pool).await.context("running migrations")?;
     Ok(Database { pool, server })
 }
@@ -35,7 +37,9 @@ pub async fn open(explicit_url: Option<&str>, data_dir: &Path) -> anyhow::Result
 pub async fn ensure_database(server_url: &str, name: &str) -> anyhow::Result<()> {
     use sqlx::Connection;
     let admin_url = with_database(server_url, "postgres");
-    let mut conn = sqlx::PgConnection::connect(&admin_url).await.with_context(|| format!("connecting to {}", redact(&admin_url)))?;
+    let mut conn = sqlx::PgConnection::connect(&admin_url)
+        .await
+        .with_context(|| format!("connecting to {}", redact(&admin_url)))?;
     let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
         .bind(name)
         .fetch_one(&mut conn)
@@ -72,7 +76,10 @@ pub fn redact(url: &str) -> String {
 mod tests {
     #[test]
     fn passwords_are_redacted() {
-        assert_eq!(super::redact("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+        assert_eq!(
+            super::redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
         assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
     }
 }
@@ -101,6 +108,9 @@ mod url_tests {
         use super::with_database;
         assert_eq!(with_database("postgres://u@h:5432/test", "x"), "postgres://u@h:5432/x");
         assert_eq!(with_database("postgres://u@h:5432", "x"), "postgres://u@h:5432/x");
-        assert_eq!(with_database("postgres://u@h/db?sslmode=disable", "x"), "postgres://u@h/x?sslmode=disable");
+        assert_eq!(
+            with_database("postgres://u@h/db?sslmode=disable", "x"),
+            "postgres://u@h/x?sslmode=disable"
+        );
     }
 }

@@ -11,8 +11,15 @@ use crate::storage;
 
 /// A demo fleet whose 28 days end now, so the analytics' default window (30 days) shows it.
 pub fn demo_fleet() -> SimulatedFleet {
-    let start = (Utc::now() - Duration::days(28)).date_naive().and_hms_opt(0, 0, 0).expect("midnight exists").and_utc();
-    simulate(&SimConfig { start, ..SimConfig::default() })
+    let start = (Utc::now() - Duration::days(28))
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .expect("midnight exists")
+        .and_utc();
+    simulate(&SimConfig {
+        start,
+        ..SimConfig::default()
+    })
 }
 
 pub struct Loaded {
@@ -22,8 +29,14 @@ pub struct Loaded {
 }
 
 /// Loads the fleet unless the database already holds events. Returns None when it did nothing.
-pub async fn load_if_empty(db: &PgPool, catalog: &storage::catalog::CatalogCache, window: Duration) -> anyhow::Result<Option<Loaded>> {
-    let has_events: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM events)").fetch_one(db).await?;
+pub async fn load_if_empty(
+    db: &PgPool,
+    catalog: &storage::catalog::CatalogCache,
+    window: Duration,
+) -> anyhow::Result<Option<Loaded>> {
+    let has_events: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM events)")
+        .fetch_one(db)
+        .await?;
     if has_events {
         return Ok(None);
     }
@@ -31,11 +44,22 @@ pub async fn load_if_empty(db: &PgPool, catalog: &storage::catalog::CatalogCache
     let nodes: Vec<_> = fleet.nodes.iter().cloned().filter_map(|v| parse_node(v).ok()).collect();
     storage::nodes::upsert(db, &nodes).await?;
     let now = Utc::now();
-    let events: Vec<_> = fleet.events.iter().cloned().filter_map(|v| parse_event(v, now).ok()).collect();
+    let events: Vec<_> = fleet
+        .events
+        .iter()
+        .cloned()
+        .filter_map(|v| parse_event(v, now).ok())
+        .collect();
     let count = events.len();
     for chunk in events.chunks(5_000) {
         crate::ingest::store_events(db, catalog, window, chunk.to_vec()).await?;
     }
-    let failures: i64 = sqlx::query_scalar("SELECT count(*) FROM failures").fetch_one(db).await?;
-    Ok(Some(Loaded { nodes: nodes.len(), events: count, failures }))
+    let failures: i64 = sqlx::query_scalar("SELECT count(*) FROM failures")
+        .fetch_one(db)
+        .await?;
+    Ok(Some(Loaded {
+        nodes: nodes.len(),
+        events: count,
+        failures,
+    }))
 }

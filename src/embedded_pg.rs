@@ -72,9 +72,7 @@ impl DatabaseServer {
 /// `data_dir/pg` (see the module docs).
 pub async fn resolve(explicit: Option<&str>, data_dir: &Path) -> Result<DatabaseServer> {
     if let Some(url) = explicit.filter(|url| !url.is_empty()) {
-        return Ok(DatabaseServer::External {
-            url: url.to_owned(),
-        });
+        return Ok(DatabaseServer::External { url: url.to_owned() });
     }
     if answers_postgres(DEFAULT_PORT).await {
         let url = local_url(DEFAULT_PORT);
@@ -82,9 +80,7 @@ pub async fn resolve(explicit: Option<&str>, data_dir: &Path) -> Result<Database
         return Ok(DatabaseServer::External { url });
     }
     info!("no DATABASE_URL and no server on localhost:5432; running a private PostgreSQL cluster");
-    Ok(DatabaseServer::Private(
-        PrivateCluster::start(data_dir).await?,
-    ))
+    Ok(DatabaseServer::Private(PrivateCluster::start(data_dir).await?))
 }
 
 /// Server URL for tests: `DATABASE_URL` if set (returned as given), else the server on
@@ -110,11 +106,8 @@ pub async fn test_server_url() -> Result<String> {
 /// Starts, or finds running, the test cluster in `dir/pg`; never stops it.
 async fn shared_test_cluster(dir: &Path) -> Result<String> {
     let _lock = lock_file(&dir.with_extension("lock")).await?;
-    let cluster = PrivateCluster::start_with(
-        dir,
-        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
-    )
-    .await?;
+    let cluster =
+        PrivateCluster::start_with(dir, "-c fsync=off -c synchronous_commit=off -c full_page_writes=off").await?;
     Ok(cluster.url)
 }
 
@@ -263,14 +256,12 @@ impl PrivateCluster {
         ];
         let out = run(self.run_as.as_deref(), &self.bin_dir.join("initdb"), &args).await?;
         check(&out, "initdb")?;
-        tokio::fs::rename(&scratch, &self.pgdata)
-            .await
-            .with_context(|| {
-                format!(
-                    "moving the new cluster to {} (is it a non-empty directory?)",
-                    self.pgdata.display()
-                )
-            })?;
+        tokio::fs::rename(&scratch, &self.pgdata).await.with_context(|| {
+            format!(
+                "moving the new cluster to {} (is it a non-empty directory?)",
+                self.pgdata.display()
+            )
+        })?;
         Ok(())
     }
 
@@ -345,10 +336,7 @@ impl PrivateCluster {
             );
             // Someone may have taken the port between our probe and the postmaster's bind.
             if attempts < 3 && tail.contains("could not bind") {
-                warn!(
-                    port,
-                    "port taken while starting PostgreSQL; retrying on another"
-                );
+                warn!(port, "port taken while starting PostgreSQL; retrying on another");
                 continue;
             }
             return Err(error);
@@ -409,10 +397,7 @@ fn server_bin_dir() -> Result<PathBuf> {
     )?;
     // Resolve symlinks such as /usr/local/bin/initdb -> /usr/lib/postgresql/15/bin/initdb.
     let initdb = std::fs::canonicalize(&initdb).unwrap_or(initdb);
-    let dir = initdb
-        .parent()
-        .context("initdb has no parent directory")?
-        .to_path_buf();
+    let dir = initdb.parent().context("initdb has no parent directory")?.to_path_buf();
     if !is_executable(&dir.join("pg_ctl")) {
         bail!("found {} but no pg_ctl beside it", initdb.display());
     }
@@ -475,8 +460,8 @@ fn postgres_process_state(pid: u32) -> Option<char> {
 /// A port nothing listens on now; the OS picks it. It may be taken again before the postmaster
 /// binds it, which `start_server` retries.
 fn free_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-        .context("finding a free port")?;
+    let listener =
+        std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).context("finding a free port")?;
     Ok(listener.local_addr()?.port())
 }
 
@@ -506,9 +491,7 @@ async fn unprivileged_user() -> Result<String> {
             return Ok(user.to_owned());
         }
     }
-    bail!(
-        "running as root, and neither a `postgres` nor a `nobody` user exists to run PostgreSQL as"
-    )
+    bail!("running as root, and neither a `postgres` nor a `nobody` user exists to run PostgreSQL as")
 }
 
 /// Whether `user` can reach into `dir`, i.e. every parent is searchable for them.
@@ -528,10 +511,7 @@ fn fallback_dir(data_dir: &Path) -> Result<PathBuf> {
     } else {
         std::env::temp_dir()
     };
-    let dir = root.join(format!(
-        "faultline-pg-{:016x}",
-        fnv1a(data_dir.as_os_str().as_bytes())
-    ));
+    let dir = root.join(format!("faultline-pg-{:016x}", fnv1a(data_dir.as_os_str().as_bytes())));
     match std::fs::create_dir(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

@@ -35,7 +35,10 @@ pub enum ApiError {
     #[error("{0}")]
     UnsupportedMediaType(String),
     #[error("{message}")]
-    Unprocessable { message: String, details: Option<serde_json::Value> },
+    Unprocessable {
+        message: String,
+        details: Option<serde_json::Value>,
+    },
     #[error("service overloaded, retry after {retry_after_secs} s")]
     Unavailable { retry_after_secs: u32 },
     #[error("database error: {0}")]
@@ -46,7 +49,10 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
-        ApiError::BadRequest { code, message: message.into() }
+        ApiError::BadRequest {
+            code,
+            message: message.into(),
+        }
     }
 
     fn status_and_code(&self) -> (StatusCode, &'static str) {
@@ -84,13 +90,25 @@ impl IntoResponse for ApiError {
             ApiError::Unprocessable { details, .. } => details.clone(),
             _ => None,
         };
-        let mut response = (status, axum::Json(ErrorBody { error: code.to_string(), message, details })).into_response();
+        let mut response = (
+            status,
+            axum::Json(ErrorBody {
+                error: code.to_string(),
+                message,
+                details,
+            }),
+        )
+            .into_response();
         match self {
             ApiError::Unauthorized(_) => {
-                response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
             ApiError::Unavailable { retry_after_secs } => {
-                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
             }
             _ => {}
         }

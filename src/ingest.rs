@@ -25,7 +25,12 @@ pub struct StoreOutcome {
 /// claim the ids (idempotency), collapse identical signals into bursts, extend stored bursts of
 /// the same identity, insert the rest and re-fold the failures they touch. A 2xx afterwards
 /// means all of it is durable.
-pub async fn store_events(db: &PgPool, catalog_cache: &CatalogCache, window: chrono::Duration, mut events: Vec<Event>) -> Result<StoreOutcome, sqlx::Error> {
+pub async fn store_events(
+    db: &PgPool,
+    catalog_cache: &CatalogCache,
+    window: chrono::Duration,
+    mut events: Vec<Event>,
+) -> Result<StoreOutcome, sqlx::Error> {
     for e in &mut events {
         scrub_nul(e);
     }
@@ -42,12 +47,22 @@ pub async fn store_events(db: &PgPool, catalog_cache: &CatalogCache, window: chr
     storage::events::lock_burst_sources(&mut tx, &events).await?;
     let bursts = crate::burst::collapse(events, crate::burst::burst_gap());
     let targets = storage::events::extend_stored(&mut tx, &bursts, crate::burst::burst_gap()).await?;
-    let fresh: Vec<&crate::burst::Burst> = bursts.iter().zip(&targets).filter(|(_, t)| t.is_none()).map(|(b, _)| b).collect();
+    let fresh: Vec<&crate::burst::Burst> = bursts
+        .iter()
+        .zip(&targets)
+        .filter(|(_, t)| t.is_none())
+        .map(|(b, _)| b)
+        .collect();
     let stored = storage::events::insert_bursts(&mut tx, &fresh).await?.len();
     let touched: Vec<&Event> = bursts.iter().map(|b| &b.event).collect();
     storage::failures::correlate(&mut tx, &catalog, window, &touched).await?;
     tx.commit().await?;
-    Ok(StoreOutcome { accepted, duplicates: received - accepted, stored, folded: accepted - stored })
+    Ok(StoreOutcome {
+        accepted,
+        duplicates: received - accepted,
+        stored,
+        folded: accepted - stored,
+    })
 }
 
 /// PostgreSQL text and jsonb cannot hold U+0000; a NUL from a sender must not turn a valid
@@ -78,7 +93,7 @@ fn scrub_nul(e: &mut Event) {
     e.attributes.values_mut().for_each(scrub_value);
     if e.attributes.keys().any(|k| k.contains('\0')) {
         let old = std::mem::take(&mut e.attributes);
-        e.attributes.extend(old.into_iter().map(|(k, v)| (k.replace('\0', "\u{FFFD}"), v)));
+        e.attributes
+            .extend(old.into_iter().map(|(k, v)| (k.replace('\0', "\u{FFFD}"), v)));
     }
 }
-

@@ -1,11 +1,11 @@
 //! Faultline: failure-telemetry warehouse for GPU training clusters.
 pub mod analytics;
+pub mod bench;
 pub mod burst;
 pub mod classify;
 pub mod client;
 pub mod configuration;
 pub mod correlate;
-pub mod bench;
 pub mod database;
 pub mod demo;
 pub mod domain;

@@ -8,7 +8,11 @@ use faultline::domain::auth::generate_admin_token;
 use faultline::{database, startup, telemetry};
 
 #[derive(Parser)]
-#[command(name = "faultline", version, about = "Failure-telemetry warehouse for GPU training clusters")]
+#[command(
+    name = "faultline",
+    version,
+    about = "Failure-telemetry warehouse for GPU training clusters"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -139,7 +143,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Report(args) => report(args).await,
         Command::Bench(args) => {
             telemetry::init_tracing();
-            let server = faultline::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir).await?;
+            let server =
+                faultline::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir).await?;
             let report = faultline::bench::run(faultline::bench::BenchOptions {
                 server_url: server.url().to_string(),
                 signals: args.signals,
@@ -171,11 +176,18 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
     if settings.demo {
         let window = chrono::Duration::seconds(settings.correlation_window_secs.into());
         match faultline::demo::load_if_empty(&database.pool, &ctx.catalog, window).await? {
-            Some(l) => tracing::info!(nodes = l.nodes, events = l.events, failures = l.failures, "demo fleet loaded"),
+            Some(l) => tracing::info!(
+                nodes = l.nodes,
+                events = l.events,
+                failures = l.failures,
+                "demo fleet loaded"
+            ),
             None => tracing::info!("database already holds events; demo fleet not loaded"),
         }
     }
-    let listener = tokio::net::TcpListener::bind(settings.addr).await.with_context(|| format!("binding {}", settings.addr))?;
+    let listener = tokio::net::TcpListener::bind(settings.addr)
+        .await
+        .with_context(|| format!("binding {}", settings.addr))?;
     tracing::info!(addr = %listener.local_addr()?, "faultline listening; API docs at /docs");
     let served = startup::serve(listener, startup::build_router(ctx), shutdown_signal()).await;
     database.pool.close().await;
@@ -185,9 +197,18 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
 
 async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     let start = args.start.unwrap_or_else(|| {
-        (chrono::Utc::now() - chrono::Duration::days(args.days.into())).date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc()
+        (chrono::Utc::now() - chrono::Duration::days(args.days.into()))
+            .date_naive()
+            .and_hms_opt(0, 0, 0)
+            .unwrap()
+            .and_utc()
     });
-    let fleet = faultline::simulate::simulate(&faultline::simulate::SimConfig { seed: args.seed, start, days: args.days, nodes: args.nodes });
+    let fleet = faultline::simulate::simulate(&faultline::simulate::SimConfig {
+        seed: args.seed,
+        start,
+        days: args.days,
+        nodes: args.nodes,
+    });
     eprintln!(
         "simulated {} nodes, {} events, {} failures ({:?}) from {start}",
         fleet.nodes.len(),
@@ -199,7 +220,10 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     let nodes = client.put_nodes(&fleet.nodes, 1000).await?;
     eprintln!("  nodes upserted: {}", nodes.accepted);
     let sent = client.post_events(&fleet.events, args.batch, true).await?;
-    eprintln!("  accepted {}, duplicates {}, rejected {}, retries {}", sent.accepted, sent.duplicates, sent.rejected, sent.retries);
+    eprintln!(
+        "  accepted {}, duplicates {}, rejected {}, retries {}",
+        sent.accepted, sent.duplicates, sent.rejected, sent.retries
+    );
     Ok(())
 }
 
@@ -209,7 +233,9 @@ async fn report(args: ReportArgs) -> anyhow::Result<()> {
         ReportFormat::Html => "html",
         ReportFormat::Markdown => "markdown",
     };
-    let body = client.report(args.from, args.to, args.cluster.as_deref(), format).await?;
+    let body = client
+        .report(args.from, args.to, args.cluster.as_deref(), format)
+        .await?;
     match args.out {
         Some(path) => {
             std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
@@ -231,7 +257,10 @@ fn load_or_create_admin_token(data_dir: &Path) -> anyhow::Result<String> {
     }
     let token = generate_admin_token();
     write_private(&path, &token).with_context(|| format!("storing the admin token in {}", path.display()))?;
-    println!("Generated admin token (stored in {}; shown once):\n  {token}", path.display());
+    println!(
+        "Generated admin token (stored in {}; shown once):\n  {token}",
+        path.display()
+    );
     Ok(token)
 }
 

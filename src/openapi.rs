@@ -78,14 +78,21 @@ impl Modify for BearerAuth {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
             "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some("Faultline API token")).build()),
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("Faultline API token"))
+                    .build(),
+            ),
         );
     }
 }
 
 /// The document as committed in api/openapi.json (pretty, trailing newline).
 pub fn openapi_json() -> String {
-    let mut s = ApiDoc::openapi().to_pretty_json().expect("the OpenAPI document serialises");
+    let mut s = ApiDoc::openapi()
+        .to_pretty_json()
+        .expect("the OpenAPI document serialises");
     s.push('\n');
     s
 }

@@ -42,7 +42,12 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { seed: 42, start: Utc.with_ymd_and_hms(2026, 10, 1, 0, 0, 0).unwrap(), days: 28, nodes: 256 }
+        SimConfig {
+            seed: 42,
+            start: Utc.with_ymd_and_hms(2026, 10, 1, 0, 0, 0).unwrap(),
+            days: 28,
+            nodes: 256,
+        }
     }
 }
 
@@ -73,11 +78,35 @@ pub struct GroundTruth {
 /// (cluster, host prefix, model, GPUs per node, share of nodes, generation, hardware failures per node-day).
 /// Hardware rates rise with generation (domain.md: newer GPUs show higher error rates).
 const POOLS: [(&str, &str, &str, u32, f64, &str, f64); 6] = [
-    ("train-a", "h100-a", "NVIDIA H100 80GB HBM3", 8, 144.0 / 256.0, "hopper", 0.015),
-    ("train-a", "a100-a", "NVIDIA A100-SXM4-80GB", 8, 40.0 / 256.0, "ampere", 0.011),
+    (
+        "train-a",
+        "h100-a",
+        "NVIDIA H100 80GB HBM3",
+        8,
+        144.0 / 256.0,
+        "hopper",
+        0.015,
+    ),
+    (
+        "train-a",
+        "a100-a",
+        "NVIDIA A100-SXM4-80GB",
+        8,
+        40.0 / 256.0,
+        "ampere",
+        0.011,
+    ),
     ("train-b", "h800-b", "NVIDIA H800", 8, 24.0 / 256.0, "hopper", 0.015),
     ("train-b", "b200-b", "NVIDIA B200", 8, 24.0 / 256.0, "blackwell", 0.021),
-    ("train-b", "v100-b", "Tesla V100-SXM2-32GB", 8, 12.0 / 256.0, "volta", 0.007),
+    (
+        "train-b",
+        "v100-b",
+        "Tesla V100-SXM2-32GB",
+        8,
+        12.0 / 256.0,
+        "volta",
+        0.007,
+    ),
     ("train-b", "l40s-b", "NVIDIA L40S", 4, 12.0 / 256.0, "ada", 0.008),
 ];
 /// Platform (driver, runtime, storage mount) and unclassifiable faults per node-day, all generations.
@@ -135,7 +164,11 @@ impl Rng {
     }
     /// Uniform in [lo, hi).
     fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        if hi <= lo { lo } else { lo + (self.f64() * (hi - lo) as f64) as i64 }
+        if hi <= lo {
+            lo
+        } else {
+            lo + (self.f64() * (hi - lo) as f64) as i64
+        }
     }
     fn chance(&mut self, p: f64) -> bool {
         self.f64() < p
@@ -280,7 +313,11 @@ fn build_nodes(cfg: &SimConfig, rng: &mut Rng) -> Vec<Node> {
     let exact: Vec<f64> = POOLS.iter().map(|p| p.4 * n as f64).collect();
     let mut counts: Vec<usize> = exact.iter().map(|x| x.floor() as usize).collect();
     let mut order: Vec<usize> = (0..POOLS.len()).collect();
-    order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| {
+        (exact[b] - exact[b].floor())
+            .total_cmp(&(exact[a] - exact[a].floor()))
+            .then(a.cmp(&b))
+    });
     for &i in order.iter().cycle().take(n - counts.iter().sum::<usize>()) {
         counts[i] += 1;
     }
@@ -291,7 +328,11 @@ fn build_nodes(cfg: &SimConfig, rng: &mut Rng) -> Vec<Node> {
             // The newest nodes of a pool (highest hostnames) are the unlabelled tail: a few of them
             // enter service mid-window, as an expansion would.
             let late = i >= count * 9 / 10 && rng.chance(0.3) && w > 6 * DAY;
-            let from = if late { rng.range(2 * DAY, w - 4 * DAY) } else { -rng.range(60 * DAY, 900 * DAY) };
+            let from = if late {
+                rng.range(2 * DAY, w - 4 * DAY)
+            } else {
+                -rng.range(60 * DAY, 900 * DAY)
+            };
             nodes.push(Node {
                 host: format!("{}-{i:04}", POOLS[p].1),
                 pool: p,
@@ -343,8 +384,10 @@ fn schedule_jobs(world: &mut World, rng: &mut Rng) {
         let members = pool_nodes(&world.nodes, p);
         let per_node = pool.3;
         // Sizes that fit in 90% of the pool, so the biggest job never waits for every node.
-        let fits: Vec<bool> =
-            SIZES.iter().map(|&g| (g.div_ceil(per_node) as usize) * 10 <= members.len() * 9).collect();
+        let fits: Vec<bool> = SIZES
+            .iter()
+            .map(|&g| (g.div_ceil(per_node) as usize) * 10 <= members.len() * 9)
+            .collect();
         if !fits.iter().any(|&f| f) {
             continue;
         }
@@ -392,7 +435,11 @@ fn schedule_jobs(world: &mut World, rng: &mut Rng) {
             cand.sort_unstable();
             cand.truncate(k);
             let start = cand[k - 1].0;
-            let retire = cand.iter().map(|&(_, j)| world.nodes[members[j]].to).min().unwrap_or(i64::MAX);
+            let retire = cand
+                .iter()
+                .map(|&(_, j)| world.nodes[members[j]].to)
+                .min()
+                .unwrap_or(i64::MAX);
             let mut end = (start + dur).min(retire.saturating_sub(HOUR));
             if end - start < HOUR {
                 continue; // a chosen node retires first; the job goes elsewhere (dropped here)
@@ -421,7 +468,18 @@ fn schedule_jobs(world: &mut World, rng: &mut Rng) {
                 free[j] = end + rng.range(10 * MIN, 30 * MIN); // epilog, node health check
             }
             let nodes = cand.iter().map(|&(_, j)| members[j]).collect();
-            planned.push((arrival, Job { id: String::new(), pool: p, gpus: SIZES[s], nodes, start, end, fate }));
+            planned.push((
+                arrival,
+                Job {
+                    id: String::new(),
+                    pool: p,
+                    gpus: SIZES[s],
+                    nodes,
+                    start,
+                    end,
+                    fate,
+                },
+            ));
         }
     }
     // Ids follow submission order across the fleet, as a single scheduler would issue them.
@@ -444,7 +502,11 @@ fn schedule_jobs(world: &mut World, rng: &mut Rng) {
 
 impl World {
     fn cluster(&self, s: &Sig) -> &'static str {
-        let pool = s.node.map(|n| self.nodes[n].pool).or(s.job.map(|j| self.jobs[j].pool)).unwrap_or(0);
+        let pool = s
+            .node
+            .map(|n| self.nodes[n].pool)
+            .or(s.job.map(|j| self.jobs[j].pool))
+            .unwrap_or(0);
         POOLS[pool].0
     }
 
@@ -492,7 +554,11 @@ impl World {
 
     /// The job running on `node` at `t`, if any.
     fn job_at(&self, node: usize, t: i64) -> Option<usize> {
-        self.nodes[node].jobs.iter().find(|&&(s, e, _)| s <= t && t < e).map(|&(_, _, j)| j)
+        self.nodes[node]
+            .jobs
+            .iter()
+            .find(|&&(s, e, _)| s <= t && t < e)
+            .map(|&(_, _, j)| j)
     }
 
     /// What the rest of a job sees when one rank dies (the root signal is `out[0]`): NCCL watchdog
@@ -506,7 +572,11 @@ impl World {
             let x = i + rng.below(others.len() - i);
             others.swap(i, x);
         }
-        let sym = if symptom == "job_crash" { "job_crash" } else { "job_hang" };
+        let sym = if symptom == "job_crash" {
+            "job_crash"
+        } else {
+            "job_hang"
+        };
         let per = POOLS[j.pool].3 as i64;
         for &n in &others[..k] {
             let rank = j.nodes.iter().position(|&x| x == n).unwrap_or(0) as i64 * per;
@@ -537,7 +607,11 @@ impl World {
 }
 
 fn xid_line(g: u32, code: i64, job: bool, text: &str, pid: i64) -> String {
-    let who = if job { format!("pid={pid}, name=python") } else { "pid='<unknown>', name=<unknown>".into() };
+    let who = if job {
+        format!("pid={pid}, name=python")
+    } else {
+        "pid='<unknown>', name=<unknown>".into()
+    };
     format!("NVRM: Xid (PCI:0000:{}:00): {code}, {who}, {text}", PCI[g as usize % 8])
 }
 
@@ -551,29 +625,106 @@ type Template = (&'static str, f64, &'static str, i64, &'static str, &'static st
 
 /// Weights follow ICSE 2023 (node/host 16 : network 7 : GPU 5.5), the GPU share split three ways.
 const HARDWARE: [Template; 17] = [
-    ("host", 0.21, "kernel_panic", 0, "node_down", "Kernel panic - not syncing: Fatal machine check on CPU {x}"),
-    ("host", 0.09, "health_check", 0, "", "PCIe Bus Error: severity=Uncorrected (Fatal), AER: Completion Timeout"),
-    ("power", 0.08, "power", 0, "node_down", "PSU {x} failure: power supply redundancy lost, node powered off"),
+    (
+        "host",
+        0.21,
+        "kernel_panic",
+        0,
+        "node_down",
+        "Kernel panic - not syncing: Fatal machine check on CPU {x}",
+    ),
+    (
+        "host",
+        0.09,
+        "health_check",
+        0,
+        "",
+        "PCIe Bus Error: severity=Uncorrected (Fatal), AER: Completion Timeout",
+    ),
+    (
+        "power",
+        0.08,
+        "power",
+        0,
+        "node_down",
+        "PSU {x} failure: power supply redundancy lost, node powered off",
+    ),
     ("cooling", 0.05, "fan", 0, "", "Fan {x} failed (0 RPM)"),
-    ("cooling", 0.05, "thermal", 0, "", "GPU {g} over-temperature (9{x} C), clocks throttled"),
-    ("network", 0.09, "link_flap", 0, "", "mlx5_core: ib{x} link flapped 4 times in 60 s"),
+    (
+        "cooling",
+        0.05,
+        "thermal",
+        0,
+        "",
+        "GPU {g} over-temperature (9{x} C), clocks throttled",
+    ),
+    (
+        "network",
+        0.09,
+        "link_flap",
+        0,
+        "",
+        "mlx5_core: ib{x} link flapped 4 times in 60 s",
+    ),
     ("network", 0.09, "link_down", 0, "", "ib{x}: port 1 link down"),
     ("network", 0.08, "health_check", 0, "", "NIC mlx5_{x} link down"),
     ("gpu", 0.08, "xid", 79, "", "GPU has fallen off the bus."),
     ("gpu", 0.02, "xid", 62, "", "Internal micro-controller halt."),
-    ("gpu_memory", 0.02, "xid", 48, "", "An uncorrectable double bit ECC error was detected."),
+    (
+        "gpu_memory",
+        0.02,
+        "xid",
+        48,
+        "",
+        "An uncorrectable double bit ECC error was detected.",
+    ),
     ("gpu_memory", 0.02, "xid", 94, "", "Contained ECC error."),
     ("gpu_memory", 0.01, "xid", 95, "", "Uncontained ECC error."),
-    ("gpu_memory", 0.025, "ecc", 2, "", "Volatile uncorrectable ECC error count increased on GPU {g}"),
+    (
+        "gpu_memory",
+        0.025,
+        "ecc",
+        2,
+        "",
+        "Volatile uncorrectable ECC error count increased on GPU {g}",
+    ),
     ("gpu_memory", 0.025, "health_check", 0, "", "DBE detected on GPU {g}"),
-    ("nvlink", 0.036, "xid", 74, "", "NVLink: fatal error detected on link {x}"),
-    ("nvlink", 0.024, "sxid", 20034, "", "SXid (PCI:0000:05:00.0): 20034, Fatal, Link 4{x} LTSSM Fault Up"),
+    (
+        "nvlink",
+        0.036,
+        "xid",
+        74,
+        "",
+        "NVLink: fatal error detected on link {x}",
+    ),
+    (
+        "nvlink",
+        0.024,
+        "sxid",
+        20034,
+        "",
+        "SXid (PCI:0000:05:00.0): 20034, Fatal, Link 4{x} LTSSM Fault Up",
+    ),
 ];
 /// Platform faults seen on a node: driver/GSP, container runtime, storage mount.
 const PLATFORM_NODE: [Template; 6] = [
-    ("driver", 1.0, "xid", 119, "", "Timeout after 6s of waiting for RPC response from GPU GSP! Expected function 76."),
+    (
+        "driver",
+        1.0,
+        "xid",
+        119,
+        "",
+        "Timeout after 6s of waiting for RPC response from GPU GSP! Expected function 76.",
+    ),
     ("driver", 1.0, "xid", 120, "", "GSP task timeout @ pc:0x{n}"),
-    ("driver", 1.0, "health_check", 0, "", "Failed to initialize NVML: Driver/library version mismatch"),
+    (
+        "driver",
+        1.0,
+        "health_check",
+        0,
+        "",
+        "Failed to initialize NVML: Driver/library version mismatch",
+    ),
     (
         "driver",
         1.0,
@@ -582,14 +733,42 @@ const PLATFORM_NODE: [Template; 6] = [
         "",
         "BUG: unable to handle page fault; RIP: nvidia_uvm_fault_handler [nvidia_uvm]",
     ),
-    ("runtime", 1.0, "health_check", 0, "", "containerd: failed to create shim task: OCI runtime create failed: runc"),
-    ("storage", 1.0, "health_check", 0, "", "/lustre not mounted: mount point missing after remount"),
+    (
+        "runtime",
+        1.0,
+        "health_check",
+        0,
+        "",
+        "containerd: failed to create shim task: OCI runtime create failed: runc",
+    ),
+    (
+        "storage",
+        1.0,
+        "health_check",
+        0,
+        "",
+        "/lustre not mounted: mount point missing after remount",
+    ),
 ];
 /// Signals the catalog cannot place; the NCCL one only occurs inside a job.
 const UNKNOWN: [Template; 3] = [
     ("unknown", 1.0, "xid", 8, "", "Channel timeout; GPU stopped processing."),
-    ("unknown", 1.0, "xid", 32, "", "Invalid or corrupted push buffer stream."),
-    ("unknown", 1.0, "nccl_error", 0, "", "NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"),
+    (
+        "unknown",
+        1.0,
+        "xid",
+        32,
+        "",
+        "Invalid or corrupted push buffer stream.",
+    ),
+    (
+        "unknown",
+        1.0,
+        "nccl_error",
+        0,
+        "",
+        "NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+    ),
 ];
 const TRACEBACK: &str = "Traceback (most recent call last):\n  File \"train.py\", line {n}, in <module>\n    main()\n";
 /// User faults ending a job: OOM, code errors, and the model itself (loss NaN).
@@ -611,8 +790,22 @@ const USER: [Template; 12] = [
         "{tb}ValueError: Expected input batch_size (32) to match target batch_size (64).",
     ),
     ("code", 0.06, "job_exit", 0, "", "{tb}KeyError: 'attention_mask'"),
-    ("code", 0.05, "job_exit", 0, "", "{tb}TypeError: forward() got an unexpected keyword argument 'use_cache'"),
-    ("code", 0.05, "job_exit", 0, "", "{tb}AttributeError: 'NoneType' object has no attribute 'shape'"),
+    (
+        "code",
+        0.05,
+        "job_exit",
+        0,
+        "",
+        "{tb}TypeError: forward() got an unexpected keyword argument 'use_cache'",
+    ),
+    (
+        "code",
+        0.05,
+        "job_exit",
+        0,
+        "",
+        "{tb}AttributeError: 'NoneType' object has no attribute 'shape'",
+    ),
     (
         "model",
         0.20,
@@ -621,10 +814,38 @@ const USER: [Template; 12] = [
         "abnormal_behavior",
         "RuntimeError: loss is NaN at step {n}; stopping (grad norm inf)",
     ),
-    ("code", 0.06, "xid", 13, "", "Graphics Exception: ESR 0x50df30=0x107000e"),
-    ("code", 0.06, "xid", 31, "", "MMU Fault: ENGINE GRAPHICS faulted @ 0x7f1c_{n}000. Fault is of type FAULT_PDE"),
-    ("code", 0.06, "cuda_error", 0, "", "CUDA error: an illegal memory access was encountered"),
-    ("oom", 0.07, "host_oom", 0, "", "Out of memory: Killed process {n} (python)"),
+    (
+        "code",
+        0.06,
+        "xid",
+        13,
+        "",
+        "Graphics Exception: ESR 0x50df30=0x107000e",
+    ),
+    (
+        "code",
+        0.06,
+        "xid",
+        31,
+        "",
+        "MMU Fault: ENGINE GRAPHICS faulted @ 0x7f1c_{n}000. Fault is of type FAULT_PDE",
+    ),
+    (
+        "code",
+        0.06,
+        "cuda_error",
+        0,
+        "",
+        "CUDA error: an illegal memory access was encountered",
+    ),
+    (
+        "oom",
+        0.07,
+        "host_oom",
+        0,
+        "",
+        "Out of memory: Killed process {n} (python)",
+    ),
     (
         "config",
         0.07,
@@ -633,7 +854,14 @@ const USER: [Template; 12] = [
         "",
         "checkpoint write failed: [Errno 13] Permission denied: '/lustre/ckpt/shared'",
     ),
-    ("code", 0.06, "nccl_error", 0, "", "NCCL error in: ProcessGroupNCCL.cpp:1269, invalid usage, ncclInvalidUsage"),
+    (
+        "code",
+        0.06,
+        "nccl_error",
+        0,
+        "",
+        "NCCL error in: ProcessGroupNCCL.cpp:1269, invalid usage, ncclInvalidUsage",
+    ),
 ];
 /// Platform faults ending a job; a preemption comes from the scheduler, not from a node.
 const PLATFORM_JOB: [Template; 5] = [
@@ -653,7 +881,14 @@ const PLATFORM_JOB: [Template; 5] = [
         "abnormal_behavior",
         "data loader read timed out after 600 s on /lustre/datasets",
     ),
-    ("scheduler", 1.0, "scheduler_error", 0, "", "JOB {job} preempted by a higher-priority job"),
+    (
+        "scheduler",
+        1.0,
+        "scheduler_error",
+        0,
+        "",
+        "JOB {job} preempted by a higher-priority job",
+    ),
     (
         "framework",
         1.0,
@@ -690,7 +925,11 @@ fn root_signal(
         .replace("{x}", &rng.range(1, 8).to_string())
         .replace("{n}", &rng.range(100, 90_000).to_string())
         .replace("{job}", job.map_or("", |j| &world.jobs[j].id));
-    let msg = if kind == "xid" { xid_line(g, code, job.is_some(), &msg, rng.range(1000, 400_000)) } else { msg };
+    let msg = if kind == "xid" {
+        xid_line(g, code, job.is_some(), &msg, rng.range(1000, 400_000))
+    } else {
+        msg
+    };
     let mut s = Sig::new(t, kind, msg).on(Some(n), job);
     s.symptom = Some(if sym.is_empty() { symptom } else { sym }).filter(|x| !x.is_empty());
     if code != 0 {
@@ -704,7 +943,11 @@ fn root_signal(
 
 /// A node-level hardware fault: the root signal(s) on `n`, plus the job's cascade if it was busy.
 fn hardware(world: &World, rng: &mut Rng, n: usize, t: i64, job: Option<usize>) -> (Vec<Sig>, &'static str) {
-    let symptom = if job.is_some() { *rng.pick(&["job_crash", "job_crash", "job_hang"]) } else { "" };
+    let symptom = if job.is_some() {
+        *rng.pick(&["job_crash", "job_crash", "job_hang"])
+    } else {
+        ""
+    };
     let (mut root, component) = root_signal(world, rng, &HARDWARE, t, n, job, symptom);
     let symptom = match (job.is_some(), component) {
         (true, "cooling") => "abnormal_behavior", // throttled GPUs slow the job down
@@ -716,19 +959,47 @@ fn hardware(world: &World, rng: &mut Rng, n: usize, t: i64, job: Option<usize>) 
     }
     let (kind, code, g) = (root.kind, root.code.unwrap_or(0), root.gpu.unwrap_or(0));
     // XID bursts: the driver repeats a memory or NVLink error a few times within seconds.
-    let repeats = if kind == "xid" && !matches!(code, 62 | 79) { rng.range(1, 5) } else { 1 };
-    let mut out: Vec<Sig> = (0..repeats).map(|i| Sig { t: t + 2 * i, ..root.clone() }).collect();
+    let repeats = if kind == "xid" && !matches!(code, 62 | 79) {
+        rng.range(1, 5)
+    } else {
+        1
+    };
+    let mut out: Vec<Sig> = (0..repeats)
+        .map(|i| Sig {
+            t: t + 2 * i,
+            ..root.clone()
+        })
+        .collect();
     if kind == "kernel_panic" {
         let m = format!("{} stopped answering heartbeats", world.nodes[n].host);
-        out.push(Sig::new(t + rng.range(MIN, 3 * MIN), "node_unreachable", m).on(Some(n), job).symptom("node_down"));
+        out.push(
+            Sig::new(t + rng.range(MIN, 3 * MIN), "node_unreachable", m)
+                .on(Some(n), job)
+                .symptom("node_down"),
+        );
     } else if kind == "xid" && code == 48 {
-        let m = xid_line(g, 63, job.is_some(), "Row remapping event recorded.", rng.range(1000, 400_000));
-        out.push(Sig::new(t + rng.range(10, 30), "xid", m).on(Some(n), job).gpu(g).code(63));
+        let m = xid_line(
+            g,
+            63,
+            job.is_some(),
+            "Row remapping event recorded.",
+            rng.range(1000, 400_000),
+        );
+        out.push(
+            Sig::new(t + rng.range(10, 30), "xid", m)
+                .on(Some(n), job)
+                .gpu(g)
+                .code(63),
+        );
     }
     if let Some(j) = job {
         if component == "network" {
             let m = "NCCL WARN NET/IB : Got completion from peer with error 12, vendor err 129 (Recv) on mlx5_2:1";
-            out.push(Sig::new(t + rng.range(10, 60), "nccl_error", m).on(Some(n), job).symptom(symptom));
+            out.push(
+                Sig::new(t + rng.range(10, 60), "nccl_error", m)
+                    .on(Some(n), job)
+                    .symptom(symptom),
+            );
         }
         let exit = match component {
             "gpu_memory" => "RuntimeError: CUDA error: uncorrectable ECC error encountered",
@@ -817,14 +1088,23 @@ fn job_failures(world: &mut World, rng: &mut Rng) {
                     ]);
                     (m, "platform", "scheduler")
                 };
-                let s = Sig::new(job.start, "submission_error", m).on(None, Some(j)).symptom("submission_failure");
+                let s = Sig::new(job.start, "submission_error", m)
+                    .on(None, Some(j))
+                    .symptom("submission_failure");
                 (vec![s], cat, comp)
             }
             Fate::User(t) | Fate::Platform(t) => {
-                let (table, cat): (&[Template], _) =
-                    if matches!(job.fate, Fate::User(_)) { (&USER, "user") } else { (&PLATFORM_JOB, "platform") };
+                let (table, cat): (&[Template], _) = if matches!(job.fate, Fate::User(_)) {
+                    (&USER, "user")
+                } else {
+                    (&PLATFORM_JOB, "platform")
+                };
                 // A user's rank can die anywhere; platform errors surface on the first node (checkpoint writer).
-                let n = if cat == "user" { *rng.pick(&job.nodes) } else { job.nodes[0] };
+                let n = if cat == "user" {
+                    *rng.pick(&job.nodes)
+                } else {
+                    job.nodes[0]
+                };
                 let (mut root, comp) = root_signal(world, rng, table, t, n, Some(j), "job_crash");
                 if root.kind == "scheduler_error" && root.msg.contains("preempted") {
                     root.node = None;
@@ -859,21 +1139,37 @@ fn noise(world: &mut World, rng: &mut Rng) {
         if hi <= lo {
             continue;
         }
-        let count = if straggler { (days * 0.6) as usize } else { usize::from(rng.chance(0.06)) };
+        let count = if straggler {
+            (days * 0.6) as usize
+        } else {
+            usize::from(rng.chance(0.06))
+        };
         for _ in 0..count {
             let t = rng.range(lo, hi);
             let job = world.job_at(n, t);
             let s = if straggler && job.is_some() {
                 let ratio = (rng.range(13, 21) as f64) / 10.0;
-                Sig::new(t, "slowdown", format!("step time {ratio:.1}x the job median on this rank"))
-                    .symptom("slowdown")
-                    .attr("step_time_ratio", json!(ratio))
+                Sig::new(
+                    t,
+                    "slowdown",
+                    format!("step time {ratio:.1}x the job median on this rank"),
+                )
+                .symptom("slowdown")
+                .attr("step_time_ratio", json!(ratio))
             } else if job.is_some() {
-                let cause = ["batch_size", "host_to_device_transfer", "checkpointing", "data_exchange"]
-                    [rng.weighted(&[25.0, 28.0, 16.0, 7.0])];
-                Sig::new(t, "low_utilization", format!("GPU utilisation {}% over the last hour", rng.range(5, 35)))
-                    .symptom("none")
-                    .attr("cause", json!(cause))
+                let cause = [
+                    "batch_size",
+                    "host_to_device_transfer",
+                    "checkpointing",
+                    "data_exchange",
+                ][rng.weighted(&[25.0, 28.0, 16.0, 7.0])];
+                Sig::new(
+                    t,
+                    "low_utilization",
+                    format!("GPU utilisation {}% over the last hour", rng.range(5, 35)),
+                )
+                .symptom("none")
+                .attr("cause", json!(cause))
             } else {
                 Sig::new(t, "health_check", "all checks passed").symptom("none")
             };
@@ -883,14 +1179,18 @@ fn noise(world: &mut World, rng: &mut Rng) {
 }
 
 fn rfc3339(start: i64, t: i64) -> String {
-    DateTime::<Utc>::from_timestamp(start + t, 0).expect("timestamp in range").format("%Y-%m-%dT%H:%M:%SZ").to_string()
+    DateTime::<Utc>::from_timestamp(start + t, 0)
+        .expect("timestamp in range")
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 fn render(cfg: &SimConfig, mut world: World) -> SimulatedFleet {
     let base = cfg.start.timestamp();
     let sizes: Vec<usize> = (0..POOLS.len()).map(|p| pool_nodes(&world.nodes, p).len()).collect();
-    let firsts: Vec<usize> =
-        (0..POOLS.len()).map(|p| world.nodes.iter().position(|n| n.pool == p).unwrap_or(0)).collect();
+    let firsts: Vec<usize> = (0..POOLS.len())
+        .map(|p| world.nodes.iter().position(|n| n.pool == p).unwrap_or(0))
+        .collect();
     let nodes = world
         .nodes
         .iter()
@@ -900,7 +1200,11 @@ fn render(cfg: &SimConfig, mut world: World) -> SimulatedFleet {
             let (pos, size) = (i - firsts[n.pool], sizes[n.pool]); // nodes are built pool by pool
             let per_group = (128 / gpus) as usize;
             // ~80% labelled in whole 128-GPU groups; a pool smaller than a group is one partial group.
-            let labelled = if size < per_group { size } else { size * 8 / 10 / per_group * per_group };
+            let labelled = if size < per_group {
+                size
+            } else {
+                size * 8 / 10 / per_group * per_group
+            };
             let mut v = json!({
                 "hostname": n.host, "cluster": cluster, "gpu_model": model, "gpu_count": gpus,
                 "rack": format!("{prefix}-r{:03}", pos / (32 / gpus as usize)),
@@ -933,7 +1237,11 @@ fn render(cfg: &SimConfig, mut world: World) -> SimulatedFleet {
                 v["node"] = json!(world.nodes[n].host);
             }
             if s.gpu.is_some() || s.node.is_none() {
-                let pool = s.node.map(|n| world.nodes[n].pool).or(s.job.map(|j| world.jobs[j].pool)).unwrap_or(0);
+                let pool = s
+                    .node
+                    .map(|n| world.nodes[n].pool)
+                    .or(s.job.map(|j| world.jobs[j].pool))
+                    .unwrap_or(0);
                 v["gpu_model"] = json!(POOLS[pool].2);
             }
             if let Some(g) = s.gpu {
@@ -955,7 +1263,11 @@ fn render(cfg: &SimConfig, mut world: World) -> SimulatedFleet {
             v
         })
         .collect();
-    SimulatedFleet { nodes, events, truth: world.truth }
+    SimulatedFleet {
+        nodes,
+        events,
+        truth: world.truth,
+    }
 }
 
 #[cfg(test)]
@@ -964,18 +1276,32 @@ mod tests {
     use std::collections::{HashMap, HashSet};
 
     fn ts(v: &Value) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap().with_timezone(&Utc)
+        DateTime::parse_from_rfc3339(v.as_str().unwrap())
+            .unwrap()
+            .with_timezone(&Utc)
     }
 
     #[test]
     fn same_config_same_bytes_and_seeds_differ() {
         let a = simulate(&SimConfig::default());
         let b = simulate(&SimConfig::default());
-        assert_eq!(serde_json::to_string(&a.events).unwrap(), serde_json::to_string(&b.events).unwrap());
-        assert_eq!(serde_json::to_string(&a.nodes).unwrap(), serde_json::to_string(&b.nodes).unwrap());
+        assert_eq!(
+            serde_json::to_string(&a.events).unwrap(),
+            serde_json::to_string(&b.events).unwrap()
+        );
+        assert_eq!(
+            serde_json::to_string(&a.nodes).unwrap(),
+            serde_json::to_string(&b.nodes).unwrap()
+        );
         assert_eq!(a.truth, b.truth);
-        let c = simulate(&SimConfig { seed: 7, ..SimConfig::default() });
-        assert_ne!(serde_json::to_string(&a.events).unwrap(), serde_json::to_string(&c.events).unwrap());
+        let c = simulate(&SimConfig {
+            seed: 7,
+            ..SimConfig::default()
+        });
+        assert_ne!(
+            serde_json::to_string(&a.events).unwrap(),
+            serde_json::to_string(&c.events).unwrap()
+        );
         assert_ne!(a.events[0]["id"], c.events[0]["id"]);
     }
 
@@ -985,7 +1311,11 @@ mod tests {
         let f = simulate(&cfg);
         let ids: HashSet<&str> = f.events.iter().map(|e| e["id"].as_str().unwrap()).collect();
         assert_eq!(ids.len(), f.events.len());
-        assert!(f.events.windows(2).all(|w| ts(&w[0]["occurred_at"]) <= ts(&w[1]["occurred_at"])));
+        assert!(
+            f.events
+                .windows(2)
+                .all(|w| ts(&w[0]["occurred_at"]) <= ts(&w[1]["occurred_at"]))
+        );
         let mut inventory = HashMap::new();
         for n in &f.nodes {
             let key = (n["cluster"].as_str().unwrap(), n["hostname"].as_str().unwrap());
@@ -997,7 +1327,10 @@ mod tests {
             assert!(at >= cfg.start && at < end);
             if e["symptom"] == "none" {
                 // The server ignores symptom `none`: only benign signals may carry it.
-                assert!(e["kind"] == "low_utilization" || e["message"] == "all checks passed", "{e}");
+                assert!(
+                    e["kind"] == "low_utilization" || e["message"] == "all checks passed",
+                    "{e}"
+                );
             }
             if let Some(host) = e["node"].as_str() {
                 let n = inventory[&(e["cluster"].as_str().unwrap(), host)];
@@ -1069,8 +1402,11 @@ mod tests {
         assert!((1.0..7.0).contains(&per_group_week), "{per_group_week}");
         let unlabelled = f.nodes.iter().filter(|n| n.get("group").is_none()).count() as f64 / f.nodes.len() as f64;
         assert!((0.12..0.30).contains(&unlabelled), "{unlabelled}");
-        let benign =
-            f.events.iter().filter(|e| ["slowdown", "low_utilization"].contains(&e["kind"].as_str().unwrap())).count();
+        let benign = f
+            .events
+            .iter()
+            .filter(|e| ["slowdown", "low_utilization"].contains(&e["kind"].as_str().unwrap()))
+            .count();
         assert!(benign > 0 && (benign as f64) < 0.02 * f.events.len() as f64, "{benign}");
         assert!(f.events.iter().any(|e| e["message"] == "all checks passed"));
         let explicit = f.events.iter().filter(|e| e.get("root_cause").is_some()).count();
@@ -1082,11 +1418,24 @@ mod tests {
         let f = simulate(&SimConfig::default());
         // Root signal = first non-timeout signal of each (job, 10-minute) burst; count big-job causes
         // by the signals the catalog maps to hardware.
-        let hw_kinds = ["kernel_panic", "power", "fan", "thermal", "link_flap", "link_down", "ecc", "sxid"];
+        let hw_kinds = [
+            "kernel_panic",
+            "power",
+            "fan",
+            "thermal",
+            "link_flap",
+            "link_down",
+            "ecc",
+            "sxid",
+        ];
         let mut big_hw = 0;
         let mut big_user = 0;
         let mut per_node: HashMap<&str, usize> = HashMap::new();
-        for e in f.events.iter().filter(|e| e["kind"] != "nccl_timeout" && e["kind"] != "job_exit") {
+        for e in f
+            .events
+            .iter()
+            .filter(|e| e["kind"] != "nccl_timeout" && e["kind"] != "job_exit")
+        {
             let kind = e["kind"].as_str().unwrap();
             let hw = hw_kinds.contains(&kind)
                 || (kind == "xid" && [48, 62, 74, 79, 94, 95].contains(&e["code"].as_i64().unwrap_or(0)));
@@ -1107,7 +1456,11 @@ mod tests {
     #[test]
     fn small_and_tiny_fleets_work() {
         for nodes in [0, 1, 6, 40] {
-            let f = simulate(&SimConfig { nodes, days: 7, ..SimConfig::default() });
+            let f = simulate(&SimConfig {
+                nodes,
+                days: 7,
+                ..SimConfig::default()
+            });
             assert_eq!(f.nodes.len(), nodes as usize);
         }
     }
@@ -1117,6 +1470,11 @@ mod tests {
         let t0 = std::time::Instant::now();
         let f = simulate(&SimConfig::default());
         let limit = if cfg!(debug_assertions) { 10.0 } else { 1.0 };
-        assert!(t0.elapsed().as_secs_f64() < limit, "{:?} for {} events", t0.elapsed(), f.events.len());
+        assert!(
+            t0.elapsed().as_secs_f64() < limit,
+            "{:?} for {} events",
+            t0.elapsed(),
+            f.events.len()
+        );
     }
 }

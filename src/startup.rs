@@ -58,7 +58,11 @@ async fn not_found(uri: axum::http::Uri) -> ApiError {
 
 async fn track_requests(req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".into());
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".into());
     let method = req.method().to_string();
     let response = next.run(req).await;
     let status = response.status().as_u16().to_string();

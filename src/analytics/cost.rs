@@ -157,7 +157,9 @@ pub struct RecoverySummary {
 
 pub fn recovery(failures: &[RecoveryFailure]) -> RecoverySummary {
     let downtimes: Vec<f64> = failures.iter().filter_map(RecoveryFailure::downtime_minutes).collect();
-    let phase_values: Vec<Vec<f64>> = (0..4).map(|i| failures.iter().filter_map(|f| f.phases.get(i)).collect()).collect();
+    let phase_values: Vec<Vec<f64>> = (0..4)
+        .map(|i| failures.iter().filter_map(|f| f.phases.get(i)).collect())
+        .collect();
     let all_phase_minutes: f64 = phase_values.iter().flatten().sum();
     let phases = Phases::NAMES
         .iter()
@@ -165,7 +167,11 @@ pub fn recovery(failures: &[RecoveryFailure]) -> RecoverySummary {
         .map(|(name, v)| PhaseStat {
             phase: name.to_string(),
             minutes: distribution(v),
-            share_of_phase_minutes: if all_phase_minutes > 0.0 { round6(v.iter().sum::<f64>() / all_phase_minutes) } else { 0.0 },
+            share_of_phase_minutes: if all_phase_minutes > 0.0 {
+                round6(v.iter().sum::<f64>() / all_phase_minutes)
+            } else {
+                0.0
+            },
         })
         .collect();
     let n = failures.len() as u64;
@@ -273,7 +279,12 @@ pub struct FleetEttr {
 
 /// Per-job and fleet ETTR over the jobs running in [from, to). `failures` are the window's failures;
 /// those naming a job of `jobs` count against it, their downtime capped at the job's wall clock.
-pub fn ettr(jobs: &[JobRun], failures: &[RecoveryFailure], from: DateTime<Utc>, to: DateTime<Utc>) -> (Vec<JobEttr>, FleetEttr) {
+pub fn ettr(
+    jobs: &[JobRun],
+    failures: &[RecoveryFailure],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> (Vec<JobEttr>, FleetEttr) {
     let mut by_job: HashMap<(&str, &str), (f64, u64, u64)> = HashMap::new();
     for f in failures {
         if let Some(j) = &f.job_id {
@@ -293,7 +304,10 @@ pub fn ettr(jobs: &[JobRun], failures: &[RecoveryFailure], from: DateTime<Utc>, 
         if wall <= 0.0 {
             continue;
         }
-        let (down, n, unknown) = by_job.get(&(j.cluster.as_str(), j.job_id.as_str())).copied().unwrap_or_default();
+        let (down, n, unknown) = by_job
+            .get(&(j.cluster.as_str(), j.job_id.as_str()))
+            .copied()
+            .unwrap_or_default();
         let down = down.min(wall);
         gpu_wall += wall * f64::from(j.gpus);
         gpu_lost += down * f64::from(j.gpus);
@@ -316,7 +330,12 @@ pub fn ettr(jobs: &[JobRun], failures: &[RecoveryFailure], from: DateTime<Utc>, 
         ettr: (gpu_wall > 0.0).then(|| round6((gpu_wall - gpu_lost) / gpu_wall)),
         mean_job_ettr: r6(mean(&per_job)),
     };
-    rows.sort_by(|a, b| a.ettr.unwrap_or(1.0).total_cmp(&b.ettr.unwrap_or(1.0)).then_with(|| a.job_id.cmp(&b.job_id)));
+    rows.sort_by(|a, b| {
+        a.ettr
+            .unwrap_or(1.0)
+            .total_cmp(&b.ettr.unwrap_or(1.0))
+            .then_with(|| a.job_id.cmp(&b.job_id))
+    });
     (rows, fleet)
 }
 
@@ -342,7 +361,12 @@ pub struct ErrorRow {
 }
 
 /// (kind, code, failures, signals, severity) rows into shares, most frequent first, at most `limit`.
-pub fn top_errors(rows: Vec<(String, Option<i64>, u64, u64, String)>, total_failures: u64, total_signals: u64, limit: usize) -> Vec<ErrorRow> {
+pub fn top_errors(
+    rows: Vec<(String, Option<i64>, u64, u64, String)>,
+    total_failures: u64,
+    total_signals: u64,
+    limit: usize,
+) -> Vec<ErrorRow> {
     let mut out: Vec<ErrorRow> = rows
         .into_iter()
         .map(|(kind, code, failures, signals, severity)| ErrorRow {
@@ -356,7 +380,12 @@ pub fn top_errors(rows: Vec<(String, Option<i64>, u64, u64, String)>, total_fail
             severity,
         })
         .collect();
-    out.sort_by(|a, b| b.failures.cmp(&a.failures).then(b.signals.cmp(&a.signals)).then_with(|| a.label.cmp(&b.label)));
+    out.sort_by(|a, b| {
+        b.failures
+            .cmp(&a.failures)
+            .then(b.signals.cmp(&a.signals))
+            .then_with(|| a.label.cmp(&b.label))
+    });
     out.truncate(limit);
     out
 }
@@ -387,7 +416,11 @@ pub struct NodeFailureCount {
 
 /// Nodes sorted worst first (ties by name) and the tiers. `population`: nodes that could fail (in
 /// service in the window); nodes with failures but outside the inventory are added to it.
-pub fn concentration(per_node: &[((String, String), u64)], population: u64, fractions: &[f64]) -> (Vec<NodeFailureCount>, Vec<ConcentrationTier>) {
+pub fn concentration(
+    per_node: &[((String, String), u64)],
+    population: u64,
+    fractions: &[f64],
+) -> (Vec<NodeFailureCount>, Vec<ConcentrationTier>) {
     let mut nodes: Vec<&((String, String), u64)> = per_node.iter().filter(|(_, n)| *n > 0).collect();
     nodes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let total: u64 = nodes.iter().map(|(_, n)| n).sum();
@@ -397,7 +430,12 @@ pub fn concentration(per_node: &[((String, String), u64)], population: u64, frac
         .iter()
         .map(|((c, h), n)| {
             cumulative += n;
-            NodeFailureCount { cluster: c.clone(), hostname: h.clone(), failures: *n, cumulative_share: round6(ratio(cumulative, total)) }
+            NodeFailureCount {
+                cluster: c.clone(),
+                hostname: h.clone(),
+                failures: *n,
+                cumulative_share: round6(ratio(cumulative, total)),
+            }
         })
         .collect();
     let tiers = fractions
@@ -405,7 +443,12 @@ pub fn concentration(per_node: &[((String, String), u64)], population: u64, frac
         .map(|&p| {
             let k = ((p * population as f64).ceil() as u64).max(1);
             let failures: u64 = ranked.iter().take(k as usize).map(|r| r.failures).sum();
-            ConcentrationTier { worst_fraction: p, nodes: k, failures, share: round6(ratio(failures, total)) }
+            ConcentrationTier {
+                worst_fraction: p,
+                nodes: k,
+                failures,
+                share: round6(ratio(failures, total)),
+            }
         })
         .collect();
     (ranked, tiers)
@@ -416,11 +459,20 @@ pub fn concentration(per_node: &[((String, String), u64)], population: u64, frac
 // ---------------------------------------------------------------------------
 
 /// Size buckets by GPUs, named by their range: the literature's 8, 64, 128, 512, 1024+ marks.
-pub const SIZE_BUCKETS: [(&str, u32, u32); 6] =
-    [("1-8", 1, 8), ("9-64", 9, 64), ("65-128", 65, 128), ("129-512", 129, 512), ("513-1023", 513, 1023), ("1024+", 1024, u32::MAX)];
+pub const SIZE_BUCKETS: [(&str, u32, u32); 6] = [
+    ("1-8", 1, 8),
+    ("9-64", 9, 64),
+    ("65-128", 65, 128),
+    ("129-512", 129, 512),
+    ("513-1023", 513, 1023),
+    ("1024+", 1024, u32::MAX),
+];
 
 pub fn bucket_of(gpus: u32) -> &'static str {
-    SIZE_BUCKETS.iter().find(|(_, lo, hi)| (*lo..=*hi).contains(&gpus)).map_or("1-8", |b| b.0)
+    SIZE_BUCKETS
+        .iter()
+        .find(|(_, lo, hi)| (*lo..=*hi).contains(&gpus))
+        .map_or("1-8", |b| b.0)
 }
 
 /// A job with the failures attributed to it in the window.
@@ -463,7 +515,12 @@ pub struct LargestJobs {
     pub failure_rate: f64,
 }
 
-pub fn job_size(outcomes: &[JobOutcome], from: DateTime<Utc>, to: DateTime<Utc>, largest_fraction: f64) -> (Vec<SizeBucket>, LargestJobs) {
+pub fn job_size(
+    outcomes: &[JobOutcome],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    largest_fraction: f64,
+) -> (Vec<SizeBucket>, LargestJobs) {
     let buckets = SIZE_BUCKETS
         .iter()
         .map(|(name, _, _)| {
@@ -471,7 +528,10 @@ pub fn job_size(outcomes: &[JobOutcome], from: DateTime<Utc>, to: DateTime<Utc>,
             let failed = mine.iter().filter(|o| o.failed()).count() as u64;
             let failures: u64 = mine.iter().map(|o| o.failures).sum();
             let job_hours: f64 = mine.iter().map(|o| o.job.wall_hours(from, to)).sum();
-            let gpu_hours: f64 = mine.iter().map(|o| o.job.wall_hours(from, to) * f64::from(o.job.gpus)).sum();
+            let gpu_hours: f64 = mine
+                .iter()
+                .map(|o| o.job.wall_hours(from, to) * f64::from(o.job.gpus))
+                .sum();
             SizeBucket {
                 bucket: name.to_string(),
                 jobs: mine.len() as u64,
@@ -486,12 +546,17 @@ pub fn job_size(outcomes: &[JobOutcome], from: DateTime<Utc>, to: DateTime<Utc>,
         .collect();
     let mut sorted: Vec<&JobOutcome> = outcomes.iter().collect();
     sorted.sort_by(|a, b| {
-        b.job.gpus
+        b.job
+            .gpus
             .cmp(&a.job.gpus)
             .then(b.job.wall_hours(from, to).total_cmp(&a.job.wall_hours(from, to)))
             .then_with(|| a.job.job_id.cmp(&b.job.job_id))
     });
-    let k = if sorted.is_empty() { 0 } else { ((largest_fraction * sorted.len() as f64).ceil() as usize).max(1) };
+    let k = if sorted.is_empty() {
+        0
+    } else {
+        ((largest_fraction * sorted.len() as f64).ceil() as usize).max(1)
+    };
     let top = &sorted[..k];
     let failed = top.iter().filter(|o| o.failed()).count() as u64;
     let largest = LargestJobs {
@@ -518,9 +583,17 @@ pub fn project_mttf(failures_per_node_day: f64, gpus_per_node: f64, sizes: &[u64
     sizes
         .iter()
         .map(|&gpus| {
-            let nodes = if gpus_per_node > 0.0 { (gpus as f64 / gpus_per_node).ceil() as u64 } else { 0 };
+            let nodes = if gpus_per_node > 0.0 {
+                (gpus as f64 / gpus_per_node).ceil() as u64
+            } else {
+                0
+            };
             let rate = nodes as f64 * failures_per_node_day;
-            MttfProjection { gpus, nodes, mttf_hours: (rate > 0.0).then(|| round6(24.0 / rate)) }
+            MttfProjection {
+                gpus,
+                nodes,
+                mttf_hours: (rate > 0.0).then(|| round6(24.0 / rate)),
+            }
         })
         .collect()
 }
@@ -569,17 +642,28 @@ pub struct StragglerEpisode {
 
 /// Episodes per node: signals with ratio >= min_ratio, each covering [at - duration, at] (duration
 /// `default_minutes` when not sent); intervals closer than `gap` merge into one episode.
-pub fn straggler_episodes(signals: &[SlowdownSignal], min_ratio: f64, default_minutes: f64, gap: Duration) -> Vec<StragglerEpisode> {
+pub fn straggler_episodes(
+    signals: &[SlowdownSignal],
+    min_ratio: f64,
+    default_minutes: f64,
+    gap: Duration,
+) -> Vec<StragglerEpisode> {
     let mut by_node: BTreeMap<(&str, &str), Vec<&SlowdownSignal>> = BTreeMap::new();
     for s in signals.iter().filter(|s| s.ratio >= min_ratio) {
-        by_node.entry((s.cluster.as_str(), s.node.as_str())).or_default().push(s);
+        by_node
+            .entry((s.cluster.as_str(), s.node.as_str()))
+            .or_default()
+            .push(s);
     }
     let mut episodes = Vec::new();
     for ((cluster, node), mut sigs) in by_node {
         sigs.sort_by_key(|s| s.at);
         let mut current: Option<(StragglerEpisode, f64)> = None;
         for s in sigs {
-            let secs = s.duration_seconds.filter(|d| d.is_finite() && *d > 0.0).unwrap_or(default_minutes * 60.0);
+            let secs = s
+                .duration_seconds
+                .filter(|d| d.is_finite() && *d > 0.0)
+                .unwrap_or(default_minutes * 60.0);
             let start = s.at - Duration::milliseconds((secs * 1000.0) as i64);
             let wasted = f64::from(s.job_gpus.unwrap_or(0)) * secs / 3600.0 * (1.0 - 1.0 / s.ratio);
             if let Some((ep, sum)) = current.as_mut()
@@ -644,7 +728,10 @@ pub const EFFICIENCY_CAUSES: [(&str, &str); 6] = [
 ];
 
 pub fn coarse_cause(fine: &str) -> &'static str {
-    EFFICIENCY_CAUSES.iter().find(|(f, _)| *f == fine).map_or("other", |(_, c)| c)
+    EFFICIENCY_CAUSES
+        .iter()
+        .find(|(f, _)| *f == fine)
+        .map_or("other", |(_, c)| c)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
@@ -662,7 +749,10 @@ pub struct CauseShare {
 /// Incidents by cause (None = the sender named none: `unspecified`) into fine and coarse mixes.
 pub fn efficiency_mix(incidents: &[(Option<String>, u64, f64)]) -> (Vec<CauseShare>, Vec<CauseShare>) {
     let total: u64 = incidents.iter().map(|i| i.1).sum();
-    let mut fine: BTreeMap<String, (u64, f64)> = EFFICIENCY_CAUSES.iter().map(|(c, _)| (c.to_string(), (0, 0.0))).collect();
+    let mut fine: BTreeMap<String, (u64, f64)> = EFFICIENCY_CAUSES
+        .iter()
+        .map(|(c, _)| (c.to_string(), (0, 0.0)))
+        .collect();
     for (cause, n, h) in incidents {
         let name = match cause.as_deref() {
             None | Some("") => "unspecified".to_string(),
@@ -673,7 +763,9 @@ pub fn efficiency_mix(incidents: &[(Option<String>, u64, f64)]) -> (Vec<CauseSha
         e.0 += n;
         e.1 += h;
     }
-    let mut coarse: BTreeMap<&str, (u64, f64)> = [("model", (0, 0.0)), ("data", (0, 0.0)), ("other", (0, 0.0))].into_iter().collect();
+    let mut coarse: BTreeMap<&str, (u64, f64)> = [("model", (0, 0.0)), ("data", (0, 0.0)), ("other", (0, 0.0))]
+        .into_iter()
+        .collect();
     for (c, (n, h)) in &fine {
         let e = coarse.entry(coarse_cause(c)).or_default();
         e.0 += n;
@@ -682,13 +774,28 @@ pub fn efficiency_mix(incidents: &[(Option<String>, u64, f64)]) -> (Vec<CauseSha
     let to_rows = |m: Vec<(String, String, u64, f64)>| {
         let mut v: Vec<CauseShare> = m
             .into_iter()
-            .map(|(cause, coarse, incidents, h)| CauseShare { cause, coarse, incidents, share: round6(ratio(incidents, total)), hours: round6(h) })
+            .map(|(cause, coarse, incidents, h)| CauseShare {
+                cause,
+                coarse,
+                incidents,
+                share: round6(ratio(incidents, total)),
+                hours: round6(h),
+            })
             .collect();
         v.sort_by(|a, b| b.incidents.cmp(&a.incidents).then_with(|| a.cause.cmp(&b.cause)));
         v
     };
-    let fine_rows = to_rows(fine.into_iter().map(|(c, (n, h))| (c.clone(), coarse_cause(&c).to_string(), n, h)).collect());
-    let coarse_rows = to_rows(coarse.into_iter().map(|(c, (n, h))| (c.to_string(), c.to_string(), n, h)).collect());
+    let fine_rows = to_rows(
+        fine.into_iter()
+            .map(|(c, (n, h))| (c.clone(), coarse_cause(&c).to_string(), n, h))
+            .collect(),
+    );
+    let coarse_rows = to_rows(
+        coarse
+            .into_iter()
+            .map(|(c, (n, h))| (c.to_string(), c.to_string(), n, h))
+            .collect(),
+    );
     (fine_rows, coarse_rows)
 }
 
@@ -732,17 +839,43 @@ pub struct TimelinePoint {
 }
 
 /// Every period touching [from, to), in order, with its failures per category (zeros included).
-pub fn timeline(counts: &[(NaiveDate, String, u64)], period: Period, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<TimelinePoint> {
+pub fn timeline(
+    counts: &[(NaiveDate, String, u64)],
+    period: Period,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Vec<TimelinePoint> {
     let mut points: BTreeMap<NaiveDate, TimelinePoint> = BTreeMap::new();
     let mut p = period.start_of(from);
-    let last = if to > from { period.start_of(to - Duration::milliseconds(1)) } else { p };
+    let last = if to > from {
+        period.start_of(to - Duration::milliseconds(1))
+    } else {
+        p
+    };
     while p <= last {
-        points.insert(p, TimelinePoint { period: p, hardware: 0, platform: 0, user: 0, unknown: 0, total: 0 });
+        points.insert(
+            p,
+            TimelinePoint {
+                period: p,
+                hardware: 0,
+                platform: 0,
+                user: 0,
+                unknown: 0,
+                total: 0,
+            },
+        );
         p += period.step();
     }
     for (day, category, n) in counts {
         let key = period.start_of(day.and_hms_opt(0, 0, 0).expect("midnight exists").and_utc());
-        let point = points.entry(key).or_insert(TimelinePoint { period: key, hardware: 0, platform: 0, user: 0, unknown: 0, total: 0 });
+        let point = points.entry(key).or_insert(TimelinePoint {
+            period: key,
+            hardware: 0,
+            platform: 0,
+            user: 0,
+            unknown: 0,
+            total: 0,
+        });
         match category.as_str() {
             "hardware" => point.hardware += n,
             "platform" => point.platform += n,
@@ -762,7 +895,13 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn failure(category: &str, transient: bool, resolution: Option<&str>, phases: Phases, gpus: Option<u32>) -> RecoveryFailure {
+    fn failure(
+        category: &str,
+        transient: bool,
+        resolution: Option<&str>,
+        phases: Phases,
+        gpus: Option<u32>,
+    ) -> RecoveryFailure {
         RecoveryFailure {
             id: uuid::Uuid::nil(),
             cluster: "c1".into(),
@@ -779,18 +918,40 @@ mod tests {
     }
 
     fn ph(d: f64, r: f64, s: f64, c: f64) -> Phases {
-        Phases { detection: Some(d), resubmission: Some(r), setup: Some(s), recomputation: Some(c) }
+        Phases {
+            detection: Some(d),
+            resubmission: Some(r),
+            setup: Some(s),
+            recomputation: Some(c),
+        }
     }
 
     #[test]
     fn downtime_is_the_sum_of_phases_else_the_resolution_time() {
         // Unicron's GPT-3 recovery: 30 + 9 + 14 + 15 = 68 minutes.
-        assert_eq!(downtime_minutes(&ph(30.0, 9.0, 14.0, 15.0), t("2026-11-02T10:00:00Z"), None), Some(68.0));
+        assert_eq!(
+            downtime_minutes(&ph(30.0, 9.0, 14.0, 15.0), t("2026-11-02T10:00:00Z"), None),
+            Some(68.0)
+        );
         // No phases: resolved 1 h 30 min after the first signal = 90 minutes.
-        assert_eq!(downtime_minutes(&Phases::default(), t("2026-11-02T10:00:00Z"), Some(t("2026-11-02T11:30:00Z"))), Some(90.0));
-        assert_eq!(downtime_minutes(&Phases::default(), t("2026-11-02T10:00:00Z"), None), None);
+        assert_eq!(
+            downtime_minutes(
+                &Phases::default(),
+                t("2026-11-02T10:00:00Z"),
+                Some(t("2026-11-02T11:30:00Z"))
+            ),
+            Some(90.0)
+        );
+        assert_eq!(
+            downtime_minutes(&Phases::default(), t("2026-11-02T10:00:00Z"), None),
+            None
+        );
         // Only some phases recorded: their sum (30 + 15).
-        let partial = Phases { detection: Some(30.0), recomputation: Some(15.0), ..Default::default() };
+        let partial = Phases {
+            detection: Some(30.0),
+            recomputation: Some(15.0),
+            ..Default::default()
+        };
         assert_eq!(downtime_minutes(&partial, t("2026-11-02T10:00:00Z"), None), Some(45.0));
     }
 
@@ -802,7 +963,16 @@ mod tests {
             // 20 min on 8 GPUs: 20/60 x 8 = 2.666667.
             failure("hardware", false, None, ph(10.0, 5.0, 5.0, 0.0), Some(8)),
             // 120 min, no GPU count.
-            failure("user", false, Some("transient_restart"), Phases { detection: Some(120.0), ..Default::default() }, None),
+            failure(
+                "user",
+                false,
+                Some("transient_restart"),
+                Phases {
+                    detection: Some(120.0),
+                    ..Default::default()
+                },
+                None,
+            ),
             // Unknown downtime; catalog says transient.
             failure("platform", true, None, Phases::default(), Some(16)),
         ];
@@ -824,7 +994,10 @@ mod tests {
         // Transient: #1 resolved as drained (not transient despite the catalog), #3 restart, #4 catalog: 2 / 4.
         assert_eq!((s.transient_failures, s.transient_share), (2, 0.5));
         // Hardware: 2, of which #1 drained: 0.5.
-        assert_eq!((s.hardware_failures, s.hardware_failures_drained, s.hardware_drain_share), (2, 1, 0.5));
+        assert_eq!(
+            (s.hardware_failures, s.hardware_failures_drained, s.hardware_drain_share),
+            (2, 1, 0.5)
+        );
         assert_eq!(s.gpu_hours_lost, 147.733333);
         assert_eq!(s.failures_without_gpus, 1);
     }
@@ -858,7 +1031,10 @@ mod tests {
         };
         // j1: 128 GPUs, 10 h, one 68-minute failure and one of unknown downtime.
         // j2: 8 GPUs, started before the window, runs to its end: 12 h inside the window, no failure.
-        let jobs = vec![job("j1", 128, "2026-11-01T00:00:00Z", Some("2026-11-01T10:00:00Z")), job("j2", 8, "2026-10-31T00:00:00Z", None)];
+        let jobs = vec![
+            job("j1", 128, "2026-11-01T00:00:00Z", Some("2026-11-01T10:00:00Z")),
+            job("j2", 8, "2026-10-31T00:00:00Z", None),
+        ];
         let mut f1 = failure("hardware", false, None, ph(30.0, 9.0, 14.0, 15.0), Some(128));
         f1.job_id = Some("j1".into());
         let mut f2 = failure("user", false, None, Phases::default(), Some(128));
@@ -866,7 +1042,10 @@ mod tests {
         let (rows, fleet) = ettr(&jobs, &[f1, f2], from, to);
         // j1: (10 - 68/60) / 10 = 8.866667 / 10 = 0.886667.
         let j1 = rows.iter().find(|r| r.job_id == "j1").unwrap();
-        assert_eq!((j1.wall_clock_hours, j1.downtime_hours, j1.ettr), (10.0, 1.133333, Some(0.886667)));
+        assert_eq!(
+            (j1.wall_clock_hours, j1.downtime_hours, j1.ettr),
+            (10.0, 1.133333, Some(0.886667))
+        );
         assert_eq!((j1.failures, j1.failures_without_downtime), (2, 1));
         let j2 = rows.iter().find(|r| r.job_id == "j2").unwrap();
         assert_eq!((j2.wall_clock_hours, j2.ettr), (24.0, Some(1.0)));
@@ -889,23 +1068,34 @@ mod tests {
         // 100 failures, 200 signals: NCCL 10 / 100 = 0.1 of failures, 40 / 200 = 0.2 of signals.
         let out = top_errors(rows, 100, 200, 2);
         assert_eq!(out.len(), 2);
-        assert_eq!((out[0].label.as_str(), out[0].share, out[0].signal_share), ("nccl_timeout", 0.1, 0.2));
+        assert_eq!(
+            (out[0].label.as_str(), out[0].share, out[0].signal_share),
+            ("nccl_timeout", 0.1, 0.2)
+        );
         // ECC and NVLink tie on failures; NVLink has more signals.
         assert_eq!((out[1].label.as_str(), out[1].share), ("nvlink", 0.05));
-        assert_eq!(top_errors(vec![("xid".into(), Some(79), 1, 1, "critical".into())], 1, 1, 5)[0].label, "xid 79");
+        assert_eq!(
+            top_errors(vec![("xid".into(), Some(79), 1, 1, "critical".into())], 1, 1, 5)[0].label,
+            "xid 79"
+        );
     }
 
     #[test]
     fn concentration_tiers_by_hand() {
         // 200 nodes in service; 4 failing nodes: n1 with 10, n2 with 5, n3 and n4 with 1: 17 failures.
-        let per_node: Vec<((String, String), u64)> =
-            [("n1", 10), ("n2", 5), ("n3", 1), ("n4", 1)].iter().map(|(h, n)| (("c1".to_string(), h.to_string()), *n)).collect();
+        let per_node: Vec<((String, String), u64)> = [("n1", 10), ("n2", 5), ("n3", 1), ("n4", 1)]
+            .iter()
+            .map(|(h, n)| (("c1".to_string(), h.to_string()), *n))
+            .collect();
         let (ranked, tiers) = concentration(&per_node, 200, &[0.01, 0.05, 0.10]);
         // 1% of 200 = 2 nodes: n1 + n2 = 15 / 17 = 0.882353; 5% = 10 nodes and 10% = 20: all 17.
         assert_eq!((tiers[0].nodes, tiers[0].failures, tiers[0].share), (2, 15, 0.882353));
         assert_eq!((tiers[1].nodes, tiers[1].share), (10, 1.0));
         assert_eq!(tiers[2].nodes, 20);
-        assert_eq!((ranked[0].hostname.as_str(), ranked[0].cumulative_share), ("n1", 0.588235));
+        assert_eq!(
+            (ranked[0].hostname.as_str(), ranked[0].cumulative_share),
+            ("n1", 0.588235)
+        );
         assert_eq!(ranked[3].hostname, "n4");
         // A tiny fleet still takes at least one node: 1% of 10 = 0.1 -> 1 node, 10 / 17.
         let (_, tiers) = concentration(&per_node, 10, &[0.01]);
@@ -914,7 +1104,17 @@ mod tests {
 
     #[test]
     fn buckets_and_job_size_by_hand() {
-        assert_eq!((bucket_of(8), bucket_of(9), bucket_of(128), bucket_of(1023), bucket_of(1024), bucket_of(4096)), ("1-8", "9-64", "65-128", "513-1023", "1024+", "1024+"));
+        assert_eq!(
+            (
+                bucket_of(8),
+                bucket_of(9),
+                bucket_of(128),
+                bucket_of(1023),
+                bucket_of(1024),
+                bucket_of(4096)
+            ),
+            ("1-8", "9-64", "65-128", "513-1023", "1024+", "1024+")
+        );
         let (from, to) = (t("2026-11-01T00:00:00Z"), t("2026-11-11T00:00:00Z"));
         let job = |id: &str, gpus, hours: i64, state: &str, failures| JobOutcome {
             job: JobRun {
@@ -930,19 +1130,43 @@ mod tests {
         };
         // 20 jobs: 18 of 8 GPUs x 10 h (2 failed by scheduler state only), one 128-GPU job of 100 h
         // with 4 failures, one 1024-GPU job of 50 h with 1 failure, cancelled.
-        let mut jobs: Vec<JobOutcome> = (0..18).map(|i| job(&format!("s{i:02}"), 8, 10, if i < 2 { "failed" } else { "completed" }, 0)).collect();
+        let mut jobs: Vec<JobOutcome> = (0..18)
+            .map(|i| {
+                job(
+                    &format!("s{i:02}"),
+                    8,
+                    10,
+                    if i < 2 { "failed" } else { "completed" },
+                    0,
+                )
+            })
+            .collect();
         jobs.push(job("big", 128, 100, "completed", 4));
         jobs.push(job("huge", 1024, 50, "cancelled", 1));
         let (buckets, largest) = job_size(&jobs, from, to, 0.05);
         let small = &buckets[0];
         // 2 / 18 = 0.111111 failed; no interruptions recorded: no MTTF.
-        assert_eq!((small.jobs, small.failed_jobs, small.failure_rate, small.mttf_hours), (18, 2, 0.111111, None));
+        assert_eq!(
+            (small.jobs, small.failed_jobs, small.failure_rate, small.mttf_hours),
+            (18, 2, 0.111111, None)
+        );
         assert_eq!((small.job_hours, small.gpu_hours), (180.0, 1440.0));
         // 128-GPU bucket: 100 h / 4 failures = 25 h MTTF.
-        assert_eq!((buckets[2].failures, buckets[2].mttf_hours, buckets[2].gpu_hours), (4, Some(25.0), 12800.0));
+        assert_eq!(
+            (buckets[2].failures, buckets[2].mttf_hours, buckets[2].gpu_hours),
+            (4, Some(25.0), 12800.0)
+        );
         assert_eq!((buckets[5].bucket.as_str(), buckets[5].failure_rate), ("1024+", 1.0));
         // Largest 5% of 20 jobs = 1 job: "huge", failed (one failure names it).
-        assert_eq!((largest.jobs, largest.min_gpus, largest.failed_jobs, largest.failure_rate), (1, 1024, 1, 1.0));
+        assert_eq!(
+            (
+                largest.jobs,
+                largest.min_gpus,
+                largest.failed_jobs,
+                largest.failure_rate
+            ),
+            (1, 1024, 1, 1.0)
+        );
     }
 
     #[test]
@@ -979,7 +1203,10 @@ mod tests {
         let eps = straggler_episodes(&sigs, 1.1, 10.0, Duration::minutes(30));
         assert_eq!(eps.len(), 2);
         let e = &eps[0];
-        assert_eq!((e.start, e.end, e.signals), (t("2026-11-02T09:50:00Z"), t("2026-11-02T10:20:00Z"), 2));
+        assert_eq!(
+            (e.start, e.end, e.signals),
+            (t("2026-11-02T09:50:00Z"), t("2026-11-02T10:20:00Z"), 2)
+        );
         // Wasted: 64 GPUs x 1/6 h x (1 - 1/2) = 5.333333, + 64 x 1/6 x (1 - 1/1.5) = 3.555556: 8.888889.
         assert_eq!((e.max_ratio, e.mean_ratio, e.gpu_hours_wasted), (2.0, 1.75, 8.888889));
         // 64 x 1/6 x (1 - 0.8) = 2.133333.
@@ -1008,20 +1235,47 @@ mod tests {
         assert_eq!(get(&fine, "unspecified").incidents, 4);
         assert_eq!(get(&fine, "model").incidents, 0);
         // Model-related: 25 + 16 = 41; data-related: 28 + 7 = 35; other: 20 + 4 = 24.
-        assert_eq!((get(&coarse, "model").share, get(&coarse, "data").share, get(&coarse, "other").share), (0.41, 0.35, 0.24));
+        assert_eq!(
+            (
+                get(&coarse, "model").share,
+                get(&coarse, "data").share,
+                get(&coarse, "other").share
+            ),
+            (0.41, 0.35, 0.24)
+        );
     }
 
     #[test]
     fn timeline_fills_empty_periods() {
         let d = |s: &str| s.parse::<NaiveDate>().unwrap();
-        let counts = vec![(d("2026-11-02"), "hardware".to_string(), 3), (d("2026-11-04"), "user".to_string(), 1), (d("2026-11-04"), "hardware".to_string(), 1)];
-        let days = timeline(&counts, Period::Day, t("2026-11-02T00:00:00Z"), t("2026-11-05T00:00:00Z"));
+        let counts = vec![
+            (d("2026-11-02"), "hardware".to_string(), 3),
+            (d("2026-11-04"), "user".to_string(), 1),
+            (d("2026-11-04"), "hardware".to_string(), 1),
+        ];
+        let days = timeline(
+            &counts,
+            Period::Day,
+            t("2026-11-02T00:00:00Z"),
+            t("2026-11-05T00:00:00Z"),
+        );
         assert_eq!(days.len(), 3);
-        assert_eq!((days[0].hardware, days[1].total, days[2].user, days[2].total), (3, 0, 1, 2));
+        assert_eq!(
+            (days[0].hardware, days[1].total, days[2].user, days[2].total),
+            (3, 0, 1, 2)
+        );
         // 2026-11-02 is a Monday: the week from 2 to 8 November holds everything; 11-09 starts the next.
-        let weeks = timeline(&counts, Period::Week, t("2026-11-02T00:00:00Z"), t("2026-11-10T00:00:00Z"));
+        let weeks = timeline(
+            &counts,
+            Period::Week,
+            t("2026-11-02T00:00:00Z"),
+            t("2026-11-10T00:00:00Z"),
+        );
         assert_eq!(weeks.len(), 2);
-        assert_eq!((weeks[0].period, weeks[0].total, weeks[1].total), (d("2026-11-02"), 5, 0));
+        assert_eq!(
+            (weeks[0].period, weeks[0].total, weeks[1].total),
+            (d("2026-11-02"), 5, 0)
+        );
         assert_eq!(Period::Week.start_of(t("2026-11-08T23:00:00Z")), d("2026-11-02"));
     }
 }

@@ -27,7 +27,11 @@ impl NodeService {
     pub fn exposure_hours(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
         let start = self.in_service_since.max(from);
         let end = self.retired_at.map_or(to, |r| r.min(to));
-        if end <= start { 0.0 } else { (end - start).num_milliseconds() as f64 / 3_600_000.0 }
+        if end <= start {
+            0.0
+        } else {
+            (end - start).num_milliseconds() as f64 / 3_600_000.0
+        }
     }
 }
 
@@ -72,7 +76,11 @@ pub enum MixKey {
 fn shares(counts: BTreeMap<String, u64>, total: u64) -> Vec<Share> {
     let mut v: Vec<Share> = counts
         .into_iter()
-        .map(|(name, failures)| Share { share: ratio(failures, total), name, failures })
+        .map(|(name, failures)| Share {
+            share: ratio(failures, total),
+            name,
+            failures,
+        })
         .collect();
     v.sort_by(|a, b| b.failures.cmp(&a.failures).then_with(|| a.name.cmp(&b.name)));
     v
@@ -83,7 +91,13 @@ pub fn ratio(part: u64, total: u64) -> f64 {
 }
 
 /// Failure mix per generation / model / cluster, normalised by GPU-days of exposure.
-pub fn failure_mix(nodes: &[NodeService], failures: &[FailureCount], by: MixKey, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<MixRow> {
+pub fn failure_mix(
+    nodes: &[NodeService],
+    failures: &[FailureCount],
+    by: MixKey,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Vec<MixRow> {
     #[derive(Default)]
     struct Acc {
         gpus: u64,
@@ -183,11 +197,25 @@ pub struct JobProjection {
 pub type NodeFailures = BTreeMap<(String, String), u64>;
 
 /// Partitions the fleet into groups and computes MTBF per group and for the fleet.
-pub fn mtbf(nodes: &[NodeService], failures: &NodeFailures, group_size: u32, from: DateTime<Utc>, to: DateTime<Utc>, confidence: f64)
-    -> (Vec<MtbfGroup>, FleetMtbf) {
+pub fn mtbf(
+    nodes: &[NodeService],
+    failures: &NodeFailures,
+    group_size: u32,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    confidence: f64,
+) -> (Vec<MtbfGroup>, FleetMtbf) {
     // Only nodes that were in service in the window take part.
-    let mut active: Vec<(&NodeService, f64)> = nodes.iter().map(|n| (n, n.exposure_hours(from, to))).filter(|(_, h)| *h > 0.0).collect();
-    active.sort_by(|a, b| a.0.cluster.cmp(&b.0.cluster).then_with(|| natural_cmp(&a.0.hostname, &b.0.hostname)));
+    let mut active: Vec<(&NodeService, f64)> = nodes
+        .iter()
+        .map(|n| (n, n.exposure_hours(from, to)))
+        .filter(|(_, h)| *h > 0.0)
+        .collect();
+    active.sort_by(|a, b| {
+        a.0.cluster
+            .cmp(&b.0.cluster)
+            .then_with(|| natural_cmp(&a.0.hostname, &b.0.hostname))
+    });
     let mut assignment: Vec<(String, bool)> = vec![(String::new(), false); active.len()];
     let mut by_cluster: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, (n, _)) in active.iter().enumerate() {
@@ -212,7 +240,15 @@ pub fn mtbf(nodes: &[NodeService], failures: &NodeFailures, group_size: u32, fro
         failures: u64,
     }
     let mut groups: BTreeMap<String, Acc> = BTreeMap::new();
-    let mut fleet = FleetMtbf { gpus: 0, gpu_hours: 0.0, failures: 0, mtbf_per_gpu_hours: None, mtbf_per_gpu_lower_hours: 0.0, mtbf_per_gpu_upper_hours: None, median_group_mtbf_hours: None };
+    let mut fleet = FleetMtbf {
+        gpus: 0,
+        gpu_hours: 0.0,
+        failures: 0,
+        mtbf_per_gpu_hours: None,
+        mtbf_per_gpu_lower_hours: 0.0,
+        mtbf_per_gpu_upper_hours: None,
+        median_group_mtbf_hours: None,
+    };
     for (i, (n, h)) in active.iter().enumerate() {
         let a = groups.entry(assignment[i].0.clone()).or_default();
         a.cluster = n.cluster.clone();
@@ -220,7 +256,10 @@ pub fn mtbf(nodes: &[NodeService], failures: &NodeFailures, group_size: u32, fro
         a.nodes += 1;
         a.gpus += u64::from(n.gpu_count);
         a.gpu_hours += f64::from(n.gpu_count) * h;
-        let f = failures.get(&(n.cluster.clone(), n.hostname.clone())).copied().unwrap_or(0);
+        let f = failures
+            .get(&(n.cluster.clone(), n.hostname.clone()))
+            .copied()
+            .unwrap_or(0);
         a.failures += f;
         fleet.gpus += u64::from(n.gpu_count);
         fleet.gpu_hours += f64::from(n.gpu_count) * h;
@@ -298,10 +337,20 @@ pub fn root_causes(counts: &[(String, String, u64)]) -> (u64, Vec<CategoryShare>
         let n: u64 = of_cat.iter().map(|c| c.2).sum();
         let mut components: Vec<ComponentShare> = of_cat
             .iter()
-            .map(|c| ComponentShare { component: c.1.clone(), failures: c.2, share_of_category: round6(ratio(c.2, n)), share_of_all: round6(ratio(c.2, total)) })
+            .map(|c| ComponentShare {
+                component: c.1.clone(),
+                failures: c.2,
+                share_of_category: round6(ratio(c.2, n)),
+                share_of_all: round6(ratio(c.2, total)),
+            })
             .collect();
         components.sort_by(|a, b| b.failures.cmp(&a.failures).then_with(|| a.component.cmp(&b.component)));
-        out.push(CategoryShare { category: cat.as_str().to_string(), failures: n, share: round6(ratio(n, total)), components });
+        out.push(CategoryShare {
+            category: cat.as_str().to_string(),
+            failures: n,
+            share: round6(ratio(n, total)),
+            components,
+        });
     }
     (total, out)
 }
@@ -314,7 +363,15 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn node(cluster: &str, host: &str, generation: &str, gpus: u32, group: Option<&str>, since: &str, retired: Option<&str>) -> NodeService {
+    fn node(
+        cluster: &str,
+        host: &str,
+        generation: &str,
+        gpus: u32,
+        group: Option<&str>,
+        since: &str,
+        retired: Option<&str>,
+    ) -> NodeService {
         NodeService {
             cluster: cluster.into(),
             hostname: host.into(),
@@ -332,9 +389,25 @@ mod tests {
 
     #[test]
     fn exposure_clips_to_the_window_and_to_service() {
-        let n = node("c", "a", "hopper", 8, None, "2026-11-03T00:00:00Z", Some("2026-11-05T12:00:00Z"));
+        let n = node(
+            "c",
+            "a",
+            "hopper",
+            8,
+            None,
+            "2026-11-03T00:00:00Z",
+            Some("2026-11-05T12:00:00Z"),
+        );
         assert_eq!(n.exposure_hours(t(FROM), t(TO)), 60.0);
-        let before = node("c", "a", "hopper", 8, None, "2026-01-01T00:00:00Z", Some("2026-02-01T00:00:00Z"));
+        let before = node(
+            "c",
+            "a",
+            "hopper",
+            8,
+            None,
+            "2026-01-01T00:00:00Z",
+            Some("2026-02-01T00:00:00Z"),
+        );
         assert_eq!(before.exposure_hours(t(FROM), t(TO)), 0.0);
         let empty_window = node("c", "a", "hopper", 8, None, "2026-01-01T00:00:00Z", None);
         assert_eq!(empty_window.exposure_hours(t(TO), t(TO)), 0.0);
@@ -345,19 +418,51 @@ mod tests {
         // Hopper: 2 nodes x 8 GPUs x 7 days = 112 GPU-days, 4 failures -> 35.714286 per 1,000.
         // Ampere: 4 nodes x 8 GPUs x 7 days = 224 GPU-days, 4 failures -> 17.857143 per 1,000:
         // the same count, half the rate.
-        let mut nodes: Vec<NodeService> = (0..2).map(|i| node("c", &format!("h{i}"), "hopper", 8, None, "2026-10-01T00:00:00Z", None)).collect();
+        let mut nodes: Vec<NodeService> = (0..2)
+            .map(|i| node("c", &format!("h{i}"), "hopper", 8, None, "2026-10-01T00:00:00Z", None))
+            .collect();
         nodes.extend((0..4).map(|i| node("c", &format!("a{i}"), "ampere", 8, None, "2026-10-01T00:00:00Z", None)));
         let failures = vec![
-            FailureCount { group: "hopper".into(), category: "hardware".into(), component: "gpu".into(), failures: 3 },
-            FailureCount { group: "hopper".into(), category: "user".into(), component: "oom".into(), failures: 1 },
-            FailureCount { group: "ampere".into(), category: "platform".into(), component: "storage".into(), failures: 4 },
-            FailureCount { group: "unknown".into(), category: "unknown".into(), component: "unknown".into(), failures: 2 },
+            FailureCount {
+                group: "hopper".into(),
+                category: "hardware".into(),
+                component: "gpu".into(),
+                failures: 3,
+            },
+            FailureCount {
+                group: "hopper".into(),
+                category: "user".into(),
+                component: "oom".into(),
+                failures: 1,
+            },
+            FailureCount {
+                group: "ampere".into(),
+                category: "platform".into(),
+                component: "storage".into(),
+                failures: 4,
+            },
+            FailureCount {
+                group: "unknown".into(),
+                category: "unknown".into(),
+                component: "unknown".into(),
+                failures: 2,
+            },
         ];
         let rows = failure_mix(&nodes, &failures, MixKey::Generation, t(FROM), t(TO));
         let hopper = rows.iter().find(|r| r.key == "hopper").unwrap();
-        assert_eq!((hopper.gpus_in_service, hopper.gpu_days, hopper.failures), (16, 112.0, 4));
+        assert_eq!(
+            (hopper.gpus_in_service, hopper.gpu_days, hopper.failures),
+            (16, 112.0, 4)
+        );
         assert_eq!(hopper.failures_per_1000_gpu_days, Some(35.714286));
-        assert_eq!(hopper.by_category[0], Share { name: "hardware".into(), failures: 3, share: 0.75 });
+        assert_eq!(
+            hopper.by_category[0],
+            Share {
+                name: "hardware".into(),
+                failures: 3,
+                share: 0.75
+            }
+        );
         assert_eq!(hopper.by_component[1].name, "user/oom");
         let ampere = rows.iter().find(|r| r.key == "ampere").unwrap();
         assert_eq!(ampere.failures_per_1000_gpu_days, Some(17.857143));
@@ -371,9 +476,25 @@ mod tests {
         // Group su1: 16 nodes x 8 GPUs, all week: 168 h exposure, 4 failures -> MTBF 42 h.
         // Unlabelled: 20 nodes x 8 GPUs pack into auto-000 (16 nodes) and auto-001 (4 nodes).
         // n-17 enters service mid-window (84 h): auto-001's exposure = (3x168 + 84) / 4 = 147 h.
-        let mut nodes: Vec<NodeService> = (0..16).map(|i| node("c", &format!("su1-{i}"), "hopper", 8, Some("su1"), "2026-10-01T00:00:00Z", None)).collect();
+        let mut nodes: Vec<NodeService> = (0..16)
+            .map(|i| {
+                node(
+                    "c",
+                    &format!("su1-{i}"),
+                    "hopper",
+                    8,
+                    Some("su1"),
+                    "2026-10-01T00:00:00Z",
+                    None,
+                )
+            })
+            .collect();
         for i in 0..20 {
-            let since = if i == 17 { "2026-11-04T12:00:00Z" } else { "2026-10-01T00:00:00Z" };
+            let since = if i == 17 {
+                "2026-11-04T12:00:00Z"
+            } else {
+                "2026-10-01T00:00:00Z"
+            };
             nodes.push(node("c", &format!("n-{i}"), "ampere", 8, None, since, None));
         }
         let mut failures = NodeFailures::new();
@@ -381,14 +502,28 @@ mod tests {
         failures.insert(("c".into(), "su1-9".into()), 1);
         failures.insert(("c".into(), "n-18".into()), 2);
         let (groups, fleet) = mtbf(&nodes, &failures, 128, t(FROM), t(TO), 0.95);
-        assert_eq!(groups.iter().map(|g| g.group.as_str()).collect::<Vec<_>>(), ["c/auto-000", "c/auto-001", "c/su1"]);
+        assert_eq!(
+            groups.iter().map(|g| g.group.as_str()).collect::<Vec<_>>(),
+            ["c/auto-000", "c/auto-001", "c/su1"]
+        );
         let su1 = &groups[2];
-        assert_eq!((su1.nodes, su1.gpus, su1.exposure_hours, su1.failures), (16, 128, 168.0, 4));
+        assert_eq!(
+            (su1.nodes, su1.gpus, su1.exposure_hours, su1.failures),
+            (16, 128, 168.0, 4)
+        );
         assert_eq!(su1.mtbf_hours, Some(42.0));
         assert_eq!(su1.failures_per_week, Some(4.0));
         // 2T / chi2(0.975, 10) = 336 / 20.483177 = 16.403705; 2T / chi2(0.025, 8) = 336 / 2.179731 = 154.147479 (scipy)
-        assert!((su1.mtbf_lower_hours - 16.403705).abs() < 1e-5, "{}", su1.mtbf_lower_hours);
-        assert!((su1.mtbf_upper_hours.unwrap() - 154.147479).abs() < 1e-4, "{:?}", su1.mtbf_upper_hours);
+        assert!(
+            (su1.mtbf_lower_hours - 16.403705).abs() < 1e-5,
+            "{}",
+            su1.mtbf_lower_hours
+        );
+        assert!(
+            (su1.mtbf_upper_hours.unwrap() - 154.147479).abs() < 1e-4,
+            "{:?}",
+            su1.mtbf_upper_hours
+        );
         let auto0 = &groups[0];
         assert_eq!((auto0.nodes, auto0.failures, auto0.mtbf_hours), (16, 0, None));
         // No failures: lower bound 2T / chi2(0.975, 2) = 336 / 7.377759 = 45.542285; upper infinite.
@@ -428,7 +563,15 @@ mod tests {
         assert_eq!(total, 200);
         assert_eq!(cats[0].category, "hardware");
         assert_eq!((cats[0].failures, cats[0].share), (56, 0.28));
-        assert_eq!(cats[0].components[0], ComponentShare { component: "host".into(), failures: 32, share_of_category: 0.571429, share_of_all: 0.16 });
+        assert_eq!(
+            cats[0].components[0],
+            ComponentShare {
+                component: "host".into(),
+                failures: 32,
+                share_of_category: 0.571429,
+                share_of_all: 0.16
+            }
+        );
         assert_eq!(cats[0].components[2].share_of_all, 0.055);
         assert_eq!(cats[3].category, "unknown");
         assert_eq!((cats[3].failures, cats[3].share), (0, 0.0));

@@ -1,3 +1,3 @@
+pub mod cost;
 pub mod headline;
 pub mod stats;
-pub mod cost;

@@ -217,9 +217,7 @@ pub fn chi_square_quantile(p: f64, dof: f64) -> f64 {
             gamma_p(a, x / 2.0) - target
         }
     };
-    let pdf = |x: f64| -> f64 {
-        ((a - 1.0) * x.ln() - x / 2.0 - a * std::f64::consts::LN_2 - ln_gamma(a)).exp()
-    };
+    let pdf = |x: f64| -> f64 { ((a - 1.0) * x.ln() - x / 2.0 - a * std::f64::consts::LN_2 - ln_gamma(a)).exp() };
 
     // Initial guess: Wilson–Hilferty, or the small-x expansion
     // P(a, x/2) ~ (x/2)^a / Gamma(a+1) when that is negative/too small.
@@ -258,11 +256,7 @@ pub fn chi_square_quantile(p: f64, dof: f64) -> f64 {
             hi = hi.min(x);
         }
         let d = pdf(x);
-        let mut next = if d > 0.0 && d.is_finite() {
-            x - f / d
-        } else {
-            f64::NAN
-        };
+        let mut next = if d > 0.0 && d.is_finite() { x - f / d } else { f64::NAN };
         if !(next > lo && next < hi) {
             // Newton left the bracket (or pdf degenerate): bisect instead.
             next = 0.5 * (lo + hi);
@@ -293,11 +287,7 @@ pub struct MtbfEstimate {
 /// Normalise the confidence level: NaN or >= 1 means "no information" (1.0),
 /// negative is treated as 0.
 fn clamp_confidence(c: f64) -> f64 {
-    if c.is_nan() || c >= 1.0 {
-        1.0
-    } else {
-        c.max(0.0)
-    }
+    if c.is_nan() || c >= 1.0 { 1.0 } else { c.max(0.0) }
 }
 
 /// MTBF with a two-sided interval for a time-truncated test (failure count
@@ -322,10 +312,7 @@ pub fn mtbf_with_ci(exposure_hours: f64, failures: u64, confidence: f64) -> Mtbf
     let mtbf_hours = (failures > 0).then(|| t / r);
     let c = clamp_confidence(confidence);
     if c >= 1.0 {
-        return MtbfEstimate {
-            mtbf_hours,
-            ..trivial
-        };
+        return MtbfEstimate { mtbf_hours, ..trivial };
     }
     let lower_hours = 2.0 * t / chi_square_quantile((1.0 + c) / 2.0, 2.0 * r + 2.0);
     let upper_hours = (failures > 0)
@@ -808,9 +795,9 @@ mod tests {
     #[test]
     fn natural_cmp_is_a_total_order_on_a_sample() {
         let names = [
-            "", "a", "a0", "a00", "a1", "a01", "a001", "a2", "a10", "a-1", "a_1", "a.1", "a1b",
-            "a1-2", "a01b1", "a1b01", "node1", "node01", "node2", "node10", "node-10", "Node1",
-            "gpu-a01", "gpu-a1", "gpu-a10", "x9y", "x10y", "9", "10", "010", "-",
+            "", "a", "a0", "a00", "a1", "a01", "a001", "a2", "a10", "a-1", "a_1", "a.1", "a1b", "a1-2", "a01b1",
+            "a1b01", "node1", "node01", "node2", "node10", "node-10", "Node1", "gpu-a01", "gpu-a1", "gpu-a10", "x9y",
+            "x10y", "9", "10", "010", "-",
         ];
         for a in names {
             assert_eq!(natural_cmp(a, a), Ordering::Equal);
@@ -858,9 +845,6 @@ mod tests {
         // group_size 0: every GPU-bearing node gets its own group.
         assert_eq!(pack_into_groups(&[1, 1, 1], 0), vec![0, 1, 2]);
         // No overflow near u32::MAX.
-        assert_eq!(
-            pack_into_groups(&[u32::MAX, u32::MAX], u32::MAX),
-            vec![0, 1]
-        );
+        assert_eq!(pack_into_groups(&[u32::MAX, u32::MAX], u32::MAX), vec![0, 1]);
     }
 }

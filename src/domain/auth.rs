@@ -25,7 +25,9 @@ impl Role {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Role::Agent, Role::Reader, Role::Admin].into_iter().find(|r| r.as_str() == s)
+        [Role::Agent, Role::Reader, Role::Admin]
+            .into_iter()
+            .find(|r| r.as_str() == s)
     }
 }
 
@@ -68,7 +70,11 @@ pub fn mint_token() -> MintedToken {
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).expect("the OS random source is available");
     let secret_hex = hex(&secret);
-    MintedToken { id, token: format!("{TOKEN_PREFIX}{}_{secret_hex}", id.simple()), secret_hash: hash_secret(&secret_hex) }
+    MintedToken {
+        id,
+        token: format!("{TOKEN_PREFIX}{}_{secret_hex}", id.simple()),
+        secret_hash: hash_secret(&secret_hex),
+    }
 }
 
 /// Splits a presented token into (id, secret); None when it is not of our format.
@@ -112,7 +118,10 @@ pub fn unhex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
     }
-    (0..text.len()).step_by(2).map(|i| text.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect()
+    (0..text.len())
+        .step_by(2)
+        .map(|i| text.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -125,7 +134,10 @@ mod tests {
         let (id, secret) = split_token(&t.token).unwrap();
         assert_eq!(id, t.id);
         assert!(secret_matches(secret, &t.secret_hash));
-        assert!(!secret_matches(&secret.replace('a', "b").replace('0', "1"), &t.secret_hash));
+        assert!(!secret_matches(
+            &secret.replace('a', "b").replace('0', "1"),
+            &t.secret_hash
+        ));
         assert!(split_token("flt_nothex_abc").is_none());
         assert!(split_token("Bearer x").is_none());
     }

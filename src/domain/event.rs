@@ -85,7 +85,10 @@ pub struct FieldError {
 
 impl FieldError {
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError { field: Some(field.into()), message: message.into() }
+        FieldError {
+            field: Some(field.into()),
+            message: message.into(),
+        }
     }
 }
 
@@ -104,7 +107,10 @@ pub fn parse_event(value: serde_json::Value, now: DateTime<Utc>) -> Result<Event
 pub fn validate_event(input: EventInput, now: DateTime<Utc>) -> Result<Event, FieldError> {
     let occurred_at = DateTime::parse_from_rfc3339(input.occurred_at.trim())
         .map_err(|e| {
-            FieldError::new("occurred_at", format!("'{}' is not an RFC 3339 timestamp: {e}", input.occurred_at))
+            FieldError::new(
+                "occurred_at",
+                format!("'{}' is not an RFC 3339 timestamp: {e}", input.occurred_at),
+            )
         })?
         .with_timezone(&Utc);
     if occurred_at > now + Duration::hours(MAX_FUTURE_SKEW_HOURS) {
@@ -118,7 +124,10 @@ pub fn validate_event(input: EventInput, now: DateTime<Utc>) -> Result<Event, Fi
     if let Some(i) = input.gpu_index
         && !(0..=1023).contains(&i)
     {
-        return Err(FieldError::new("gpu_index", format!("{i} is not a GPU index (0..=1023)")));
+        return Err(FieldError::new(
+            "gpu_index",
+            format!("{i} is not a GPU index (0..=1023)"),
+        ));
     }
     if let Some(n) = input.job_gpus
         && n <= 0
@@ -127,13 +136,16 @@ pub fn validate_event(input: EventInput, now: DateTime<Utc>) -> Result<Event, Fi
     }
     let root_cause = match input.root_cause {
         None => None,
-        Some(rc) => Some(
-            RootCause::new(rc.category, rc.component).map_err(|m| FieldError::new("root_cause.component", m))?,
-        ),
+        Some(rc) => {
+            Some(RootCause::new(rc.category, rc.component).map_err(|m| FieldError::new("root_cause.component", m))?)
+        }
     };
     let message = match input.message {
         Some(m) if m.len() > MAX_MESSAGE_LEN => {
-            return Err(FieldError::new("message", format!("longer than {MAX_MESSAGE_LEN} bytes")));
+            return Err(FieldError::new(
+                "message",
+                format!("longer than {MAX_MESSAGE_LEN} bytes"),
+            ));
         }
         m => m,
     };
@@ -162,8 +174,14 @@ fn parse_kind(raw: &str) -> Result<String, FieldError> {
     if kind.is_empty() || kind.len() > 64 {
         return Err(FieldError::new("kind", "must be 1 to 64 characters"));
     }
-    if !kind.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')) {
-        return Err(FieldError::new("kind", format!("'{raw}' may only contain letters, digits, '_', '-' and '.'")));
+    if !kind
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    {
+        return Err(FieldError::new(
+            "kind",
+            format!("'{raw}' may only contain letters, digits, '_', '-' and '.'"),
+        ));
     }
     Ok(kind)
 }
@@ -174,7 +192,10 @@ pub fn required_text(field: &str, value: String) -> Result<String, FieldError> {
         return Err(FieldError::new(field, "must not be empty"));
     }
     if v.len() > MAX_TEXT_LEN || v.chars().any(char::is_control) {
-        return Err(FieldError::new(field, format!("must be at most {MAX_TEXT_LEN} bytes of printable text")));
+        return Err(FieldError::new(
+            field,
+            format!("must be at most {MAX_TEXT_LEN} bytes of printable text"),
+        ));
     }
     Ok(v.to_string())
 }
@@ -211,7 +232,13 @@ mod tests {
         let e = parse_event(valid(), now()).unwrap();
         assert_eq!(e.kind, "xid");
         assert_eq!(e.occurred_at.to_rfc3339(), "2026-11-30T09:00:00+00:00");
-        assert_eq!(e.root_cause, Some(RootCause { category: Category::Hardware, component: Component::Gpu }));
+        assert_eq!(
+            e.root_cause,
+            Some(RootCause {
+                category: Category::Hardware,
+                component: Component::Gpu
+            })
+        );
         assert_eq!(e.attributes["pci"], "0000:3b:00.0");
     }
 
@@ -221,7 +248,11 @@ mod tests {
             ("occurred_at", json!("2026-11-30 10:00"), "occurred_at"),
             ("gpu_index", json!("three"), "gpu_index"),
             ("symptom", json!("exploded"), "symptom"),
-            ("root_cause", json!({"category": "user", "component": "nvlink"}), "root_cause.component"),
+            (
+                "root_cause",
+                json!({"category": "user", "component": "nvlink"}),
+                "root_cause.component",
+            ),
             ("cluster", json!("  "), "cluster"),
             ("kind", json!("x id"), "kind"),
             ("job_gpus", json!(0), "job_gpus"),

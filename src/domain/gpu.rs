@@ -50,9 +50,7 @@ impl GpuGeneration {
             "volta" => Some(GpuGeneration::Volta),
             "turing" => Some(GpuGeneration::Turing),
             "ampere" => Some(GpuGeneration::Ampere),
-            "ada" | "lovelace" | "ada lovelace" | "ada_lovelace" | "ada-lovelace" => {
-                Some(GpuGeneration::Ada)
-            }
+            "ada" | "lovelace" | "ada lovelace" | "ada_lovelace" | "ada-lovelace" => Some(GpuGeneration::Ada),
             "hopper" => Some(GpuGeneration::Hopper),
             "blackwell" => Some(GpuGeneration::Blackwell),
             "unknown" => Some(GpuGeneration::Unknown),
@@ -115,22 +113,7 @@ fn classify_model_token(t: &ModelToken<'_>) -> Option<GpuGeneration> {
         // Data-centre Ampere (A2 … A800) and RTX A-series workstation cards.
         "a" if matches!(
             n,
-            2 | 10
-                | 16
-                | 30
-                | 40
-                | 100
-                | 800
-                | 400
-                | 500
-                | 1000
-                | 2000
-                | 3000
-                | 4000
-                | 4500
-                | 5000
-                | 5500
-                | 6000
+            2 | 10 | 16 | 30 | 40 | 100 | 800 | 400 | 500 | 1000 | 2000 | 3000 | 4000 | 4500 | 5000 | 5500 | 6000
         ) =>
         {
             Ampere
@@ -203,9 +186,9 @@ pub fn generation_of(model: &str) -> GpuGeneration {
 
     let has = |w: &str| tokens.contains(&w);
     // Brand words may be glued to the number ("RTX3060").
-    let branded = tokens.iter().any(|t| {
-        t.starts_with("rtx") || t.starts_with("gtx") || matches!(*t, "geforce" | "quadro" | "titan")
-    });
+    let branded = tokens
+        .iter()
+        .any(|t| t.starts_with("rtx") || t.starts_with("gtx") || matches!(*t, "geforce" | "quadro" | "titan"));
     if branded {
         // "RTX PRO" is a Blackwell-only workstation line.
         if has("rtx") && has("pro") {
@@ -278,15 +261,7 @@ mod tests {
         let strs: Vec<_> = GpuGeneration::ALL.iter().map(|g| g.as_str()).collect();
         assert_eq!(
             strs,
-            [
-                "volta",
-                "turing",
-                "ampere",
-                "ada",
-                "hopper",
-                "blackwell",
-                "unknown"
-            ]
+            ["volta", "turing", "ampere", "ada", "hopper", "blackwell", "unknown"]
         );
         let mut sorted = GpuGeneration::ALL;
         sorted.sort();

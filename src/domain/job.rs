@@ -63,14 +63,20 @@ pub const MAX_JOB_NODES: usize = 100_000;
 pub fn parse_job(value: serde_json::Value) -> Result<Job, FieldError> {
     let input: JobInput = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        FieldError { field: (path != "." && !path.is_empty()).then_some(path), message: e.into_inner().to_string() }
+        FieldError {
+            field: (path != "." && !path.is_empty()).then_some(path),
+            message: e.into_inner().to_string(),
+        }
     })?;
     validate_job(input)
 }
 
 pub fn validate_job(input: JobInput) -> Result<Job, FieldError> {
     if !(1..=MAX_JOB_GPUS).contains(&input.gpus) {
-        return Err(FieldError::new("gpus", format!("{} is not in 1..={MAX_JOB_GPUS}", input.gpus)));
+        return Err(FieldError::new(
+            "gpus",
+            format!("{} is not in 1..={MAX_JOB_GPUS}", input.gpus),
+        ));
     }
     if input.nodes.len() > MAX_JOB_NODES {
         return Err(FieldError::new("nodes", format!("more than {MAX_JOB_NODES} nodes")));
@@ -83,7 +89,9 @@ pub fn validate_job(input: JobInput) -> Result<Job, FieldError> {
         .collect::<Result<Vec<_>, _>>()?;
     match (input.state, input.end) {
         (JobState::Running, Some(_)) => return Err(FieldError::new("end", "a running job has no end yet")),
-        (s, None) if s != JobState::Running => return Err(FieldError::new("end", format!("a {} job needs its end", s.as_str()))),
+        (s, None) if s != JobState::Running => {
+            return Err(FieldError::new("end", format!("a {} job needs its end", s.as_str())));
+        }
         (_, Some(end)) if end < input.start => return Err(FieldError::new("end", "is before start")),
         _ => {}
     }

@@ -29,7 +29,9 @@ impl Resolution {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Resolution::TransientRestart, Resolution::Drained, Resolution::Other].into_iter().find(|r| r.as_str() == s)
+        [Resolution::TransientRestart, Resolution::Drained, Resolution::Other]
+            .into_iter()
+            .find(|r| r.as_str() == s)
     }
 }
 
@@ -115,7 +117,9 @@ impl LifecyclePatch {
             && self.resolution.is_none()
             && self.root_cause.is_none()
             && self.note.is_none()
-            && r.is_none_or(|r| r.detection.is_none() && r.resubmission.is_none() && r.setup.is_none() && r.recomputation.is_none())
+            && r.is_none_or(|r| {
+                r.detection.is_none() && r.resubmission.is_none() && r.setup.is_none() && r.recomputation.is_none()
+            })
     }
 }
 
@@ -129,15 +133,26 @@ pub struct FieldChange {
 
 /// Applies `patch` to `current`. `first_at` is the failure's first signal (a resolution cannot be
 /// earlier), `now` bounds resolved_at (24 h of clock skew, as for signals).
-pub fn apply(current: &Lifecycle, patch: &LifecyclePatch, first_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<(Lifecycle, Vec<FieldChange>), FieldError> {
+pub fn apply(
+    current: &Lifecycle,
+    patch: &LifecyclePatch,
+    first_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<(Lifecycle, Vec<FieldChange>), FieldError> {
     let mut next = current.clone();
     if let Some(v) = patch.resolved_at {
         if let Some(t) = v {
             if t < first_at {
-                return Err(FieldError::new("resolved_at", format!("{t} is before the failure's first signal ({first_at})")));
+                return Err(FieldError::new(
+                    "resolved_at",
+                    format!("{t} is before the failure's first signal ({first_at})"),
+                ));
             }
             if t > now + chrono::Duration::hours(24) {
-                return Err(FieldError::new("resolved_at", format!("{t} is more than 24 h in the future")));
+                return Err(FieldError::new(
+                    "resolved_at",
+                    format!("{t} is more than 24 h in the future"),
+                ));
             }
         }
         next.resolved_at = v;
@@ -148,16 +163,27 @@ pub fn apply(current: &Lifecycle, patch: &LifecyclePatch, first_at: DateTime<Utc
     if let Some(r) = &patch.recovery_minutes {
         let fields = [
             ("recovery_minutes.detection", r.detection, &mut next.detection_minutes),
-            ("recovery_minutes.resubmission", r.resubmission, &mut next.resubmission_minutes),
+            (
+                "recovery_minutes.resubmission",
+                r.resubmission,
+                &mut next.resubmission_minutes,
+            ),
             ("recovery_minutes.setup", r.setup, &mut next.setup_minutes),
-            ("recovery_minutes.recomputation", r.recomputation, &mut next.recomputation_minutes),
+            (
+                "recovery_minutes.recomputation",
+                r.recomputation,
+                &mut next.recomputation_minutes,
+            ),
         ];
         for (name, value, slot) in fields {
             if let Some(v) = value {
                 if let Some(m) = v
                     && !(m.is_finite() && (0.0..=MAX_PHASE_MINUTES).contains(&m))
                 {
-                    return Err(FieldError::new(name, format!("{m} is not a duration in minutes (0 to {MAX_PHASE_MINUTES})")));
+                    return Err(FieldError::new(
+                        name,
+                        format!("{m} is not a duration in minutes (0 to {MAX_PHASE_MINUTES})"),
+                    ));
                 }
                 *slot = v;
             }
@@ -166,13 +192,17 @@ pub fn apply(current: &Lifecycle, patch: &LifecyclePatch, first_at: DateTime<Utc
     if let Some(v) = patch.root_cause {
         next.post_mortem = match v {
             None => None,
-            Some(rc) => Some(RootCause::new(rc.category, rc.component).map_err(|m| FieldError::new("root_cause.component", m))?),
+            Some(rc) => Some(
+                RootCause::new(rc.category, rc.component).map_err(|m| FieldError::new("root_cause.component", m))?,
+            ),
         };
     }
     if let Some(v) = &patch.note {
         next.note = match v.as_deref().map(str::trim) {
             None | Some("") => None,
-            Some(n) if n.len() > MAX_NOTE_LEN => return Err(FieldError::new("note", format!("longer than {MAX_NOTE_LEN} bytes"))),
+            Some(n) if n.len() > MAX_NOTE_LEN => {
+                return Err(FieldError::new("note", format!("longer than {MAX_NOTE_LEN} bytes")));
+            }
             Some(n) => Some(n.to_string()),
         };
     }
@@ -181,18 +211,39 @@ pub fn apply(current: &Lifecycle, patch: &LifecyclePatch, first_at: DateTime<Utc
 
 fn diff(a: &Lifecycle, b: &Lifecycle) -> Vec<FieldChange> {
     use serde_json::json;
-    let rc = |r: &Option<RootCause>| r.map_or(serde_json::Value::Null, |r| json!({"category": r.category, "component": r.component}));
+    let rc = |r: &Option<RootCause>| {
+        r.map_or(
+            serde_json::Value::Null,
+            |r| json!({"category": r.category, "component": r.component}),
+        )
+    };
     let pairs = [
         ("resolved_at", json!(a.resolved_at), json!(b.resolved_at)),
         ("resolution", json!(a.resolution), json!(b.resolution)),
-        ("recovery_minutes.detection", json!(a.detection_minutes), json!(b.detection_minutes)),
-        ("recovery_minutes.resubmission", json!(a.resubmission_minutes), json!(b.resubmission_minutes)),
+        (
+            "recovery_minutes.detection",
+            json!(a.detection_minutes),
+            json!(b.detection_minutes),
+        ),
+        (
+            "recovery_minutes.resubmission",
+            json!(a.resubmission_minutes),
+            json!(b.resubmission_minutes),
+        ),
         ("recovery_minutes.setup", json!(a.setup_minutes), json!(b.setup_minutes)),
-        ("recovery_minutes.recomputation", json!(a.recomputation_minutes), json!(b.recomputation_minutes)),
+        (
+            "recovery_minutes.recomputation",
+            json!(a.recomputation_minutes),
+            json!(b.recomputation_minutes),
+        ),
         ("root_cause", rc(&a.post_mortem), rc(&b.post_mortem)),
         ("note", json!(a.note), json!(b.note)),
     ];
-    pairs.into_iter().filter(|(_, x, y)| x != y).map(|(field, from, to)| FieldChange { field, from, to }).collect()
+    pairs
+        .into_iter()
+        .filter(|(_, x, y)| x != y)
+        .map(|(field, from, to)| FieldChange { field, from, to })
+        .collect()
 }
 
 #[cfg(test)]
@@ -212,16 +263,27 @@ mod tests {
     fn absent_leaves_null_clears_and_changes_are_listed() {
         let first = t("2026-11-02T10:00:00Z");
         let now = t("2026-11-03T00:00:00Z");
-        let p = patch(json!({"resolution": "drained", "recovery_minutes": {"detection": 30, "resubmission": 9, "setup": 14, "recomputation": 15},
-                             "root_cause": {"category": "hardware", "component": "nvlink"}, "note": "  NVLink replaced  "}));
+        let p = patch(
+            json!({"resolution": "drained", "recovery_minutes": {"detection": 30, "resubmission": 9, "setup": 14, "recomputation": 15},
+                             "root_cause": {"category": "hardware", "component": "nvlink"}, "note": "  NVLink replaced  "}),
+        );
         let (l, changes) = apply(&Lifecycle::default(), &p, first, now).unwrap();
         assert_eq!(l.resolution, Some(Resolution::Drained));
         assert_eq!((l.detection_minutes, l.recomputation_minutes), (Some(30.0), Some(15.0)));
         assert_eq!(l.note.as_deref(), Some("NVLink replaced"));
         assert_eq!(changes.len(), 7);
         // Absent fields are unchanged; null clears; an identical value is no change.
-        let (l2, changes) = apply(&l, &patch(json!({"note": null, "resolution": "drained", "recovery_minutes": {"setup": null}})), first, now).unwrap();
-        assert_eq!((l2.note, l2.setup_minutes, l2.detection_minutes), (None, None, Some(30.0)));
+        let (l2, changes) = apply(
+            &l,
+            &patch(json!({"note": null, "resolution": "drained", "recovery_minutes": {"setup": null}})),
+            first,
+            now,
+        )
+        .unwrap();
+        assert_eq!(
+            (l2.note, l2.setup_minutes, l2.detection_minutes),
+            (None, None, Some(30.0))
+        );
         let fields: Vec<&str> = changes.iter().map(|c| c.field).collect();
         assert_eq!(fields, ["recovery_minutes.setup", "note"]);
         assert_eq!(changes[0].from, json!(14.0));
@@ -233,7 +295,10 @@ mod tests {
         let first = t("2026-11-02T10:00:00Z");
         let now = t("2026-11-03T00:00:00Z");
         let cases = [
-            (json!({"root_cause": {"category": "user", "component": "nvlink"}}), "root_cause.component"),
+            (
+                json!({"root_cause": {"category": "user", "component": "nvlink"}}),
+                "root_cause.component",
+            ),
             (json!({"recovery_minutes": {"setup": -1}}), "recovery_minutes.setup"),
             (json!({"recovery_minutes": {"setup": 1e9}}), "recovery_minutes.setup"),
             (json!({"resolved_at": "2026-11-02T09:00:00Z"}), "resolved_at"),

@@ -2,7 +2,7 @@
 pub mod auth;
 pub mod event;
 pub mod gpu;
-pub mod node;
-pub mod taxonomy;
 pub mod job;
 pub mod lifecycle;
+pub mod node;
+pub mod taxonomy;

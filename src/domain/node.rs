@@ -44,14 +44,20 @@ pub const MAX_GPUS_PER_NODE: i32 = 1024;
 pub fn parse_node(value: serde_json::Value) -> Result<Node, FieldError> {
     let input: NodeInput = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        FieldError { field: (path != "." && !path.is_empty()).then_some(path), message: e.into_inner().to_string() }
+        FieldError {
+            field: (path != "." && !path.is_empty()).then_some(path),
+            message: e.into_inner().to_string(),
+        }
     })?;
     validate_node(input)
 }
 
 pub fn validate_node(input: NodeInput) -> Result<Node, FieldError> {
     if !(0..=MAX_GPUS_PER_NODE).contains(&input.gpu_count) {
-        return Err(FieldError::new("gpu_count", format!("{} is not in 0..={MAX_GPUS_PER_NODE}", input.gpu_count)));
+        return Err(FieldError::new(
+            "gpu_count",
+            format!("{} is not in 0..={MAX_GPUS_PER_NODE}", input.gpu_count),
+        ));
     }
     if let (Some(since), Some(retired)) = (input.in_service_since, input.retired_at)
         && retired < since
@@ -79,14 +85,18 @@ mod tests {
 
     #[test]
     fn generation_is_derived_and_bad_fields_are_named() {
-        let n = parse_node(json!({"hostname": "n1", "cluster": "c", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8}))
-            .unwrap();
+        let n =
+            parse_node(json!({"hostname": "n1", "cluster": "c", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8}))
+                .unwrap();
         assert_eq!(n.gpu_generation, GpuGeneration::Hopper);
         assert_eq!(n.group, None);
-        let err = parse_node(json!({"hostname": "n1", "cluster": "c", "gpu_model": "A100", "gpu_count": -1})).unwrap_err();
+        let err =
+            parse_node(json!({"hostname": "n1", "cluster": "c", "gpu_model": "A100", "gpu_count": -1})).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("gpu_count"));
-        let err = parse_node(json!({"hostname": "n1", "cluster": "c", "gpu_model": "A100", "gpu_count": 8,
-            "in_service_since": "2026-01-02T00:00:00Z", "retired_at": "2026-01-01T00:00:00Z"}))
+        let err = parse_node(
+            json!({"hostname": "n1", "cluster": "c", "gpu_model": "A100", "gpu_count": 8,
+            "in_service_since": "2026-01-02T00:00:00Z", "retired_at": "2026-01-01T00:00:00Z"}),
+        )
         .unwrap_err();
         assert_eq!(err.field.as_deref(), Some("retired_at"));
     }

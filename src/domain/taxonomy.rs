@@ -15,7 +15,12 @@ pub enum Category {
 }
 
 impl Category {
-    pub const ALL: [Category; 4] = [Category::Hardware, Category::Platform, Category::User, Category::Unknown];
+    pub const ALL: [Category; 4] = [
+        Category::Hardware,
+        Category::Platform,
+        Category::User,
+        Category::Unknown,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -149,7 +154,10 @@ impl RootCause {
         Ok(RootCause { category, component })
     }
 
-    pub const UNKNOWN: RootCause = RootCause { category: Category::Unknown, component: Component::Unknown };
+    pub const UNKNOWN: RootCause = RootCause {
+        category: Category::Unknown,
+        component: Component::Unknown,
+    };
 }
 
 /// What the job or user saw.

@@ -9,7 +9,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
 use super::extract::{AppQuery, Caller};
-use crate::analytics::headline::{self, CategoryShare, FleetMtbf, JobProjection, MixKey, MixRow, MtbfGroup, Share, ratio, round6};
+use crate::analytics::headline::{
+    self, CategoryShare, FleetMtbf, JobProjection, MixKey, MixRow, MtbfGroup, Share, ratio, round6,
+};
 use crate::domain::auth::Permission;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::storage::analytics::{self as q, MixDimension};
@@ -47,14 +49,22 @@ pub fn resolve_window(q: &WindowQuery) -> ApiResult<(DateTime<Utc>, DateTime<Utc
     let to = q.to.unwrap_or_else(Utc::now);
     let from = q.from.unwrap_or(to - Duration::days(30));
     if from > to {
-        return Err(ApiError::bad_request("invalid_query", format!("from ({from}) is after to ({to})")));
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("from ({from}) is after to ({to})"),
+        ));
     }
     Ok((from, to))
 }
 
 async fn window(ctx: &ApiContext, q: &WindowQuery) -> ApiResult<Window> {
     let (from, to) = resolve_window(q)?;
-    Ok(Window { from, to, cluster: q.cluster.clone(), catalog_version: q::catalog_version(&ctx.db).await? })
+    Ok(Window {
+        from,
+        to,
+        cluster: q.cluster.clone(),
+        catalog_version: q::catalog_version(&ctx.db).await?,
+    })
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -109,7 +119,12 @@ pub async fn failure_mix(
         "gpu_generation" | "generation" => (MixKey::Generation, MixDimension::Generation),
         "gpu_model" | "model" => (MixKey::Model, MixDimension::Model),
         "cluster" => (MixKey::Cluster, MixDimension::Cluster),
-        other => return Err(ApiError::bad_request("invalid_query", format!("by '{other}' is not one of gpu_generation, gpu_model, cluster"))),
+        other => {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                format!("by '{other}' is not one of gpu_generation, gpu_model, cluster"),
+            ));
+        }
     };
     let w = window(&ctx, &wq).await?;
     let nodes = q::node_service(&ctx.db, wq.cluster.as_deref()).await?;
@@ -123,7 +138,13 @@ pub async fn failure_mix(
         failures,
         failures_per_1000_gpu_days: (gpu_days > 0.0).then(|| round6(failures as f64 / gpu_days * 1000.0)),
     };
-    Ok(Json(FailureMixResponse { window: w, by, rows, totals, definitions: MIX_DEFINITIONS.into() }))
+    Ok(Json(FailureMixResponse {
+        window: w,
+        by,
+        rows,
+        totals,
+        definitions: MIX_DEFINITIONS.into(),
+    }))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -178,7 +199,10 @@ pub async fn mtbf(
     caller.require(Permission::Query)?;
     let group_size = mq.group_size.unwrap_or(128);
     if !(1..=1_000_000).contains(&group_size) {
-        return Err(ApiError::bad_request("invalid_query", "group_size must be between 1 and 1,000,000"));
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "group_size must be between 1 and 1,000,000",
+        ));
     }
     if mq.job_gpus == Some(0) {
         return Err(ApiError::bad_request("invalid_query", "job_gpus must be positive"));
@@ -186,8 +210,15 @@ pub async fn mtbf(
     let w = window(&ctx, &wq).await?;
     let nodes = q::node_service(&ctx.db, wq.cluster.as_deref()).await?;
     let (per_node, without_node) = q::failures_per_node(&ctx.db, w.from, w.to, wq.cluster.as_deref()).await?;
-    let known: std::collections::HashSet<(&str, &str)> = nodes.iter().map(|n| (n.cluster.as_str(), n.hostname.as_str())).collect();
-    let unknown_nodes: u64 = per_node.iter().filter(|((c, h), _)| !known.contains(&(c.as_str(), h.as_str()))).map(|(_, n)| n).sum();
+    let known: std::collections::HashSet<(&str, &str)> = nodes
+        .iter()
+        .map(|n| (n.cluster.as_str(), n.hostname.as_str()))
+        .collect();
+    let unknown_nodes: u64 = per_node
+        .iter()
+        .filter(|((c, h), _)| !known.contains(&(c.as_str(), h.as_str())))
+        .map(|(_, n)| n)
+        .sum();
     let (groups, fleet) = headline::mtbf(&nodes, &per_node, group_size, w.from, w.to, 0.95);
     let job_projection = mq.job_gpus.map(|n| headline::project_job(&fleet, n));
     Ok(Json(MtbfResponse {
@@ -229,7 +260,11 @@ share_of_all for each component (the literature quotes both).";
     ),
     security(("bearer" = []))
 )]
-pub async fn root_causes(State(ctx): State<ApiContext>, caller: Caller, AppQuery(wq): AppQuery<WindowQuery>) -> ApiResult<Json<RootCausesResponse>> {
+pub async fn root_causes(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    AppQuery(wq): AppQuery<WindowQuery>,
+) -> ApiResult<Json<RootCausesResponse>> {
     caller.require(Permission::Query)?;
     let w = window(&ctx, &wq).await?;
     let counts = q::cause_counts(&ctx.db, w.from, w.to, wq.cluster.as_deref()).await?;
@@ -237,8 +272,18 @@ pub async fn root_causes(State(ctx): State<ApiContext>, caller: Caller, AppQuery
     let symptom_counts = q::symptom_counts(&ctx.db, w.from, w.to, wq.cluster.as_deref()).await?;
     let mut symptoms: Vec<Share> = symptom_counts
         .into_iter()
-        .map(|(name, failures)| Share { share: round6(ratio(failures, total)), name, failures })
+        .map(|(name, failures)| Share {
+            share: round6(ratio(failures, total)),
+            name,
+            failures,
+        })
         .collect();
     symptoms.sort_by(|a, b| b.failures.cmp(&a.failures).then_with(|| a.name.cmp(&b.name)));
-    Ok(Json(RootCausesResponse { window: w, failures: total, categories, symptoms, definitions: ROOT_CAUSE_DEFINITIONS.into() }))
+    Ok(Json(RootCausesResponse {
+        window: w,
+        failures: total,
+        categories,
+        symptoms,
+        definitions: ROOT_CAUSE_DEFINITIONS.into(),
+    }))
 }

@@ -19,8 +19,8 @@ use super::ApiContext;
 use super::analytics::{Window, WindowQuery, resolve_window};
 use super::extract::{AppQuery, Caller};
 use crate::analytics::cost::{
-    self as c, CauseShare, ConcentrationTier, ErrorRow, FleetEttr, JobEttr, JobOutcome, LargestJobs, MttfProjection, Period, RecoveryFailure,
-    RecoverySummary, SizeBucket, StragglerEpisode, TimelinePoint,
+    self as c, CauseShare, ConcentrationTier, ErrorRow, FleetEttr, JobEttr, JobOutcome, LargestJobs, MttfProjection,
+    Period, RecoveryFailure, RecoverySummary, SizeBucket, StragglerEpisode, TimelinePoint,
 };
 use crate::analytics::headline::{NodeService, ratio, round6};
 use crate::domain::auth::Permission;
@@ -95,7 +95,14 @@ pub fn wants_csv(headers: &HeaderMap) -> bool {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|range| range.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("text/csv"))
+        .any(|range| {
+            range
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("text/csv")
+        })
 }
 
 fn respond<T: Serialize>(headers: &HeaderMap, name: &str, body: T, csv: impl FnOnce(&T) -> String) -> Response {
@@ -103,7 +110,10 @@ fn respond<T: Serialize>(headers: &HeaderMap, name: &str, body: T, csv: impl FnO
         return Json(body).into_response();
     }
     let mut r = csv(&body).into_response();
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/csv; charset=utf-8; header=present"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8; header=present"),
+    );
     if let Ok(v) = HeaderValue::from_str(&format!("inline; filename=\"{name}.csv\"")) {
         r.headers_mut().insert(header::CONTENT_DISPOSITION, v);
     }
@@ -112,7 +122,12 @@ fn respond<T: Serialize>(headers: &HeaderMap, name: &str, body: T, csv: impl FnO
 
 async fn window(ctx: &ApiContext, wq: &WindowQuery) -> ApiResult<Window> {
     let (from, to) = resolve_window(wq)?;
-    Ok(Window { from, to, cluster: wq.cluster.clone(), catalog_version: q::catalog_version(&ctx.db).await? })
+    Ok(Window {
+        from,
+        to,
+        cluster: wq.cluster.clone(),
+        catalog_version: q::catalog_version(&ctx.db).await?,
+    })
 }
 
 fn bad(message: impl Into<String>) -> ApiError {
@@ -128,7 +143,10 @@ fn in_service(nodes: &[NodeService], from: DateTime<Utc>, to: DateTime<Utc>) -> 
 async fn node_marks(ctx: &ApiContext, w: &Window) -> ApiResult<BTreeMap<(String, String), Vec<(DateTime<Utc>, bool)>>> {
     let mut marks: BTreeMap<(String, String), Vec<(DateTime<Utc>, bool)>> = BTreeMap::new();
     for t in storage::lifecycle::transitions(&ctx.db, w.from, w.to, w.cluster.as_deref(), None).await? {
-        marks.entry((t.cluster, t.hostname)).or_default().push((t.at, t.state == "drained"));
+        marks
+            .entry((t.cluster, t.hostname))
+            .or_default()
+            .push((t.at, t.state == "drained"));
     }
     Ok(marks)
 }
@@ -201,7 +219,10 @@ async fn recovery_data(ctx: &ApiContext, w: &Window, horizon: Duration) -> ApiRe
     let jobs = cq::jobs_in_window(&ctx.db, w.from, w.to, w.cluster.as_deref()).await?;
     let (rows, fleet) = c::ettr(&jobs, &failures, w.from, w.to);
     let nodes = q::node_service(&ctx.db, w.cluster.as_deref()).await?;
-    let gpus: HashMap<(&str, &str), u32> = nodes.iter().map(|n| ((n.cluster.as_str(), n.hostname.as_str()), n.gpu_count)).collect();
+    let gpus: HashMap<(&str, &str), u32> = nodes
+        .iter()
+        .map(|n| ((n.cluster.as_str(), n.hostname.as_str()), n.gpu_count))
+        .collect();
     let (mut drained, mut node_hours, mut gpu_hours) = (0, 0.0, 0.0);
     for ((cl, host), marks) in node_marks(ctx, w).await? {
         let h = c::out_of_service_hours(&marks, w.from, w.to);
@@ -211,8 +232,18 @@ async fn recovery_data(ctx: &ApiContext, w: &Window, horizon: Duration) -> ApiRe
             gpu_hours += h * f64::from(gpus.get(&(cl.as_str(), host.as_str())).copied().unwrap_or(0));
         }
     }
-    let out = OutOfService { nodes_drained: drained, node_hours: round6(node_hours), gpu_hours: round6(gpu_hours) };
-    Ok(RecoveryData { failures, summary, jobs: rows, fleet, out })
+    let out = OutOfService {
+        nodes_drained: drained,
+        node_hours: round6(node_hours),
+        gpu_hours: round6(gpu_hours),
+    };
+    Ok(RecoveryData {
+        failures,
+        summary,
+        jobs: rows,
+        fleet,
+        out,
+    })
 }
 
 fn horizon(hours: Option<f64>) -> ApiResult<Duration> {
@@ -258,13 +289,29 @@ pub async fn recovery(
         window: w,
         summary: d.summary,
         out_of_service: d.out,
-        ettr: EttrReport { fleet: d.fleet, jobs: d.jobs },
+        ettr: EttrReport {
+            fleet: d.fleet,
+            jobs: d.jobs,
+        },
         definitions: RECOVERY_DEFINITIONS.into(),
     };
     Ok(respond(&headers, "recovery", body, |_| {
         let mut csv = Csv::new(&[
-            "failure_id", "cluster", "job_id", "first_at", "category", "transient", "resolution", "drained", "downtime_minutes",
-            "detection_minutes", "resubmission_minutes", "setup_minutes", "recomputation_minutes", "gpus", "gpu_hours_lost",
+            "failure_id",
+            "cluster",
+            "job_id",
+            "first_at",
+            "category",
+            "transient",
+            "resolution",
+            "drained",
+            "downtime_minutes",
+            "detection_minutes",
+            "resubmission_minutes",
+            "setup_minutes",
+            "recomputation_minutes",
+            "gpus",
+            "gpu_hours_lost",
         ]);
         for f in &failures {
             let down = f.downtime_minutes();
@@ -328,10 +375,19 @@ struct ErrorViews<'a> {
     all: &'a [ErrorRow],
 }
 
-async fn error_views(ctx: &ApiContext, w: &Window, limit: usize) -> ApiResult<(u64, u64, Vec<ErrorRow>, Vec<ErrorRow>)> {
+async fn error_views(
+    ctx: &ApiContext,
+    w: &Window,
+    limit: usize,
+) -> ApiResult<(u64, u64, Vec<ErrorRow>, Vec<ErrorRow>)> {
     let (failures, signals) = cq::failure_totals(&ctx.db, w.from, w.to, w.cluster.as_deref()).await?;
     let root = cq::root_errors(&ctx.db, w.from, w.to, w.cluster.as_deref()).await?;
-    let root = c::top_errors(root.into_iter().map(|(k, code, n, sev)| (k, code, n, n, sev)).collect(), failures, failures, limit);
+    let root = c::top_errors(
+        root.into_iter().map(|(k, code, n, sev)| (k, code, n, n, sev)).collect(),
+        failures,
+        failures,
+        limit,
+    );
     let all = cq::signal_errors(&ctx.db, w.from, w.to, w.cluster.as_deref()).await?;
     let catalog = {
         let mut conn = ctx.db.acquire().await?;
@@ -379,13 +435,43 @@ pub async fn top_errors(
     }
     let w = window(&ctx, &wq).await?;
     let (failures, signals, root, all) = error_views(&ctx, &w, limit).await?;
-    let body = TopErrorsResponse { window: w, failures, signals, root_signals: root, all_signals: all, definitions: TOP_ERRORS_DEFINITIONS.into() };
+    let body = TopErrorsResponse {
+        window: w,
+        failures,
+        signals,
+        root_signals: root,
+        all_signals: all,
+        definitions: TOP_ERRORS_DEFINITIONS.into(),
+    };
     Ok(respond(&headers, "top-errors", body, |b| {
-        let mut csv = Csv::new(&["view", "kind", "code", "label", "failures", "share", "signals", "signal_share", "severity"]);
-        let views = ErrorViews { root: &b.root_signals, all: &b.all_signals };
+        let mut csv = Csv::new(&[
+            "view",
+            "kind",
+            "code",
+            "label",
+            "failures",
+            "share",
+            "signals",
+            "signal_share",
+            "severity",
+        ]);
+        let views = ErrorViews {
+            root: &b.root_signals,
+            all: &b.all_signals,
+        };
         for (view, rows) in [("root", views.root), ("all", views.all)] {
             for r in rows {
-                csv.row([s(view), r.kind.clone(), o(r.code), r.label.clone(), s(r.failures), s(r.share), s(r.signals), s(r.signal_share), r.severity.clone()]);
+                csv.row([
+                    s(view),
+                    r.kind.clone(),
+                    o(r.code),
+                    r.label.clone(),
+                    s(r.failures),
+                    s(r.share),
+                    s(r.signals),
+                    s(r.signal_share),
+                    r.severity.clone(),
+                ]);
             }
         }
         csv.finish()
@@ -466,7 +552,13 @@ async fn concentration_data(ctx: &ApiContext, w: &Window) -> ApiResult<Concentra
     let per_node: Vec<((String, String), u64)> = per_node.into_iter().collect();
     let with_node: u64 = per_node.iter().map(|(_, n)| n).sum();
     let (ranked, tiers) = c::concentration(&per_node, population, &[0.01, 0.05, 0.10]);
-    Ok(ConcentrationData { nodes: population.max(ranked.len() as u64), failures: with_node + without_node, with_node, ranked, tiers })
+    Ok(ConcentrationData {
+        nodes: population.max(ranked.len() as u64),
+        failures: with_node + without_node,
+        with_node,
+        ranked,
+        tiers,
+    })
 }
 
 /// How concentrated failures are on few nodes, and the repeat offenders ("lemon nodes").
@@ -497,20 +589,27 @@ pub async fn node_concentration(
     }
     let w = window(&ctx, &wq).await?;
     let d = concentration_data(&ctx, &w).await?;
-    let offenders: Vec<(String, String)> =
-        d.ranked.iter().filter(|r| r.failures >= k).map(|r| (r.cluster.clone(), r.hostname.clone())).collect();
+    let offenders: Vec<(String, String)> = d
+        .ranked
+        .iter()
+        .filter(|r| r.failures >= k)
+        .map(|r| (r.cluster.clone(), r.hostname.clone()))
+        .collect();
     let mut history: BTreeMap<(String, String), Vec<OffenderFailure>> = BTreeMap::new();
     for f in cq::failures_of_nodes(&ctx.db, w.from, w.to, &offenders).await? {
-        history.entry((f.cluster, f.root_node)).or_default().push(OffenderFailure {
-            id: f.id,
-            first_at: f.first_at,
-            category: f.category,
-            component: f.component,
-            root_kind: f.root_kind,
-            root_code: f.root_code,
-            job_id: f.job_id,
-            resolution: f.resolution,
-        });
+        history
+            .entry((f.cluster, f.root_node))
+            .or_default()
+            .push(OffenderFailure {
+                id: f.id,
+                first_at: f.first_at,
+                category: f.category,
+                component: f.component,
+                root_kind: f.root_kind,
+                root_code: f.root_code,
+                job_id: f.job_id,
+                resolution: f.resolution,
+            });
     }
     let marks = node_marks(&ctx, &w).await?;
     let repeat_offenders = d
@@ -542,9 +641,23 @@ pub async fn node_concentration(
         definitions: CONCENTRATION_DEFINITIONS.into(),
     };
     Ok(respond(&headers, "node-concentration", body, |_| {
-        let mut csv = Csv::new(&["rank", "cluster", "hostname", "failures", "cumulative_share", "repeat_offender"]);
+        let mut csv = Csv::new(&[
+            "rank",
+            "cluster",
+            "hostname",
+            "failures",
+            "cumulative_share",
+            "repeat_offender",
+        ]);
         for (i, r) in ranked.iter().enumerate() {
-            csv.row([s(i + 1), r.cluster.clone(), r.hostname.clone(), s(r.failures), s(r.cumulative_share), s(r.failures >= k)]);
+            csv.row([
+                s(i + 1),
+                r.cluster.clone(),
+                r.hostname.clone(),
+                s(r.failures),
+                s(r.cumulative_share),
+                s(r.failures >= k),
+            ]);
         }
         csv.finish()
     }))
@@ -612,16 +725,29 @@ async fn job_size_data(ctx: &ApiContext, w: &Window, fraction: f64) -> ApiResult
     }
     let outcomes: Vec<JobOutcome> = jobs
         .iter()
-        .map(|j| JobOutcome { failures: per_job.get(&(j.cluster.as_str(), j.job_id.as_str())).copied().unwrap_or(0), job: j.clone() })
+        .map(|j| JobOutcome {
+            failures: per_job
+                .get(&(j.cluster.as_str(), j.job_id.as_str()))
+                .copied()
+                .unwrap_or(0),
+            job: j.clone(),
+        })
         .collect();
     let (buckets, largest) = c::job_size(&outcomes, w.from, w.to, fraction);
     let inventory = q::node_service(&ctx.db, w.cluster.as_deref()).await?;
     let serving = in_service(&inventory, w.from, w.to);
     let node_days: f64 = serving.iter().map(|n| n.exposure_hours(w.from, w.to) / 24.0).sum();
     let gpus: u64 = serving.iter().map(|n| u64::from(n.gpu_count)).sum();
-    let known: std::collections::HashSet<(&str, &str)> = inventory.iter().map(|n| (n.cluster.as_str(), n.hostname.as_str())).collect();
+    let known: std::collections::HashSet<(&str, &str)> = inventory
+        .iter()
+        .map(|n| (n.cluster.as_str(), n.hostname.as_str()))
+        .collect();
     let (per_node, _) = q::failures_per_node(&ctx.db, w.from, w.to, w.cluster.as_deref()).await?;
-    let node_failures: u64 = per_node.iter().filter(|((c_, h), _)| known.contains(&(c_.as_str(), h.as_str()))).map(|(_, n)| n).sum();
+    let node_failures: u64 = per_node
+        .iter()
+        .filter(|((c_, h), _)| known.contains(&(c_.as_str(), h.as_str())))
+        .map(|(_, n)| n)
+        .sum();
     let rate = (node_days > 0.0).then(|| node_failures as f64 / node_days);
     let gpus_per_node = (!serving.is_empty()).then(|| gpus as f64 / serving.len() as f64);
     let projection = Projection {
@@ -634,7 +760,12 @@ async fn job_size_data(ctx: &ApiContext, w: &Window, fraction: f64) -> ApiResult
             _ => Vec::new(),
         },
     };
-    Ok(JobSizeData { jobs: outcomes.len() as u64, buckets, largest, projection })
+    Ok(JobSizeData {
+        jobs: outcomes.len() as u64,
+        buckets,
+        largest,
+        projection,
+    })
 }
 
 /// Failure rate and MTTF by job size, the largest jobs' failure rate, and Meta's MTTF projection.
@@ -665,11 +796,36 @@ pub async fn job_size(
     }
     let w = window(&ctx, &wq).await?;
     let d = job_size_data(&ctx, &w, fraction).await?;
-    let body = JobSizeResponse { window: w, jobs: d.jobs, buckets: d.buckets, largest: d.largest, projection: d.projection, definitions: JOB_SIZE_DEFINITIONS.into() };
+    let body = JobSizeResponse {
+        window: w,
+        jobs: d.jobs,
+        buckets: d.buckets,
+        largest: d.largest,
+        projection: d.projection,
+        definitions: JOB_SIZE_DEFINITIONS.into(),
+    };
     Ok(respond(&headers, "job-size", body, |b| {
-        let mut csv = Csv::new(&["bucket", "jobs", "failed_jobs", "failure_rate", "failures", "job_hours", "gpu_hours", "mttf_hours"]);
+        let mut csv = Csv::new(&[
+            "bucket",
+            "jobs",
+            "failed_jobs",
+            "failure_rate",
+            "failures",
+            "job_hours",
+            "gpu_hours",
+            "mttf_hours",
+        ]);
         for r in &b.buckets {
-            csv.row([r.bucket.clone(), s(r.jobs), s(r.failed_jobs), s(r.failure_rate), s(r.failures), s(r.job_hours), s(r.gpu_hours), o(r.mttf_hours)]);
+            csv.row([
+                r.bucket.clone(),
+                s(r.jobs),
+                s(r.failed_jobs),
+                s(r.failure_rate),
+                s(r.failures),
+                s(r.job_hours),
+                s(r.gpu_hours),
+                o(r.mttf_hours),
+            ]);
         }
         csv.finish()
     }))
@@ -721,13 +877,31 @@ struct StragglerData {
     episodes: Vec<StragglerEpisode>,
 }
 
-async fn straggler_data(ctx: &ApiContext, w: &Window, min_ratio: f64, sample: f64, gap: f64) -> ApiResult<StragglerData> {
+async fn straggler_data(
+    ctx: &ApiContext,
+    w: &Window,
+    min_ratio: f64,
+    sample: f64,
+    gap: f64,
+) -> ApiResult<StragglerData> {
     let (signals, without_ratio) = cq::slowdowns(&ctx.db, w.from, w.to, w.cluster.as_deref()).await?;
-    let episodes = c::straggler_episodes(&signals, min_ratio, sample, Duration::milliseconds((gap * 60_000.0) as i64));
-    let straggling: std::collections::BTreeSet<(&str, &str)> = episodes.iter().map(|e| (e.cluster.as_str(), e.node.as_str())).collect();
+    let episodes = c::straggler_episodes(
+        &signals,
+        min_ratio,
+        sample,
+        Duration::milliseconds((gap * 60_000.0) as i64),
+    );
+    let straggling: std::collections::BTreeSet<(&str, &str)> =
+        episodes.iter().map(|e| (e.cluster.as_str(), e.node.as_str())).collect();
     let inventory = q::node_service(&ctx.db, w.cluster.as_deref()).await?;
     let nodes = (in_service(&inventory, w.from, w.to).len() as u64).max(straggling.len() as u64);
-    Ok(StragglerData { nodes, straggling: straggling.len() as u64, signals: signals.len() as u64 + without_ratio, without_ratio, episodes })
+    Ok(StragglerData {
+        nodes,
+        straggling: straggling.len() as u64,
+        signals: signals.len() as u64 + without_ratio,
+        without_ratio,
+        episodes,
+    })
 }
 
 /// Straggler episodes from slowdown signals: share of nodes that straggle and GPU-hours wasted.
@@ -758,7 +932,9 @@ pub async fn stragglers(
     if !(min_ratio.is_finite() && min_ratio >= 1.0) {
         return Err(bad("min_ratio must be at least 1"));
     }
-    if !(sample.is_finite() && sample > 0.0 && sample <= 1440.0) || !(gap.is_finite() && (0.0..=10_080.0).contains(&gap)) {
+    if !(sample.is_finite() && sample > 0.0 && sample <= 1440.0)
+        || !(gap.is_finite() && (0.0..=10_080.0).contains(&gap))
+    {
         return Err(bad("sample_minutes must be in (0, 1440] and gap_minutes in [0, 10080]"));
     }
     let w = window(&ctx, &wq).await?;
@@ -776,7 +952,17 @@ pub async fn stragglers(
         definitions: STRAGGLER_DEFINITIONS.into(),
     };
     Ok(respond(&headers, "stragglers", body, |b| {
-        let mut csv = Csv::new(&["cluster", "node", "start", "end", "signals", "max_ratio", "mean_ratio", "jobs", "gpu_hours_wasted"]);
+        let mut csv = Csv::new(&[
+            "cluster",
+            "node",
+            "start",
+            "end",
+            "signals",
+            "max_ratio",
+            "mean_ratio",
+            "jobs",
+            "gpu_hours_wasted",
+        ]);
         for e in &b.episodes {
             csv.row([
                 e.cluster.clone(),
@@ -837,16 +1023,34 @@ async fn efficiency_data(ctx: &ApiContext, w: &Window) -> ApiResult<(u64, Vec<Ca
     ),
     security(("bearer" = []))
 )]
-pub async fn efficiency(State(ctx): State<ApiContext>, caller: Caller, headers: HeaderMap, AppQuery(wq): AppQuery<WindowQuery>) -> ApiResult<Response> {
+pub async fn efficiency(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    headers: HeaderMap,
+    AppQuery(wq): AppQuery<WindowQuery>,
+) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
     let w = window(&ctx, &wq).await?;
     let (incidents, fine, coarse) = efficiency_data(&ctx, &w).await?;
-    let body = EfficiencyResponse { window: w, incidents, fine, coarse, definitions: EFFICIENCY_DEFINITIONS.into() };
+    let body = EfficiencyResponse {
+        window: w,
+        incidents,
+        fine,
+        coarse,
+        definitions: EFFICIENCY_DEFINITIONS.into(),
+    };
     Ok(respond(&headers, "efficiency", body, |b| {
         let mut csv = Csv::new(&["level", "cause", "coarse", "incidents", "share", "hours"]);
         for (level, rows) in [("fine", &b.fine), ("coarse", &b.coarse)] {
             for r in rows {
-                csv.row([s(level), r.cause.clone(), r.coarse.clone(), s(r.incidents), s(r.share), s(r.hours)]);
+                csv.row([
+                    s(level),
+                    r.cause.clone(),
+                    r.coarse.clone(),
+                    s(r.incidents),
+                    s(r.share),
+                    s(r.hours),
+                ]);
             }
         }
         csv.finish()
@@ -910,11 +1114,23 @@ pub async fn timeline(
     }
     let counts = cq::daily_categories(&ctx.db, w.from, w.to, w.cluster.as_deref()).await?;
     let points = c::timeline(&counts, period, w.from, w.to);
-    let body = TimelineResponse { window: w, period: name, points, definitions: TIMELINE_DEFINITIONS.into() };
+    let body = TimelineResponse {
+        window: w,
+        period: name,
+        points,
+        definitions: TIMELINE_DEFINITIONS.into(),
+    };
     Ok(respond(&headers, "timeline", body, |b| {
         let mut csv = Csv::new(&["period", "hardware", "platform", "user", "unknown", "total"]);
         for p in &b.points {
-            csv.row([s(p.period), s(p.hardware), s(p.platform), s(p.user), s(p.unknown), s(p.total)]);
+            csv.row([
+                s(p.period),
+                s(p.hardware),
+                s(p.platform),
+                s(p.user),
+                s(p.unknown),
+                s(p.total),
+            ]);
         }
         csv.finish()
     }))
@@ -961,7 +1177,16 @@ const ICSE23: &str = "Quality issues of a deep-learning platform (ICSE 2023)";
 const ICSE24: &str = "Low GPU utilisation of deep-learning jobs (ICSE 2024)";
 const UNICRON: &str = "Unicron (2023)";
 
-fn row(measure: &str, published: Option<f64>, low: Option<f64>, high: Option<f64>, unit: &str, source: &str, fleet: Option<f64>, basis: String) -> Baseline {
+fn row(
+    measure: &str,
+    published: Option<f64>,
+    low: Option<f64>,
+    high: Option<f64>,
+    unit: &str,
+    source: &str,
+    fleet: Option<f64>,
+    basis: String,
+) -> Baseline {
     Baseline {
         measure: measure.into(),
         published,
@@ -992,22 +1217,60 @@ fn share(part: u64, total: u64) -> Option<f64> {
     ),
     security(("bearer" = []))
 )]
-pub async fn baselines(State(ctx): State<ApiContext>, caller: Caller, headers: HeaderMap, AppQuery(wq): AppQuery<WindowQuery>) -> ApiResult<Response> {
+pub async fn baselines(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    headers: HeaderMap,
+    AppQuery(wq): AppQuery<WindowQuery>,
+) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
     let w = window(&ctx, &wq).await?;
     let cl = w.cluster.as_deref();
     let causes = crate::storage::analytics::cause_counts(&ctx.db, w.from, w.to, cl).await?;
     let total: u64 = causes.iter().map(|c_| c_.2).sum();
     let cat = |name: &str| causes.iter().filter(|c_| c_.0 == name).map(|c_| c_.2).sum::<u64>();
-    let comp = |names: &[&str]| causes.iter().filter(|c_| names.contains(&c_.1.as_str())).map(|c_| c_.2).sum::<u64>();
+    let comp = |names: &[&str]| {
+        causes
+            .iter()
+            .filter(|c_| names.contains(&c_.1.as_str()))
+            .map(|c_| c_.2)
+            .sum::<u64>()
+    };
     let of = |n: u64, d: u64, what: &str| format!("{n} of {d} {what}");
     let mut rows = Vec::new();
     let hw = cat("hardware");
-    rows.push(row("hardware share of failures", Some(0.78), None, None, "fraction", LLAMA3, share(hw, total), of(hw, total, "failures")));
-    rows.push(row("hardware share of failures", Some(0.28), None, None, "fraction", ICSE23, share(hw, total), of(hw, total, "failures")));
+    rows.push(row(
+        "hardware share of failures",
+        Some(0.78),
+        None,
+        None,
+        "fraction",
+        LLAMA3,
+        share(hw, total),
+        of(hw, total, "failures"),
+    ));
+    rows.push(row(
+        "hardware share of failures",
+        Some(0.28),
+        None,
+        None,
+        "fraction",
+        ICSE23,
+        share(hw, total),
+        of(hw, total, "failures"),
+    ));
     for (name, p) in [("platform", 2.0 / 7.0), ("user", 3.0 / 7.0)] {
         let n = cat(name);
-        rows.push(row(&format!("{name} share of failures (hardware : platform : user = 2 : 2 : 3)"), Some(round6(p)), None, None, "fraction", ICSE23, share(n, total), of(n, total, "failures")));
+        rows.push(row(
+            &format!("{name} share of failures (hardware : platform : user = 2 : 2 : 3)"),
+            Some(round6(p)),
+            None,
+            None,
+            "fraction",
+            ICSE23,
+            share(n, total),
+            of(n, total, "failures"),
+        ));
     }
     for (name, p, comps) in [
         ("node (host) share of failures", 0.16, &["host", "power", "cooling"][..]),
@@ -1015,13 +1278,35 @@ pub async fn baselines(State(ctx): State<ApiContext>, caller: Caller, headers: H
         ("network share of failures", 0.07, &["network"][..]),
     ] {
         let n = comp(comps);
-        rows.push(row(name, Some(p), None, None, "fraction", ICSE23, share(n, total), of(n, total, "failures")));
+        rows.push(row(
+            name,
+            Some(p),
+            None,
+            None,
+            "fraction",
+            ICSE23,
+            share(n, total),
+            of(n, total, "failures"),
+        ));
     }
     let symptoms = q::symptom_counts(&ctx.db, w.from, w.to, cl).await?;
     let sym_total: u64 = symptoms.iter().map(|s_| s_.1).sum();
-    for (name, p, key) in [("job crash share of failures", 0.55, "job_crash"), ("job submission failure share of failures", 0.14, "submission_failure"), ("abnormal job behaviour share of failures", 0.13, "abnormal_behavior")] {
+    for (name, p, key) in [
+        ("job crash share of failures", 0.55, "job_crash"),
+        ("job submission failure share of failures", 0.14, "submission_failure"),
+        ("abnormal job behaviour share of failures", 0.13, "abnormal_behavior"),
+    ] {
         let n = symptoms.iter().filter(|s_| s_.0 == key).map(|s_| s_.1).sum();
-        rows.push(row(name, Some(p), None, None, "fraction", ICSE23, share(n, sym_total), of(n, sym_total, "failures")));
+        rows.push(row(
+            name,
+            Some(p),
+            None,
+            None,
+            "fraction",
+            ICSE23,
+            share(n, sym_total),
+            of(n, sym_total, "failures"),
+        ));
     }
     // Unicron's failure types: failures holding at least one signal of the kind.
     let (failures, _) = cq::failure_totals(&ctx.db, w.from, w.to, cl).await?;
@@ -1033,44 +1318,164 @@ pub async fn baselines(State(ctx): State<ApiContext>, caller: Caller, headers: H
         ("link flapping share of failures", 0.039, "link_flap"),
     ] {
         let n = kinds.iter().find(|k| k.0 == kind).map_or(0, |k| k.1);
-        rows.push(row(name, Some(p), None, None, "fraction", UNICRON, share(n, failures), of(n, failures, "failures")));
+        rows.push(row(
+            name,
+            Some(p),
+            None,
+            None,
+            "fraction",
+            UNICRON,
+            share(n, failures),
+            of(n, failures, "failures"),
+        ));
     }
     let rec = recovery_data(&ctx, &w, Duration::hours(24)).await?;
     let sm = &rec.summary;
-    rows.push(row("transient share of failures (cleared by a restart)", Some(0.73), None, None, "fraction", UNICRON, share(sm.transient_failures, sm.failures), of(sm.transient_failures, sm.failures, "failures")));
-    rows.push(row("share of hardware failures that needed a drain", Some(0.37), None, None, "fraction", UNICRON, share(sm.hardware_failures_drained, sm.hardware_failures), of(sm.hardware_failures_drained, sm.hardware_failures, "hardware failures")));
-    rows.push(row("mean downtime per failure", Some(68.0), None, None, "minutes", "Unicron (2023), one GPT-3 recovery: 30 + 9 + 14 + 15 min", sm.downtime_minutes.mean, format!("{} failures with a known downtime", sm.downtime_minutes.count)));
+    rows.push(row(
+        "transient share of failures (cleared by a restart)",
+        Some(0.73),
+        None,
+        None,
+        "fraction",
+        UNICRON,
+        share(sm.transient_failures, sm.failures),
+        of(sm.transient_failures, sm.failures, "failures"),
+    ));
+    rows.push(row(
+        "share of hardware failures that needed a drain",
+        Some(0.37),
+        None,
+        None,
+        "fraction",
+        UNICRON,
+        share(sm.hardware_failures_drained, sm.hardware_failures),
+        of(sm.hardware_failures_drained, sm.hardware_failures, "hardware failures"),
+    ));
+    rows.push(row(
+        "mean downtime per failure",
+        Some(68.0),
+        None,
+        None,
+        "minutes",
+        "Unicron (2023), one GPT-3 recovery: 30 + 9 + 14 + 15 min",
+        sm.downtime_minutes.mean,
+        format!("{} failures with a known downtime", sm.downtime_minutes.count),
+    ));
     let js = job_size_data(&ctx, &w, 0.05).await?;
-    rows.push(row("failure rate of the 5% largest jobs", Some(0.434), None, None, "fraction", UNICRON, (js.largest.jobs > 0).then_some(js.largest.failure_rate), of(js.largest.failed_jobs, js.largest.jobs, "jobs")));
+    rows.push(row(
+        "failure rate of the 5% largest jobs",
+        Some(0.434),
+        None,
+        None,
+        "fraction",
+        UNICRON,
+        (js.largest.jobs > 0).then_some(js.largest.failure_rate),
+        of(js.largest.failed_jobs, js.largest.jobs, "jobs"),
+    ));
     // A 128-GPU group: failures on inventory nodes per 128 GPUs of exposure.
     let inventory = q::node_service(&ctx.db, cl).await?;
-    let gpu_hours: f64 = inventory.iter().map(|n| n.exposure_hours(w.from, w.to) * f64::from(n.gpu_count)).sum();
+    let gpu_hours: f64 = inventory
+        .iter()
+        .map(|n| n.exposure_hours(w.from, w.to) * f64::from(n.gpu_count))
+        .sum();
     let group_hours = gpu_hours / 128.0;
     let nf = js.projection.node_failures;
-    rows.push(row("failures per week of a 128-GPU group", None, Some(1.0), Some(7.0), "per_week", UNICRON, (group_hours > 0.0).then(|| nf as f64 / group_hours * 168.0), format!("{nf} failures over {} 128-GPU group-hours", round6(group_hours))));
-    rows.push(row("MTBF of a 128-GPU group", None, Some(24.0), None, "hours", UNICRON, (nf > 0).then(|| group_hours / nf as f64), format!("{} group-hours / {nf} failures", round6(group_hours))));
+    rows.push(row(
+        "failures per week of a 128-GPU group",
+        None,
+        Some(1.0),
+        Some(7.0),
+        "per_week",
+        UNICRON,
+        (group_hours > 0.0).then(|| nf as f64 / group_hours * 168.0),
+        format!("{nf} failures over {} 128-GPU group-hours", round6(group_hours)),
+    ));
+    rows.push(row(
+        "MTBF of a 128-GPU group",
+        None,
+        Some(24.0),
+        None,
+        "hours",
+        UNICRON,
+        (nf > 0).then(|| group_hours / nf as f64),
+        format!("{} group-hours / {nf} failures", round6(group_hours)),
+    ));
     let conc = concentration_data(&ctx, &w).await?;
-    rows.push(row("share of failures confined to one node or device", Some(0.825), None, None, "fraction", "Alibaba C4 (2024)", share(conc.with_node, conc.failures), of(conc.with_node, conc.failures, "failures")));
+    rows.push(row(
+        "share of failures confined to one node or device",
+        Some(0.825),
+        None,
+        None,
+        "fraction",
+        "Alibaba C4 (2024)",
+        share(conc.with_node, conc.failures),
+        of(conc.with_node, conc.failures, "failures"),
+    ));
     let st = straggler_data(&ctx, &w, 1.1, 10.0, 30.0).await?;
-    rows.push(row("share of machines that straggle", Some(0.005), None, None, "fraction", "MegaScale (NSDI 2024)", share(st.straggling, st.nodes), of(st.straggling, st.nodes, "nodes")));
+    rows.push(row(
+        "share of machines that straggle",
+        Some(0.005),
+        None,
+        None,
+        "fraction",
+        "MegaScale (NSDI 2024)",
+        share(st.straggling, st.nodes),
+        of(st.straggling, st.nodes, "nodes"),
+    ));
     let (incidents, fine, coarse) = efficiency_data(&ctx, &w).await?;
     let get = |v: &[CauseShare], k: &str| v.iter().find(|r| r.cause == k).map_or(0, |r| r.incidents);
     for (name, p, v, k) in [
         ("model-related share of low-utilisation causes", 0.45, &coarse, "model"),
         ("data-related share of low-utilisation causes", 0.46, &coarse, "data"),
         ("improper batch size share", 0.25, &fine, "batch_size"),
-        ("host-to-GPU data transfer share", 0.28, &fine, "host_to_device_transfer"),
+        (
+            "host-to-GPU data transfer share",
+            0.28,
+            &fine,
+            "host_to_device_transfer",
+        ),
         ("model checkpointing share", 0.16, &fine, "checkpointing"),
         ("data exchange share", 0.07, &fine, "data_exchange"),
     ] {
         let n = get(v, k);
-        rows.push(row(name, Some(p), None, None, "fraction", ICSE24, share(n, incidents), of(n, incidents, "incidents")));
+        rows.push(row(
+            name,
+            Some(p),
+            None,
+            None,
+            "fraction",
+            ICSE24,
+            share(n, incidents),
+            of(n, incidents, "incidents"),
+        ));
     }
-    let body = BaselinesResponse { window: w, baselines: rows, definitions: BASELINE_DEFINITIONS.into() };
+    let body = BaselinesResponse {
+        window: w,
+        baselines: rows,
+        definitions: BASELINE_DEFINITIONS.into(),
+    };
     Ok(respond(&headers, "baselines", body, |b| {
-        let mut csv = Csv::new(&["measure", "published", "published_low", "published_high", "unit", "source", "fleet", "basis"]);
+        let mut csv = Csv::new(&[
+            "measure",
+            "published",
+            "published_low",
+            "published_high",
+            "unit",
+            "source",
+            "fleet",
+            "basis",
+        ]);
         for r in &b.baselines {
-            csv.row([r.measure.clone(), o(r.published), o(r.published_low), o(r.published_high), r.unit.clone(), r.source.clone(), o(r.fleet), r.basis.clone()]);
+            csv.row([
+                r.measure.clone(),
+                o(r.published),
+                o(r.published_low),
+                o(r.published_high),
+                r.unit.clone(),
+                r.source.clone(),
+                o(r.fleet),
+                r.basis.clone(),
+            ]);
         }
         csv.finish()
     }))
@@ -1085,14 +1490,20 @@ mod tests {
         let mut csv = Csv::new(&["a", "b"]);
         csv.row([s("plain"), s("has, comma")]);
         csv.row([s("say \"hi\""), s("two\nlines")]);
-        assert_eq!(csv.finish(), "a,b\r\nplain,\"has, comma\"\r\n\"say \"\"hi\"\"\",\"two\nlines\"\r\n");
+        assert_eq!(
+            csv.finish(),
+            "a,b\r\nplain,\"has, comma\"\r\n\"say \"\"hi\"\"\",\"two\nlines\"\r\n"
+        );
     }
 
     #[test]
     fn accept_negotiation() {
         let mut h = HeaderMap::new();
         assert!(!wants_csv(&h));
-        h.insert(header::ACCEPT, HeaderValue::from_static("application/json, Text/CSV; q=0.9"));
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, Text/CSV; q=0.9"),
+        );
         assert!(wants_csv(&h));
         h.insert(header::ACCEPT, HeaderValue::from_static("text/csvx"));
         assert!(!wants_csv(&h));

@@ -16,10 +16,23 @@ const STYLE: &str = include_str!("dashboard/dashboard.css");
 pub fn router() -> Router<ApiContext> {
     Router::new()
         .route("/", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
-        .route("/assets/dashboard.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
-        .route("/assets/dashboard.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
+        .route(
+            "/assets/dashboard.js",
+            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+        )
+        .route(
+            "/assets/dashboard.css",
+            get(|| async { asset("text/css; charset=utf-8", STYLE) }),
+        )
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")], body)
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
 }

@@ -133,9 +133,15 @@ pub async fn ingest_events(
         let forbidden = rejected.iter().all(|r| r.reason == "forbidden_cluster");
         let details = serde_json::json!({ "rejected": rejected });
         return Err(if forbidden {
-            ApiError::Forbidden(format!("this token may only write cluster '{}'", caller.cluster.unwrap_or_default()))
+            ApiError::Forbidden(format!(
+                "this token may only write cluster '{}'",
+                caller.cluster.unwrap_or_default()
+            ))
         } else {
-            ApiError::Unprocessable { message: format!("all {received} events were invalid"), details: Some(details) }
+            ApiError::Unprocessable {
+                message: format!("all {received} events were invalid"),
+                details: Some(details),
+            }
         });
     }
     let stored = store_events(&ctx, valid).await?;
@@ -144,7 +150,14 @@ pub async fn ingest_events(
     metrics::counter!("faultline_events_total", "outcome" => "accepted", "reason" => "").increment(accepted as u64);
     metrics::counter!("faultline_events_total", "outcome" => "duplicate", "reason" => "").increment(duplicates as u64);
     metrics::histogram!("faultline_ingest_seconds", "endpoint" => "events").record(started.elapsed().as_secs_f64());
-    Ok(Json(IngestResponse { received, accepted, duplicates, stored: stored.stored, folded: stored.folded, rejected }))
+    Ok(Json(IngestResponse {
+        received,
+        accepted,
+        duplicates,
+        stored: stored.stored,
+        folded: stored.folded,
+        rejected,
+    }))
 }
 
 /// The one write path for signals, as the handlers call it (see [`crate::ingest::store_events`]).
@@ -163,7 +176,10 @@ fn parse_json_batch(bytes: &[u8]) -> ApiResult<Vec<RawItem>> {
         return Err(ApiError::bad_request("empty_body", "the request body is empty"));
     }
     let batch: EventBatch = serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::bad_request("invalid_json", format!("body is not a JSON object {{\"events\": [...]}}: {e}"))
+        ApiError::bad_request(
+            "invalid_json",
+            format!("body is not a JSON object {{\"events\": [...]}}: {e}"),
+        )
     })?;
     Ok(batch.events.into_iter().map(Ok).collect())
 }
@@ -184,7 +200,12 @@ fn validate_batch(items: Vec<RawItem>, caller: &Caller) -> (Vec<Event>, Vec<Reje
     let mut valid = Vec::with_capacity(items.len());
     let mut rejected = Vec::new();
     for (index, item) in items.into_iter().enumerate() {
-        let reject = |reason: &str, e: FieldError| RejectedItem { index, reason: reason.into(), field: e.field, message: e.message };
+        let reject = |reason: &str, e: FieldError| RejectedItem {
+            index,
+            reason: reason.into(),
+            field: e.field,
+            message: e.message,
+        };
         let event = match item {
             Err(message) => {
                 rejected.push(reject("invalid_json", FieldError { field: None, message }));
@@ -201,7 +222,10 @@ fn validate_batch(items: Vec<RawItem>, caller: &Caller) -> (Vec<Event>, Vec<Reje
         if !caller.may_write(&event.cluster) {
             rejected.push(reject(
                 "forbidden_cluster",
-                FieldError::new("cluster", format!("this token may not write cluster '{}'", event.cluster)),
+                FieldError::new(
+                    "cluster",
+                    format!("this token may not write cluster '{}'", event.cluster),
+                ),
             ));
             continue;
         }

@@ -20,7 +20,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         if !is_json(req.headers()) {
-            return Err(ApiError::UnsupportedMediaType("expected Content-Type: application/json".into()));
+            return Err(ApiError::UnsupportedMediaType(
+                "expected Content-Type: application/json".into(),
+            ));
         }
         let bytes = Bytes::from_request(req, state)
             .await
@@ -29,7 +31,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
         let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
-            ApiError::bad_request("invalid_json", format!("at `{path}` (line {}, column {}): {inner}", inner.line(), inner.column()))
+            ApiError::bad_request(
+                "invalid_json",
+                format!(
+                    "at `{path}` (line {}, column {}): {inner}",
+                    inner.line(),
+                    inner.column()
+                ),
+            )
         })?;
         Ok(AppJson(value))
     }
@@ -44,12 +53,17 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         // An empty value (`?cluster=&by=`, as HTML forms send them) means the parameter is absent.
         let query: String = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).filter(|(_, v)| !v.is_empty()))
+            .extend_pairs(
+                form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).filter(|(_, v)| !v.is_empty()),
+            )
             .finish();
         let de = serde_urlencoded_deserializer(&query);
-        serde_path_to_error::deserialize(de)
-            .map(AppQuery)
-            .map_err(|e| ApiError::bad_request("invalid_query", format!("query parameter `{}`: {}", e.path(), e.inner())))
+        serde_path_to_error::deserialize(de).map(AppQuery).map_err(|e| {
+            ApiError::bad_request(
+                "invalid_query",
+                format!("query parameter `{}`: {}", e.path(), e.inner()),
+            )
+        })
     }
 }
 
@@ -79,7 +93,9 @@ fn body_error(status: StatusCode, text: String) -> ApiError {
 /// same limit as plain bodies.
 pub async fn read_body_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let too_large = || ApiError::PayloadTooLarge(format!("request body exceeds the limit of {limit} bytes"));
-    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
         && len > limit as u64
     {
         return Err(too_large());
@@ -94,7 +110,10 @@ pub async fn read_body_limited(headers: &HeaderMap, body: Body, limit: usize) ->
                 }
                 source = s.source();
             }
-            Err(ApiError::bad_request("invalid_body", format!("could not read the request body: {e}")))
+            Err(ApiError::bad_request(
+                "invalid_body",
+                format!("could not read the request body: {e}"),
+            ))
         }
     }
 }
@@ -114,7 +133,10 @@ impl Caller {
         if self.role.allows(p) {
             Ok(())
         } else {
-            Err(ApiError::Forbidden(format!("a {} token may not make this call", self.role.as_str())))
+            Err(ApiError::Forbidden(format!(
+                "a {} token may not make this call",
+                self.role.as_str()
+            )))
         }
     }
 
@@ -140,7 +162,12 @@ impl FromRequestParts<ApiContext> for Caller {
             .ok_or_else(|| ApiError::Unauthorized("Authorization header must be `Bearer <token>`".into()))?;
         let admin_hash = crate::domain::auth::hash_secret(&ctx.config.admin_token);
         if secret_matches(token, &admin_hash) {
-            return Ok(Caller { role: Role::Admin, cluster: None, token_id: None, name: "admin".into() });
+            return Ok(Caller {
+                role: Role::Admin,
+                cluster: None,
+                token_id: None,
+                name: "admin".into(),
+            });
         }
         let invalid = || ApiError::Unauthorized("invalid or revoked token".into());
         let (id, secret) = split_token(token).ok_or_else(invalid)?;
@@ -149,7 +176,12 @@ impl FromRequestParts<ApiContext> for Caller {
             return Err(invalid());
         }
         let role = Role::parse(&stored.role).ok_or_else(invalid)?;
-        Ok(Caller { role, cluster: stored.cluster, token_id: Some(id), name: stored.name })
+        Ok(Caller {
+            role,
+            cluster: stored.cluster,
+            token_id: Some(id),
+            name: stored.name,
+        })
     }
 }
 
@@ -165,10 +197,29 @@ pub async fn json_errors(response: Response<Body>) -> Response<Body> {
         return response;
     }
     let (parts, body) = response.into_parts();
-    let text = axum::body::to_bytes(body, 4096).await.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
-    let code = status.canonical_reason().unwrap_or("error").to_ascii_lowercase().replace(' ', "_");
-    let message = if text.trim().is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text };
-    let mut out = (status, axum::Json(ErrorBody { error: code, message, details: None })).into_response();
+    let text = axum::body::to_bytes(body, 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let code = status
+        .canonical_reason()
+        .unwrap_or("error")
+        .to_ascii_lowercase()
+        .replace(' ', "_");
+    let message = if text.trim().is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        text
+    };
+    let mut out = (
+        status,
+        axum::Json(ErrorBody {
+            error: code,
+            message,
+            details: None,
+        }),
+    )
+        .into_response();
     for (name, value) in parts.headers.iter() {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
             out.headers_mut().insert(name.clone(), value.clone());

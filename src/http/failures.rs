@@ -17,7 +17,9 @@ use crate::storage;
 use crate::storage::failure_queries::{FailureFilter, FailureRow};
 
 pub fn router() -> Router<ApiContext> {
-    Router::new().route("/v1/failures", get(list_failures)).route("/v1/failures/{id}", get(get_failure))
+    Router::new()
+        .route("/v1/failures", get(list_failures))
+        .route("/v1/failures/{id}", get(get_failure))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -116,11 +118,18 @@ pub struct FailurePage {
     ),
     security(("bearer" = []))
 )]
-pub async fn list_failures(State(ctx): State<ApiContext>, caller: Caller, AppQuery(q): AppQuery<FailureQuery>) -> ApiResult<Json<FailurePage>> {
+pub async fn list_failures(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    AppQuery(q): AppQuery<FailureQuery>,
+) -> ApiResult<Json<FailurePage>> {
     caller.require(Permission::Query)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
-        return Err(ApiError::bad_request("invalid_query", format!("limit {limit} is not in 1..=1000")));
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("limit {limit} is not in 1..=1000"),
+        ));
     }
     let before = q.cursor.as_deref().map(decode_cursor).transpose()?;
     let filter = FailureFilter {
@@ -138,11 +147,15 @@ pub async fn list_failures(State(ctx): State<ApiContext>, caller: Caller, AppQue
     let mut rows = storage::failure_queries::list(&ctx.db, &filter).await?;
     let next_cursor = if rows.len() as i64 > limit {
         rows.truncate(limit as usize);
-        rows.last().map(|r| hex(format!("{}\0{}", r.first_at.to_rfc3339(), r.id).as_bytes()))
+        rows.last()
+            .map(|r| hex(format!("{}\0{}", r.first_at.to_rfc3339(), r.id).as_bytes()))
     } else {
         None
     };
-    Ok(Json(FailurePage { failures: rows.into_iter().map(Into::into).collect(), next_cursor }))
+    Ok(Json(FailurePage {
+        failures: rows.into_iter().map(Into::into).collect(),
+        next_cursor,
+    }))
 }
 
 fn decode_cursor(cursor: &str) -> ApiResult<(DateTime<Utc>, Uuid)> {
@@ -150,7 +163,10 @@ fn decode_cursor(cursor: &str) -> ApiResult<(DateTime<Utc>, Uuid)> {
     let bytes = crate::domain::auth::unhex(cursor).ok_or_else(bad)?;
     let text = String::from_utf8(bytes).map_err(|_| bad())?;
     let (t, id) = text.split_once('\0').ok_or_else(bad)?;
-    Ok((DateTime::parse_from_rfc3339(t).map_err(|_| bad())?.with_timezone(&Utc), Uuid::try_parse(id).map_err(|_| bad())?))
+    Ok((
+        DateTime::parse_from_rfc3339(t).map_err(|_| bad())?.with_timezone(&Utc),
+        Uuid::try_parse(id).map_err(|_| bad())?,
+    ))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -197,10 +213,17 @@ pub struct FailureDetail {
     ),
     security(("bearer" = []))
 )]
-pub async fn get_failure(State(ctx): State<ApiContext>, caller: Caller, Path(id): Path<String>) -> ApiResult<Json<FailureDetail>> {
+pub async fn get_failure(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<FailureDetail>> {
     caller.require(Permission::Query)?;
-    let id = Uuid::try_parse(&id).map_err(|e| ApiError::bad_request("invalid_path", format!("failure id '{id}' is not a UUID: {e}")))?;
-    let row = storage::failure_queries::get(&ctx.db, id).await?.ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
+    let id = Uuid::try_parse(&id)
+        .map_err(|e| ApiError::bad_request("invalid_path", format!("failure id '{id}' is not a UUID: {e}")))?;
+    let row = storage::failure_queries::get(&ctx.db, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
     let mut conn = ctx.db.acquire().await?;
     let catalog = storage::catalog::lock_shared(&mut conn, &ctx.catalog).await?;
     drop(conn);
@@ -209,7 +232,10 @@ pub async fn get_failure(State(ctx): State<ApiContext>, caller: Caller, Path(id)
     let signals = signals
         .into_iter()
         .map(|s| {
-            let explicit = match (s.rc_category.as_deref().and_then(Category::parse), s.rc_component.as_deref().and_then(Component::parse)) {
+            let explicit = match (
+                s.rc_category.as_deref().and_then(Category::parse),
+                s.rc_component.as_deref().and_then(Component::parse),
+            ) {
                 (Some(a), Some(b)) => RootCause::new(a, b).ok(),
                 _ => None,
             };
@@ -234,5 +260,9 @@ pub async fn get_failure(State(ctx): State<ApiContext>, caller: Caller, Path(id)
             }
         })
         .collect();
-    Ok(Json(FailureDetail { failure: row.into(), signals, signals_truncated: truncated }))
+    Ok(Json(FailureDetail {
+        failure: row.into(),
+        signals,
+        signals_truncated: truncated,
+    }))
 }

@@ -50,5 +50,9 @@ pub async fn readyz(State(ctx): State<ApiContext>) -> Result<Json<Health>, ApiEr
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Metrics in the Prometheus text exposition format", body = String, content_type = "text/plain")))]
 pub async fn metrics_text(State(ctx): State<ApiContext>) -> impl IntoResponse {
-    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], ctx.metrics.render())
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        ctx.metrics.render(),
+    )
 }

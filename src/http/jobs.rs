@@ -56,34 +56,50 @@ pub struct JobUpsertResponse {
     ),
     security(("bearer" = []))
 )]
-pub async fn upsert_jobs(State(ctx): State<ApiContext>, caller: Caller, AppJson(batch): AppJson<JobBatch>) -> ApiResult<Json<JobUpsertResponse>> {
+pub async fn upsert_jobs(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    AppJson(batch): AppJson<JobBatch>,
+) -> ApiResult<Json<JobUpsertResponse>> {
     caller.require(Permission::Ingest)?;
     let received = batch.jobs.len();
     if received == 0 {
         return Err(ApiError::bad_request("empty_batch", "the batch holds no jobs"));
     }
     if received > ctx.config.limits.max_batch_items {
-        return Err(ApiError::PayloadTooLarge(format!("the batch holds {received} jobs; the limit is {}", ctx.config.limits.max_batch_items)));
+        return Err(ApiError::PayloadTooLarge(format!(
+            "the batch holds {received} jobs; the limit is {}",
+            ctx.config.limits.max_batch_items
+        )));
     }
     let mut seen = HashSet::new();
     let mut valid = Vec::with_capacity(received);
     let mut rejected = Vec::new();
     for (index, value) in batch.jobs.into_iter().enumerate() {
-        let reject = |reason: &str, e: FieldError| RejectedItem { index, reason: reason.into(), field: e.field, message: e.message };
+        let reject = |reason: &str, e: FieldError| RejectedItem {
+            index,
+            reason: reason.into(),
+            field: e.field,
+            message: e.message,
+        };
         match parse_job(value) {
             Err(e) => rejected.push(reject("invalid_field", e)),
-            Ok(j) if !caller.may_write(&j.cluster) => {
-                rejected.push(reject("forbidden_cluster", FieldError::new("cluster", format!("this token may not write cluster '{}'", j.cluster))))
-            }
-            Ok(j) if !seen.insert((j.cluster.clone(), j.id.clone())) => {
-                rejected.push(reject("duplicate_in_batch", FieldError::new("id", format!("{}/{} appears earlier in this batch", j.cluster, j.id))))
-            }
+            Ok(j) if !caller.may_write(&j.cluster) => rejected.push(reject(
+                "forbidden_cluster",
+                FieldError::new("cluster", format!("this token may not write cluster '{}'", j.cluster)),
+            )),
+            Ok(j) if !seen.insert((j.cluster.clone(), j.id.clone())) => rejected.push(reject(
+                "duplicate_in_batch",
+                FieldError::new("id", format!("{}/{} appears earlier in this batch", j.cluster, j.id)),
+            )),
             Ok(j) => valid.push(j),
         }
     }
     if valid.is_empty() {
         if rejected.iter().all(|r| r.reason == "forbidden_cluster") {
-            return Err(ApiError::Forbidden("every job is outside this token's cluster scope".into()));
+            return Err(ApiError::Forbidden(
+                "every job is outside this token's cluster scope".into(),
+            ));
         }
         return Err(ApiError::Unprocessable {
             message: format!("all {received} jobs were invalid"),
@@ -98,7 +114,14 @@ pub async fn upsert_jobs(State(ctx): State<ApiContext>, caller: Caller, AppJson(
     let catalog = storage::catalog::lock_exclusive(&mut tx, &ctx.catalog).await?;
     let mut touched = storage::failures::Touched::new();
     for old in storage::jobs::stored_runs(&mut tx, &valid).await? {
-        storage::failures::touch_job(&mut touched, &old.cluster, &old.job_id, &old.nodes, old.started_at, old.ended_at);
+        storage::failures::touch_job(
+            &mut touched,
+            &old.cluster,
+            &old.job_id,
+            &old.nodes,
+            old.started_at,
+            old.ended_at,
+        );
     }
     for j in &valid {
         storage::failures::touch_job(&mut touched, &j.cluster, &j.id, &j.nodes, j.start, j.end);
@@ -107,5 +130,9 @@ pub async fn upsert_jobs(State(ctx): State<ApiContext>, caller: Caller, AppJson(
     let window = chrono::Duration::from_std(ctx.config.correlation_window).unwrap_or(chrono::Duration::minutes(10));
     storage::failures::refold(&mut tx, &catalog, window, &touched).await?;
     tx.commit().await?;
-    Ok(Json(JobUpsertResponse { received, upserted, rejected }))
+    Ok(Json(JobUpsertResponse {
+        received,
+        upserted,
+        rejected,
+    }))
 }

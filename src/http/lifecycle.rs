@@ -26,7 +26,10 @@ pub fn router() -> Router<ApiContext> {
     Router::new()
         .route("/v1/failures/{id}", patch(patch_failure))
         .route("/v1/failures/{id}/history", get(failure_history))
-        .route("/v1/nodes/{cluster}/{hostname}/state", get(node_state).post(record_node_state))
+        .route(
+            "/v1/nodes/{cluster}/{hostname}/state",
+            get(node_state).post(record_node_state),
+        )
 }
 
 /// Recovery phases in minutes.
@@ -83,7 +86,12 @@ fn view(f: &FailureAnchor, row: Option<&LifecycleRow>) -> LifecycleView {
         lifecycle_id: row.map_or(f.id, |r| r.failure_id),
         resolved_at: l.resolved_at,
         resolution: l.resolution,
-        recovery_minutes: RecoveryMinutes { detection: phases.detection, resubmission: phases.resubmission, setup: phases.setup, recomputation: phases.recomputation },
+        recovery_minutes: RecoveryMinutes {
+            detection: phases.detection,
+            resubmission: phases.resubmission,
+            setup: phases.setup,
+            recomputation: phases.recomputation,
+        },
         downtime_minutes: downtime_minutes(&phases, f.first_at, l.resolved_at).map(round6),
         automatic_root_cause: auto,
         post_mortem_root_cause: l.post_mortem,
@@ -95,7 +103,8 @@ fn view(f: &FailureAnchor, row: Option<&LifecycleRow>) -> LifecycleView {
 }
 
 fn parse_id(id: &str) -> ApiResult<Uuid> {
-    Uuid::try_parse(id).map_err(|e| ApiError::bad_request("invalid_path", format!("failure id '{id}' is not a UUID: {e}")))
+    Uuid::try_parse(id)
+        .map_err(|e| ApiError::bad_request("invalid_path", format!("failure id '{id}' is not a UUID: {e}")))
 }
 
 /// Record a failure's resolution, recovery phases, post-mortem root cause or note.
@@ -129,21 +138,30 @@ pub async fn patch_failure(
     caller.require(Permission::Ingest)?;
     let id = parse_id(&id)?;
     if p.is_empty() {
-        return Err(ApiError::bad_request("empty_patch", "the patch changes nothing: send at least one field"));
+        return Err(ApiError::bad_request(
+            "empty_patch",
+            "the patch changes nothing: send at least one field",
+        ));
     }
     let mut tx = ctx.db.begin().await?;
-    let f = store::failure_anchor(&mut tx, id).await?.ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
+    let f = store::failure_anchor(&mut tx, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
     if !caller.may_write(&f.cluster) {
-        return Err(ApiError::Forbidden(format!("this token may not write cluster '{}'", f.cluster)));
+        return Err(ApiError::Forbidden(format!(
+            "this token may not write cluster '{}'",
+            f.cluster
+        )));
     }
     store::lock(&mut tx, &f).await?;
     let rows = store::for_failure(&mut tx, &f).await?;
     let current = rows.first();
     let before = current.map(LifecycleRow::lifecycle).unwrap_or_default();
-    let (after, changes) = lifecycle::apply(&before, &p, f.first_at, Utc::now()).map_err(|e| ApiError::Unprocessable {
-        message: format!("{}: {}", e.field.as_deref().unwrap_or("body"), e.message),
-        details: Some(serde_json::json!({ "field": e.field })),
-    })?;
+    let (after, changes) =
+        lifecycle::apply(&before, &p, f.first_at, Utc::now()).map_err(|e| ApiError::Unprocessable {
+            message: format!("{}: {}", e.field.as_deref().unwrap_or("body"), e.message),
+            details: Some(serde_json::json!({ "field": e.field })),
+        })?;
     let lifecycle_id = current.map_or(f.id, |r| r.failure_id);
     if !changes.is_empty() || current.is_none() {
         store::save(&mut tx, lifecycle_id, &f, &after, &changes, &caller.name).await?;
@@ -185,21 +203,35 @@ pub struct FailureHistory {
     ),
     security(("bearer" = []))
 )]
-pub async fn failure_history(State(ctx): State<ApiContext>, caller: Caller, Path(id): Path<String>) -> ApiResult<Json<FailureHistory>> {
+pub async fn failure_history(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<FailureHistory>> {
     if caller.require(Permission::Query).is_err() {
         caller.require(Permission::Ingest)?;
     }
     let id = parse_id(&id)?;
     let mut conn = ctx.db.acquire().await?;
-    let f = store::failure_anchor(&mut conn, id).await?.ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
+    let f = store::failure_anchor(&mut conn, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
     let rows = store::for_failure(&mut conn, &f).await?;
     let ids: Vec<Uuid> = rows.iter().map(|r| r.failure_id).collect();
     let changes = store::changes(&mut conn, &ids)
         .await?
         .into_iter()
-        .map(|c| LifecycleChange { lifecycle_id: c.failure_id, changed_at: c.changed_at, changed_by: c.changed_by, changes: c.changes })
+        .map(|c| LifecycleChange {
+            lifecycle_id: c.failure_id,
+            changed_at: c.changed_at,
+            changed_by: c.changed_by,
+            changes: c.changes,
+        })
         .collect();
-    Ok(Json(FailureHistory { lifecycle: view(&f, rows.first()), changes }))
+    Ok(Json(FailureHistory {
+        lifecycle: view(&f, rows.first()),
+        changes,
+    }))
 }
 
 /// drained: out of service; returned: back in service.
@@ -246,7 +278,14 @@ pub struct NodeStateView {
     pub transitions: Vec<NodeTransitionView>,
 }
 
-async fn node_state_view(ctx: &ApiContext, cluster: &str, hostname: &str, gpus: i32, from: DateTime<Utc>, to: DateTime<Utc>) -> ApiResult<NodeStateView> {
+async fn node_state_view(
+    ctx: &ApiContext,
+    cluster: &str,
+    hostname: &str,
+    gpus: i32,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> ApiResult<NodeStateView> {
     let rows = store::transitions(&ctx.db, from, to, Some(cluster), Some(hostname)).await?;
     let marks: Vec<(DateTime<Utc>, bool)> = rows.iter().map(|r| (r.at, r.state == "drained")).collect();
     let hours = out_of_service_hours(&marks, from, to);
@@ -254,7 +293,11 @@ async fn node_state_view(ctx: &ApiContext, cluster: &str, hostname: &str, gpus: 
     Ok(NodeStateView {
         cluster: cluster.to_string(),
         hostname: hostname.to_string(),
-        state: if drained { NodeServiceState::Drained } else { NodeServiceState::Returned },
+        state: if drained {
+            NodeServiceState::Drained
+        } else {
+            NodeServiceState::Returned
+        },
         from,
         to,
         out_of_service_hours: round6(hours),
@@ -262,7 +305,11 @@ async fn node_state_view(ctx: &ApiContext, cluster: &str, hostname: &str, gpus: 
         transitions: rows
             .into_iter()
             .map(|r| NodeTransitionView {
-                state: if r.state == "drained" { NodeServiceState::Drained } else { NodeServiceState::Returned },
+                state: if r.state == "drained" {
+                    NodeServiceState::Drained
+                } else {
+                    NodeServiceState::Returned
+                },
                 at: r.at,
                 reason: r.reason,
                 source: r.source,
@@ -298,12 +345,19 @@ pub async fn record_node_state(
 ) -> ApiResult<(StatusCode, Json<NodeStateView>)> {
     caller.require(Permission::Ingest)?;
     if !caller.may_write(&cluster) {
-        return Err(ApiError::Forbidden(format!("this token may not write cluster '{cluster}'")));
+        return Err(ApiError::Forbidden(format!(
+            "this token may not write cluster '{cluster}'"
+        )));
     }
-    let gpus = store::node_gpus(&ctx.db, &cluster, &hostname).await?.ok_or_else(|| ApiError::NotFound(format!("no node {cluster}/{hostname} in the inventory")))?;
+    let gpus = store::node_gpus(&ctx.db, &cluster, &hostname)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no node {cluster}/{hostname} in the inventory")))?;
     let now = Utc::now();
     let at = input.at.unwrap_or(now);
-    let unprocessable = |m: String| ApiError::Unprocessable { message: m, details: None };
+    let unprocessable = |m: String| ApiError::Unprocessable {
+        message: m,
+        details: None,
+    };
     if at > now + chrono::Duration::hours(24) {
         return Err(unprocessable(format!("at: {at} is more than 24 h in the future")));
     }
@@ -347,7 +401,8 @@ pub async fn node_state(
 ) -> ApiResult<Json<NodeStateView>> {
     caller.require(Permission::ReadInventory)?;
     let (from, to) = resolve_window(&wq)?;
-    let gpus = store::node_gpus(&ctx.db, &cluster, &hostname).await?.ok_or_else(|| ApiError::NotFound(format!("no node {cluster}/{hostname} in the inventory")))?;
+    let gpus = store::node_gpus(&ctx.db, &cluster, &hostname)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no node {cluster}/{hostname} in the inventory")))?;
     Ok(Json(node_state_view(&ctx, &cluster, &hostname, gpus, from, to).await?))
 }
-

@@ -18,7 +18,9 @@ use super::extract::{AppQuery, Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::domain::event::{Event, FieldError};
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::logparse::records::{FieldNames, LineOutcome, LineSource, Occurrences, bound_line, ingest_line, read_record};
+use crate::logparse::records::{
+    FieldNames, LineOutcome, LineSource, Occurrences, bound_line, ingest_line, read_record,
+};
 
 /// Lines one request may hold: ten per batch item of `/v1/events` (100,000 by default), since
 /// most log lines are noise.
@@ -155,7 +157,10 @@ pub async fn ingest_logs(
         return Err(ApiError::Forbidden(format!("this token may not write cluster '{c}'")));
     }
     if is_text && query.cluster.as_deref().is_none_or(|c| c.trim().is_empty()) {
-        return Err(ApiError::bad_request("missing_parameter", "text/plain lines need the `cluster` query parameter"));
+        return Err(ApiError::bad_request(
+            "missing_parameter",
+            "text/plain lines need the `cluster` query parameter",
+        ));
     }
     let bytes = read_body_limited(&headers, body, limits.max_body_bytes).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -166,7 +171,8 @@ pub async fn ingest_logs(
     let mut events: Vec<Event> = Vec::new();
     let received_at = Utc::now();
     let mut occurrences = Occurrences::default();
-    let tally = |out: &mut LogIngestResponse, events: &mut Vec<Event>, index: usize, outcome: LineOutcome| match outcome {
+    let tally = |out: &mut LogIngestResponse, events: &mut Vec<Event>, index: usize, outcome: LineOutcome| match outcome
+    {
         LineOutcome::Unmatched => out.unmatched += 1,
         LineOutcome::Signal(e) => {
             *out.signals_by_kind.entry(e.kind.clone()).or_default() += 1;
@@ -198,24 +204,62 @@ pub async fn ingest_logs(
         let names = query.field_names();
         for (index, item) in split_records(&bytes).into_iter().enumerate() {
             out.records += 1;
-            let record = match item.map_err(|m| ("invalid_json", FieldError { field: None, message: m })).and_then(|v| {
-                if !v.is_object() {
-                    return Err(("invalid_record", FieldError { field: None, message: format!("a record must be a JSON object, not {v}") }));
-                }
-                read_record(&v, &names).map_err(|e| if e.field.is_none() { ("missing_field", e) } else { ("invalid_field", e) })
-            }) {
+            let record = match item
+                .map_err(|m| {
+                    (
+                        "invalid_json",
+                        FieldError {
+                            field: None,
+                            message: m,
+                        },
+                    )
+                })
+                .and_then(|v| {
+                    if !v.is_object() {
+                        return Err((
+                            "invalid_record",
+                            FieldError {
+                                field: None,
+                                message: format!("a record must be a JSON object, not {v}"),
+                            },
+                        ));
+                    }
+                    read_record(&v, &names).map_err(|e| {
+                        if e.field.is_none() {
+                            ("missing_field", e)
+                        } else {
+                            ("invalid_field", e)
+                        }
+                    })
+                }) {
                 Ok(r) => r,
                 Err((reason, e)) => {
                     out.rejected.push(reject(index, reason, e));
                     continue;
                 }
             };
-            let Some(cluster) = record.cluster.as_deref().or(query.cluster.as_deref()).filter(|c| !c.trim().is_empty()) else {
-                out.rejected.push(reject(index, "missing_field", FieldError { field: None, message: "no cluster: add a cluster field or the `cluster` query parameter".into() }));
+            let Some(cluster) = record
+                .cluster
+                .as_deref()
+                .or(query.cluster.as_deref())
+                .filter(|c| !c.trim().is_empty())
+            else {
+                out.rejected.push(reject(
+                    index,
+                    "missing_field",
+                    FieldError {
+                        field: None,
+                        message: "no cluster: add a cluster field or the `cluster` query parameter".into(),
+                    },
+                ));
                 continue;
             };
             if !caller.may_write(cluster) {
-                out.rejected.push(reject(index, "forbidden_cluster", FieldError::new("cluster", format!("this token may not write cluster '{cluster}'"))));
+                out.rejected.push(reject(
+                    index,
+                    "forbidden_cluster",
+                    FieldError::new("cluster", format!("this token may not write cluster '{cluster}'")),
+                ));
                 continue;
             }
             let src = LineSource {
@@ -244,15 +288,22 @@ pub async fn ingest_logs(
             let forbidden = out.rejected.iter().all(|r| r.reason == "forbidden_cluster");
             let details = serde_json::json!({ "rejected": out.rejected });
             return Err(if forbidden {
-                ApiError::Forbidden(format!("this token may only write cluster '{}'", caller.cluster.unwrap_or_default()))
+                ApiError::Forbidden(format!(
+                    "this token may only write cluster '{}'",
+                    caller.cluster.unwrap_or_default()
+                ))
             } else {
-                ApiError::Unprocessable { message: format!("all {} records were invalid", out.records), details: Some(details) }
+                ApiError::Unprocessable {
+                    message: format!("all {} records were invalid", out.records),
+                    details: Some(details),
+                }
             });
         }
     }
     if !events.is_empty() {
         let stored = store_events(&ctx, events).await?;
-        (out.accepted, out.duplicates, out.stored, out.folded) = (stored.accepted, stored.duplicates, stored.stored, stored.folded);
+        (out.accepted, out.duplicates, out.stored, out.folded) =
+            (stored.accepted, stored.duplicates, stored.stored, stored.folded);
     }
     metrics::counter!("faultline_log_lines_total", "outcome" => "signal").increment(out.signals as u64);
     metrics::counter!("faultline_log_lines_total", "outcome" => "unmatched").increment(out.unmatched as u64);
@@ -261,7 +312,12 @@ pub async fn ingest_logs(
 }
 
 fn reject(index: usize, reason: &str, e: FieldError) -> RejectedItem {
-    RejectedItem { index, reason: reason.into(), field: e.field, message: e.message }
+    RejectedItem {
+        index,
+        reason: reason.into(),
+        field: e.field,
+        message: e.message,
+    }
 }
 
 fn too_many_lines(max: usize) -> ApiError {

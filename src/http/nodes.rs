@@ -77,7 +77,12 @@ pub async fn upsert_nodes(
     let mut valid = Vec::with_capacity(received);
     let mut rejected = Vec::new();
     for (index, value) in batch.nodes.into_iter().enumerate() {
-        let reject = |reason: &str, e: FieldError| RejectedItem { index, reason: reason.into(), field: e.field, message: e.message };
+        let reject = |reason: &str, e: FieldError| RejectedItem {
+            index,
+            reason: reason.into(),
+            field: e.field,
+            message: e.message,
+        };
         match parse_node(value) {
             Err(e) => rejected.push(reject("invalid_field", e)),
             Ok(n) if !caller.may_write(&n.cluster) => rejected.push(reject(
@@ -86,14 +91,19 @@ pub async fn upsert_nodes(
             )),
             Ok(n) if !seen.insert((n.cluster.clone(), n.hostname.clone())) => rejected.push(reject(
                 "duplicate_in_batch",
-                FieldError::new("hostname", format!("{}/{} appears earlier in this batch", n.cluster, n.hostname)),
+                FieldError::new(
+                    "hostname",
+                    format!("{}/{} appears earlier in this batch", n.cluster, n.hostname),
+                ),
             )),
             Ok(n) => valid.push(n),
         }
     }
     if valid.is_empty() {
         if rejected.iter().all(|r| r.reason == "forbidden_cluster") {
-            return Err(ApiError::Forbidden("every node is outside this token's cluster scope".into()));
+            return Err(ApiError::Forbidden(
+                "every node is outside this token's cluster scope".into(),
+            ));
         }
         return Err(ApiError::Unprocessable {
             message: format!("all {received} nodes were invalid"),
@@ -101,7 +111,11 @@ pub async fn upsert_nodes(
         });
     }
     let upserted = storage::nodes::upsert(&ctx.db, &valid).await? as usize;
-    Ok(Json(NodeUpsertResponse { received, upserted, rejected }))
+    Ok(Json(NodeUpsertResponse {
+        received,
+        upserted,
+        rejected,
+    }))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -160,12 +174,18 @@ pub async fn list_nodes(
     caller.require(Permission::ReadInventory)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
-        return Err(ApiError::bad_request("invalid_query", format!("limit {limit} is not in 1..=1000")));
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("limit {limit} is not in 1..=1000"),
+        ));
     }
     if let Some(g) = &q.generation
         && GpuGeneration::parse(g).is_none()
     {
-        return Err(ApiError::bad_request("invalid_query", format!("generation '{g}' is not one of volta, turing, ampere, ada, hopper, blackwell, unknown")));
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("generation '{g}' is not one of volta, turing, ampere, ada, hopper, blackwell, unknown"),
+        ));
     }
     let after = q.cursor.as_deref().map(decode_cursor).transpose()?;
     let filter = NodeFilter {

@@ -82,7 +82,10 @@ pub async fn ingest_health_events(
         ApiError::Unavailable { retry_after_secs: 1 }
     })?;
     if !caller.may_write(&query.cluster) {
-        return Err(ApiError::Forbidden(format!("this token may not write cluster '{}'", query.cluster)));
+        return Err(ApiError::Forbidden(format!(
+            "this token may not write cluster '{}'",
+            query.cluster
+        )));
     }
     let limits = &ctx.config.limits;
     let is_json = match content_type(&headers).as_deref() {
@@ -109,10 +112,17 @@ pub async fn ingest_health_events(
         split_ndjson(&bytes)
     };
     if items.len() > limits.max_batch_items {
-        return Err(ApiError::PayloadTooLarge(format!("the batch holds {} events; the limit is {}", items.len(), limits.max_batch_items)));
+        return Err(ApiError::PayloadTooLarge(format!(
+            "the batch holds {} events; the limit is {}",
+            items.len(),
+            limits.max_batch_items
+        )));
     }
     let now = Utc::now();
-    let mut out = HealthEventsResponse { received: items.len(), ..Default::default() };
+    let mut out = HealthEventsResponse {
+        received: items.len(),
+        ..Default::default()
+    };
     let mut events = Vec::with_capacity(items.len());
     for (index, item) in items.into_iter().enumerate() {
         let mapped = item
@@ -124,7 +134,12 @@ pub async fn ingest_health_events(
                 out.healthy += usize::from(e.symptom == Some(crate::domain::taxonomy::Symptom::None));
                 events.push(e);
             }
-            Err((reason, field, message)) => out.rejected.push(RejectedItem { index, reason: reason.into(), field, message }),
+            Err((reason, field, message)) => out.rejected.push(RejectedItem {
+                index,
+                reason: reason.into(),
+                field,
+                message,
+            }),
         }
     }
     if events.is_empty() {
@@ -134,6 +149,7 @@ pub async fn ingest_health_events(
         });
     }
     let stored = store_events(&ctx, events).await?;
-    (out.accepted, out.duplicates, out.stored, out.folded) = (stored.accepted, stored.duplicates, stored.stored, stored.folded);
+    (out.accepted, out.duplicates, out.stored, out.folded) =
+        (stored.accepted, stored.duplicates, stored.stored, stored.folded);
     Ok(Json(out))
 }

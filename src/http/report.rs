@@ -43,11 +43,24 @@ pub fn negotiate(format: Option<&str>, accept: Option<&str>) -> ApiResult<Report
         Some("html") => return Ok(ReportFormat::Html),
         Some("fragment") => return Ok(ReportFormat::Fragment),
         Some("markdown" | "md") => return Ok(ReportFormat::Markdown),
-        Some(other) => return Err(ApiError::bad_request("invalid_query", format!("format '{other}' is not one of html, fragment, markdown"))),
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                format!("format '{other}' is not one of html, fragment, markdown"),
+            ));
+        }
         None => {}
     }
-    let first = accept.unwrap_or_default().split(',').map(|m| m.split(';').next().unwrap_or("").trim().to_ascii_lowercase()).find(|m| m == "text/markdown" || m == "text/html");
-    Ok(if first.as_deref() == Some("text/markdown") { ReportFormat::Markdown } else { ReportFormat::Html })
+    let first = accept
+        .unwrap_or_default()
+        .split(',')
+        .map(|m| m.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .find(|m| m == "text/markdown" || m == "text/html");
+    Ok(if first.as_deref() == Some("text/markdown") {
+        ReportFormat::Markdown
+    } else {
+        ReportFormat::Html
+    })
 }
 
 /// Longest window a report covers (the timeline stays at most ~130 monthly points).
@@ -76,14 +89,22 @@ pub async fn reliability(
     AppQuery(rq): AppQuery<ReportQuery>,
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
-    let format = negotiate(rq.format.as_deref(), headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()))?;
+    let format = negotiate(
+        rq.format.as_deref(),
+        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
+    )?;
     let (from, to) = resolve_window(&wq)?;
     if to - from > Duration::days(MAX_WINDOW_DAYS) {
-        return Err(ApiError::bad_request("invalid_query", format!("the window is longer than {MAX_WINDOW_DAYS} days")));
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("the window is longer than {MAX_WINDOW_DAYS} days"),
+        ));
     }
     let cluster = match (&caller.cluster, wq.cluster) {
         (Some(scope), Some(asked)) if *scope != asked => {
-            return Err(ApiError::Forbidden(format!("this token is scoped to cluster '{scope}'")));
+            return Err(ApiError::Forbidden(format!(
+                "this token is scoped to cluster '{scope}'"
+            )));
         }
         (Some(scope), _) => Some(scope.clone()),
         (None, asked) => asked,
@@ -95,8 +116,10 @@ pub async fn reliability(
         ReportFormat::Markdown => (report::markdown::render(&data), "text/markdown; charset=utf-8"),
     };
     let mut res = body.into_response();
-    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    res.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
+    res.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    res.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept"));
     Ok(res)
 }
 
@@ -108,10 +131,19 @@ mod tests {
     fn format_parameter_wins_then_the_first_named_type() {
         assert_eq!(negotiate(None, None).unwrap(), ReportFormat::Html);
         assert_eq!(negotiate(None, Some("text/markdown")).unwrap(), ReportFormat::Markdown);
-        assert_eq!(negotiate(None, Some("text/html, text/markdown;q=0.9")).unwrap(), ReportFormat::Html);
-        assert_eq!(negotiate(None, Some("text/markdown; charset=utf-8, text/html")).unwrap(), ReportFormat::Markdown);
+        assert_eq!(
+            negotiate(None, Some("text/html, text/markdown;q=0.9")).unwrap(),
+            ReportFormat::Html
+        );
+        assert_eq!(
+            negotiate(None, Some("text/markdown; charset=utf-8, text/html")).unwrap(),
+            ReportFormat::Markdown
+        );
         assert_eq!(negotiate(None, Some("*/*")).unwrap(), ReportFormat::Html);
-        assert_eq!(negotiate(Some("fragment"), Some("text/markdown")).unwrap(), ReportFormat::Fragment);
+        assert_eq!(
+            negotiate(Some("fragment"), Some("text/markdown")).unwrap(),
+            ReportFormat::Fragment
+        );
         assert!(negotiate(Some("pdf"), None).is_err());
     }
 }

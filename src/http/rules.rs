@@ -51,7 +51,11 @@ pub struct RuleList {
     ),
     security(("bearer" = []))
 )]
-pub async fn list_rules(State(ctx): State<ApiContext>, caller: Caller, AppQuery(q): AppQuery<RuleQuery>) -> ApiResult<Json<RuleList>> {
+pub async fn list_rules(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    AppQuery(q): AppQuery<RuleQuery>,
+) -> ApiResult<Json<RuleList>> {
     caller.require(Permission::Query)?;
     let mut conn = ctx.db.acquire().await?;
     let catalog_version = storage::catalog::version(&mut conn).await?;
@@ -134,7 +138,11 @@ pub async fn put_rule(
         })
     })
     .await?;
-    Ok(Json(CatalogChange { catalog_version: version, failures, rule: Some(rule) }))
+    Ok(Json(CatalogChange {
+        catalog_version: version,
+        failures,
+        rule: Some(rule),
+    }))
 }
 
 /// Delete a rule (admin); all failures are re-classified before the answer.
@@ -149,16 +157,26 @@ pub async fn put_rule(
     ),
     security(("bearer" = []))
 )]
-pub async fn delete_rule(State(ctx): State<ApiContext>, caller: Caller, Path(rule_id): Path<String>) -> ApiResult<Json<CatalogChange>> {
+pub async fn delete_rule(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    Path(rule_id): Path<String>,
+) -> ApiResult<Json<CatalogChange>> {
     caller.require(Permission::Admin)?;
     let id = rule_id.clone();
-    let (version, failures) = change_catalog(&ctx, |conn| Box::pin(async move { storage::catalog::delete_rule(conn, &id).await }))
-        .await
-        .map_err(|e| match e {
-            ApiError::Conflict(_) => ApiError::NotFound(format!("no rule '{rule_id}'")),
-            other => other,
-        })?;
-    Ok(Json(CatalogChange { catalog_version: version, failures, rule: None }))
+    let (version, failures) = change_catalog(&ctx, |conn| {
+        Box::pin(async move { storage::catalog::delete_rule(conn, &id).await })
+    })
+    .await
+    .map_err(|e| match e {
+        ApiError::Conflict(_) => ApiError::NotFound(format!("no rule '{rule_id}'")),
+        other => other,
+    })?;
+    Ok(Json(CatalogChange {
+        catalog_version: version,
+        failures,
+        rule: None,
+    }))
 }
 
 type EditFuture<'c> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, sqlx::Error>> + Send + 'c>>;

@@ -75,12 +75,31 @@ pub async fn create_token(
     AppJson(req): AppJson<CreateToken>,
 ) -> ApiResult<(StatusCode, Json<CreatedToken>)> {
     caller.require(Permission::Admin)?;
-    let bad = |e: crate::domain::event::FieldError| ApiError::bad_request("invalid_field", format!("{}: {}", e.field.unwrap_or_default(), e.message));
+    let bad = |e: crate::domain::event::FieldError| {
+        ApiError::bad_request(
+            "invalid_field",
+            format!("{}: {}", e.field.unwrap_or_default(), e.message),
+        )
+    };
     let name = required_text("name", req.name).map_err(bad)?;
     let cluster = optional_text("cluster", req.cluster).map_err(bad)?;
     let minted = mint_token();
-    let row = storage::tokens::insert(&ctx.db, minted.id, &name, req.role.as_str(), cluster.as_deref(), &minted.secret_hash).await?;
-    Ok((StatusCode::CREATED, Json(CreatedToken { info: view(row), token: minted.token })))
+    let row = storage::tokens::insert(
+        &ctx.db,
+        minted.id,
+        &name,
+        req.role.as_str(),
+        cluster.as_deref(),
+        &minted.secret_hash,
+    )
+    .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedToken {
+            info: view(row),
+            token: minted.token,
+        }),
+    ))
 }
 
 /// List active tokens (admin), without secrets.
@@ -95,7 +114,13 @@ pub async fn create_token(
 )]
 pub async fn list_tokens(State(ctx): State<ApiContext>, caller: Caller) -> ApiResult<Json<Vec<TokenView>>> {
     caller.require(Permission::Admin)?;
-    Ok(Json(storage::tokens::list_active(&ctx.db).await?.into_iter().map(view).collect()))
+    Ok(Json(
+        storage::tokens::list_active(&ctx.db)
+            .await?
+            .into_iter()
+            .map(view)
+            .collect(),
+    ))
 }
 
 /// Revoke a token (admin). It stops working at once.
@@ -111,9 +136,14 @@ pub async fn list_tokens(State(ctx): State<ApiContext>, caller: Caller) -> ApiRe
     ),
     security(("bearer" = []))
 )]
-pub async fn revoke_token(State(ctx): State<ApiContext>, caller: Caller, Path(id): Path<String>) -> ApiResult<StatusCode> {
+pub async fn revoke_token(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
     caller.require(Permission::Admin)?;
-    let id = Uuid::try_parse(&id).map_err(|e| ApiError::bad_request("invalid_path", format!("token id '{id}' is not a UUID: {e}")))?;
+    let id = Uuid::try_parse(&id)
+        .map_err(|e| ApiError::bad_request("invalid_path", format!("token id '{id}' is not a UUID: {e}")))?;
     if storage::tokens::revoke(&ctx.db, id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {

@@ -42,7 +42,10 @@ impl Fields {
         self.0.get(k).filter(|v| !v.is_null())
     }
     fn str(&self, k: &str) -> Option<&str> {
-        self.get(k).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty())
+        self.get(k)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
     }
     fn bool(&self, k: &str) -> bool {
         self.get(k).and_then(Value::as_bool).unwrap_or(false)
@@ -52,11 +55,19 @@ impl Fields {
 /// protobuf Timestamp as protojson (RFC 3339 string) or as stored ({seconds, nanos}).
 fn timestamp(v: &Value) -> Option<DateTime<Utc>> {
     match v {
-        Value::String(s) => DateTime::parse_from_rfc3339(s.trim()).ok().map(|t| t.with_timezone(&Utc)),
+        Value::String(s) => DateTime::parse_from_rfc3339(s.trim())
+            .ok()
+            .map(|t| t.with_timezone(&Utc)),
         Value::Object(o) => {
             let o = Fields::new(o);
-            let secs = o.get("seconds").and_then(|s| s.as_i64().or_else(|| s.as_str()?.parse().ok()))?;
-            let nanos = o.get("nanos").and_then(Value::as_i64).unwrap_or(0).clamp(0, 999_999_999) as u32;
+            let secs = o
+                .get("seconds")
+                .and_then(|s| s.as_i64().or_else(|| s.as_str()?.parse().ok()))?;
+            let nanos = o
+                .get("nanos")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                .clamp(0, 999_999_999) as u32;
             DateTime::from_timestamp(secs, nanos)
         }
         Value::Number(n) => DateTime::from_timestamp(n.as_i64()?, 0),
@@ -86,15 +97,28 @@ pub fn kind_and_code(component: &str, check: &str, codes: &[String]) -> (&'stati
         return ("xid", numeric);
     }
     // "nic" as a word start only: "KernelPanicCheck" holds it too.
-    let nic = |s: &str| s.starts_with("nic") || s.contains("nicdriver") || s.contains("nichealth") || s.contains("infiniband") || s.contains("ethernet");
+    let nic = |s: &str| {
+        s.starts_with("nic")
+            || s.contains("nicdriver")
+            || s.contains("nichealth")
+            || s.contains("infiniband")
+            || s.contains("ethernet")
+    };
     if nic(&c) || c == "ib" || nic(k) {
         return ("link_down", numeric);
     }
     if all.contains("row_remap") || all.contains("rowremap") || all.contains("row remap") {
         return ("row_remap", None);
     }
-    if all.contains("dbe") || all.contains("uncorrectable") || all.contains("ecc") || all.contains("sbe") || k.contains("mem") {
-        let correctable = (all.contains("sbe") || all.contains("correctable")) && !all.contains("dbe") && !all.contains("uncorrectable");
+    if all.contains("dbe")
+        || all.contains("uncorrectable")
+        || all.contains("ecc")
+        || all.contains("sbe")
+        || k.contains("mem")
+    {
+        let correctable = (all.contains("sbe") || all.contains("correctable"))
+            && !all.contains("dbe")
+            && !all.contains("uncorrectable");
         return ("ecc", Some(if correctable { 1 } else { 2 }));
     }
     if all.contains("nvlink") {
@@ -142,26 +166,43 @@ fn action_name(v: &Value) -> Option<String> {
 /// of the cluster and the whole record (keys sorted), so sending it again is a duplicate.
 /// Healthy events get symptom `none`: stored, but they open and join no failure.
 pub fn map_health_event(value: &Value, cluster: &str, now: DateTime<Utc>) -> Result<Event, FieldError> {
-    let obj = value.as_object().ok_or_else(|| FieldError { field: None, message: "a HealthEvent must be a JSON object".into() })?;
+    let obj = value.as_object().ok_or_else(|| FieldError {
+        field: None,
+        message: "a HealthEvent must be a JSON object".into(),
+    })?;
     let f = Fields::new(obj);
-    let node = f.str("nodename").ok_or_else(|| FieldError::new("nodeName", "missing: the node the event is about"))?;
+    let node = f
+        .str("nodename")
+        .ok_or_else(|| FieldError::new("nodeName", "missing: the node the event is about"))?;
     let node = required_text("nodeName", node.to_string())?;
     let component = f.str("componentclass").unwrap_or("");
     let check = f.str("checkname").unwrap_or("");
     let codes: Vec<String> = match f.get("errorcode") {
         None => Vec::new(),
-        Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(str::to_string).or_else(|| v.as_i64().map(|n| n.to_string()))).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .or_else(|| v.as_i64().map(|n| n.to_string()))
+            })
+            .collect(),
         Some(Value::String(s)) => vec![s.clone()],
         Some(Value::Number(n)) => vec![n.to_string()],
         Some(_) => return Err(FieldError::new("errorCode", "must be a list of strings")),
     };
     if component.is_empty() && check.is_empty() {
-        return Err(FieldError::new("checkName", "a HealthEvent needs a checkName or a componentClass"));
+        return Err(FieldError::new(
+            "checkName",
+            "a HealthEvent needs a checkName or a componentClass",
+        ));
     }
     let (kind, code) = kind_and_code(component, check, &codes);
     let occurred_at = match f.get("generatedtimestamp") {
         None => now,
-        Some(v) => timestamp(v).ok_or_else(|| FieldError::new("generatedTimestamp", format!("{v} is not a timestamp")))?,
+        Some(v) => {
+            timestamp(v).ok_or_else(|| FieldError::new("generatedTimestamp", format!("{v} is not a timestamp")))?
+        }
     };
     let healthy = f.bool("ishealthy");
     let mut gpu_index = None;
@@ -169,7 +210,9 @@ pub fn map_health_event(value: &Value, cluster: &str, now: DateTime<Utc>) -> Res
     let mut pci = None;
     if let Some(Value::Array(entities)) = f.get("entitiesimpacted") {
         for ent in entities.iter().filter_map(Value::as_object).map(Fields::new) {
-            let (Some(t), Some(v)) = (ent.str("entitytype"), ent.str("entityvalue")) else { continue };
+            let (Some(t), Some(v)) = (ent.str("entitytype"), ent.str("entityvalue")) else {
+                continue;
+            };
             match t.to_ascii_uppercase().as_str() {
                 "GPU" | "GPU_INDEX" | "GPUID" | "GPU_ID" => match v.parse::<i32>() {
                     Ok(i) if (0..=1023).contains(&i) => gpu_index = gpu_index.or(Some(i)),
@@ -185,7 +228,11 @@ pub fn map_health_event(value: &Value, cluster: &str, now: DateTime<Utc>) -> Res
     let message = f.str("message").map(|m| m.chars().take(4096).collect::<String>());
     let mut attributes = Map::new();
     attributes.insert("source".into(), "nvsentinel".into());
-    for (key, name) in [("agent", "agent"), ("componentclass", "componentClass"), ("checkname", "checkName")] {
+    for (key, name) in [
+        ("agent", "agent"),
+        ("componentclass", "componentClass"),
+        ("checkname", "checkName"),
+    ] {
         if let Some(v) = f.str(key) {
             attributes.insert(name.into(), v.into());
         }
@@ -253,10 +300,19 @@ mod tests {
     #[test]
     fn an_xid_health_event_is_an_xid_signal_on_its_gpu() {
         let e = map_health_event(&xid79(), "c1", now()).unwrap();
-        assert_eq!((e.kind.as_str(), e.code, e.gpu_index, e.node.as_deref()), ("xid", Some(79), Some(3), Some("n07")));
+        assert_eq!(
+            (e.kind.as_str(), e.code, e.gpu_index, e.node.as_deref()),
+            ("xid", Some(79), Some(3), Some("n07"))
+        );
         assert_eq!(e.gpu_uuid.as_deref(), Some("GPU-455d8f70-2051-db6c-0430-ffc457bff834"));
         assert_eq!(e.occurred_at.to_rfc3339(), "2026-11-30T10:00:00+00:00");
-        assert_eq!((e.attributes["pci_bus_id"].as_str(), e.attributes["recommendedAction"].as_str()), (Some("0000:3b:00"), Some("RESTART_BM")));
+        assert_eq!(
+            (
+                e.attributes["pci_bus_id"].as_str(),
+                e.attributes["recommendedAction"].as_str()
+            ),
+            (Some("0000:3b:00"), Some("RESTART_BM"))
+        );
         assert_eq!(e.symptom, None);
         assert!(participates(&e.kind, e.symptom));
         // Stable: the same record is the same id; another cluster another id.
@@ -280,15 +336,39 @@ mod tests {
     #[test]
     fn kinds_from_component_check_and_codes() {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(kind_and_code("NVSwitch", "SysLogsSXIDError", &s(&["20034"])), ("sxid", Some(20034)));
+        assert_eq!(
+            kind_and_code("NVSwitch", "SysLogsSXIDError", &s(&["20034"])),
+            ("sxid", Some(20034))
+        );
         assert_eq!(kind_and_code("GPU", "SysLogsGPUFallenOff", &[]), ("xid", Some(79)));
-        assert_eq!(kind_and_code("GPU", "GpuMemWatch", &s(&["DCGM_FR_VOLATILE_DBE_DETECTED"])), ("ecc", Some(2)));
-        assert_eq!(kind_and_code("GPU", "GpuMemWatch", &s(&["DCGM_FR_VOLATILE_SBE_DETECTED"])), ("ecc", Some(1)));
-        assert_eq!(kind_and_code("GPU", "GpuMemWatch", &s(&["DCGM_FR_ROW_REMAP_FAILURE"])), ("row_remap", None));
-        assert_eq!(kind_and_code("GPU", "GpuNvlinkWatch", &s(&["DCGM_FR_NVLINK_DOWN"])), ("nvlink", None));
-        assert_eq!(kind_and_code("GPU", "GpuThermalWatch", &s(&["DCGM_FR_CLOCK_THROTTLE_THERMAL"])), ("thermal", None));
-        assert_eq!(kind_and_code("NIC", "InfiniBandDegradationCheck", &s(&["mlx5_port_down"])), ("link_down", None));
-        assert_eq!(kind_and_code("NIC", "SysLogsNICDriverError", &s(&["netdev_watchdog"])), ("link_down", None));
+        assert_eq!(
+            kind_and_code("GPU", "GpuMemWatch", &s(&["DCGM_FR_VOLATILE_DBE_DETECTED"])),
+            ("ecc", Some(2))
+        );
+        assert_eq!(
+            kind_and_code("GPU", "GpuMemWatch", &s(&["DCGM_FR_VOLATILE_SBE_DETECTED"])),
+            ("ecc", Some(1))
+        );
+        assert_eq!(
+            kind_and_code("GPU", "GpuMemWatch", &s(&["DCGM_FR_ROW_REMAP_FAILURE"])),
+            ("row_remap", None)
+        );
+        assert_eq!(
+            kind_and_code("GPU", "GpuNvlinkWatch", &s(&["DCGM_FR_NVLINK_DOWN"])),
+            ("nvlink", None)
+        );
+        assert_eq!(
+            kind_and_code("GPU", "GpuThermalWatch", &s(&["DCGM_FR_CLOCK_THROTTLE_THERMAL"])),
+            ("thermal", None)
+        );
+        assert_eq!(
+            kind_and_code("NIC", "InfiniBandDegradationCheck", &s(&["mlx5_port_down"])),
+            ("link_down", None)
+        );
+        assert_eq!(
+            kind_and_code("NIC", "SysLogsNICDriverError", &s(&["netdev_watchdog"])),
+            ("link_down", None)
+        );
         assert_eq!(kind_and_code("CPU", "KernelPanicCheck", &[]), ("health_check", None));
     }
 
@@ -299,12 +379,19 @@ mod tests {
         assert_eq!(split_body(xid79()).len(), 1);
         let mut no_node = xid79();
         no_node.as_object_mut().unwrap().remove("nodeName");
-        assert_eq!(map_health_event(&no_node, "c1", now()).unwrap_err().field.as_deref(), Some("nodeName"));
+        assert_eq!(
+            map_health_event(&no_node, "c1", now()).unwrap_err().field.as_deref(),
+            Some("nodeName")
+        );
         let mut bad_time = xid79();
         bad_time["generatedTimestamp"] = json!("yesterday");
-        assert_eq!(map_health_event(&bad_time, "c1", now()).unwrap_err().field.as_deref(), Some("generatedTimestamp"));
+        assert_eq!(
+            map_health_event(&bad_time, "c1", now()).unwrap_err().field.as_deref(),
+            Some("generatedTimestamp")
+        );
         // bson-style lower-case keys read too
-        let lower = json!({"componentclass": "GPU", "checkname": "SysLogsXIDError", "errorcode": ["48"], "nodename": "n1"});
+        let lower =
+            json!({"componentclass": "GPU", "checkname": "SysLogsXIDError", "errorcode": ["48"], "nodename": "n1"});
         let e = map_health_event(&lower, "c1", now()).unwrap();
         assert_eq!((e.kind.as_str(), e.code, e.occurred_at), ("xid", Some(48), now()));
         assert!(map_health_event(&json!("x"), "c1", now()).is_err());

@@ -8,10 +8,7 @@
 
 use super::ParsedSignal;
 use super::kernel::fatality;
-use super::scan::{
-    after, contains_any, find_gpu_index, find_pci, int_after, parse_uint, take_bytes_while,
-    uint_after,
-};
+use super::scan::{after, contains_any, find_gpu_index, find_pci, int_after, parse_uint, take_bytes_while, uint_after};
 
 pub(crate) fn parse(body: &str) -> Option<ParsedSignal> {
     let mut s = inforom(body)
@@ -45,10 +42,7 @@ fn inforom(body: &str) -> Option<ParsedSignal> {
         return None;
     }
     let corrupt = contains_any(body, &["corrupt", "Corrupt"]);
-    if !corrupt
-        && !contains_any(body, &ERROR_WORDS)
-        && !contains_any(body, &["invalid", "Invalid", "mismatch"])
-    {
+    if !corrupt && !contains_any(body, &ERROR_WORDS) && !contains_any(body, &["invalid", "Invalid", "mismatch"]) {
         return None;
     }
     let mut s = ParsedSignal::new("inforom");
@@ -79,12 +73,7 @@ fn row_remap(body: &str) -> Option<ParsedSignal> {
         "pending"
     } else if contains_any(
         body,
-        &[
-            "were remapped",
-            "marked for remapping",
-            "rows remapped",
-            "New row",
-        ],
+        &["were remapped", "marked for remapping", "rows remapped", "New row"],
     ) {
         "remapped"
     } else {
@@ -146,15 +135,10 @@ fn gsp(body: &str) -> Option<ParsedSignal> {
     );
     let stage = if contains_any(
         body,
-        &[
-            "Cannot initialize GSP",
-            "booting GSP",
-            "cannot proceed with booting",
-        ],
+        &["Cannot initialize GSP", "booting GSP", "cannot proceed with booting"],
     ) {
         "init"
-    } else if body.contains("heartbeat") && contains_any(body, &["timed out", "timeout", "Timeout"])
-    {
+    } else if body.contains("heartbeat") && contains_any(body, &["timed out", "timeout", "Timeout"]) {
         "heartbeat"
     } else if body.contains("RPC") && contains_any(body, &["timed out", "timeout", "Timeout"]) {
         "rpc_timeout"
@@ -162,10 +146,7 @@ fn gsp(body: &str) -> Option<ParsedSignal> {
         "crashcat"
     } else if body.contains("PMU has halted") {
         "pmu_halted"
-    } else if reset
-        || contains_any(body, &ERROR_WORDS)
-        || contains_any(body, &["exception", "timed out", "Timeout"])
-    {
+    } else if reset || contains_any(body, &ERROR_WORDS) || contains_any(body, &["exception", "timed out", "Timeout"]) {
         "error"
     } else {
         return None;
@@ -260,10 +241,7 @@ fn nvlink(body: &str) -> Option<ParsedSignal> {
     if let Some(l) = link {
         s.set("nvlink_link", l);
     }
-    if contains_any(
-        body,
-        &["is currently down", "is down", "link down", "Link down"],
-    ) {
+    if contains_any(body, &["is currently down", "is down", "link down", "Link down"]) {
         s.set("link_down", true);
     }
     if let Some(n) = uint_after(body, "Detected ") {

@@ -2,8 +2,8 @@
 //! NVSwitch errors and the "fallen off the bus" message without an Xid.
 
 use super::scan::{
-    after, find_pci, int_after, normalise_pci, parse_uint, skip_ws_bounded, take_bytes_while,
-    token, truncate, uint_after, until_any,
+    after, find_pci, int_after, normalise_pci, parse_uint, skip_ws_bounded, take_bytes_while, token, truncate,
+    uint_after, until_any,
 };
 use super::{Outcome, ParsedSignal};
 

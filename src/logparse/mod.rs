@@ -77,8 +77,7 @@ impl ParsedSignal {
 
     pub(crate) fn set_str(&mut self, k: &str, v: &str) {
         let v = scan::truncate(v, MAX_ATTR_BYTES).0;
-        self.attributes
-            .insert(k.to_owned(), Value::String(v.to_owned()));
+        self.attributes.insert(k.to_owned(), Value::String(v.to_owned()));
     }
 
     /// Convenience accessor for tests and callers.
@@ -165,10 +164,7 @@ pub fn parse_lines<'a, I>(lines: I, ctx: &LineContext) -> Vec<ParsedSignal>
 where
     I: IntoIterator<Item = &'a str>,
 {
-    lines
-        .into_iter()
-        .filter_map(|l| parse_line(l, ctx))
-        .collect()
+    lines.into_iter().filter_map(|l| parse_line(l, ctx)).collect()
 }
 
 /// Cheap rejection of noise: one pass over the bytes; at each byte that can
@@ -206,15 +202,7 @@ pub fn prefilter(b: &[u8]) -> bool {
             let hit = match c {
                 b'N' => at(
                     rest,
-                    &[
-                        b"NVRM",
-                        b"NCCL",
-                        b"NVL",
-                        b"NVSwitch",
-                        b"NvSwitch",
-                        b"NvLink",
-                        b"Nvlink",
-                    ],
+                    &[b"NVRM", b"NCCL", b"NVL", b"NVSwitch", b"NvSwitch", b"NvLink", b"Nvlink"],
                 ),
                 b'X' => at(rest, &[b"Xid"]),
                 b'C' => at(rest, &[b"CUDA"]),
@@ -287,12 +275,7 @@ pub fn bench_lines(n: usize) -> Vec<String> {
             continue;
         }
         let r = rnd();
-        let (mm, ss, node, pid) = (
-            r % 60,
-            (r >> 8) % 60,
-            (r >> 16) % 64,
-            1000 + (r >> 24) % 60000,
-        );
+        let (mm, ss, node, pid) = (r % 60, (r >> 8) % 60, (r >> 16) % 64, 1000 + (r >> 24) % 60000);
         let line = match (r >> 40) % 12 {
             0 => format!(
                 "Dec  6 12:{mm:02}:{ss:02} gpu-node-{node} sshd[{pid}]: Accepted publickey for ubuntu from 10.1.{}.{} port {} ssh2: ED25519 SHA256:q1w2e3r4t5y6u7i8o9p0",
@@ -376,9 +359,9 @@ pub fn bench_lines(n: usize) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod tests;
 
 #[cfg(test)]
 mod batch_tests {
@@ -521,8 +504,7 @@ mod batch_tests {
                         bytes[p] = rng.next() as u8;
                     }
                     1 => {
-                        let ins =
-                            ALPHABET[(rng.next() % ALPHABET.len() as u64) as usize].as_bytes();
+                        let ins = ALPHABET[(rng.next() % ALPHABET.len() as u64) as usize].as_bytes();
                         let p = pos.min(bytes.len());
                         bytes.splice(p..p, ins.iter().copied());
                     }
@@ -577,9 +559,7 @@ mod batch_tests {
         for r in reps {
             let big = r.repeat(2_000_000 / r.len());
             let _ = parse_line(&big, &c);
-            let with_tail = format!(
-                "{big} NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus."
-            );
+            let with_tail = format!("{big} NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.");
             let _ = parse_line(&with_tail, &c);
         }
         let long_msg = format!(

@@ -4,8 +4,8 @@
 
 use super::prefix::Prefix;
 use super::scan::{
-    after, contains_any, exception_before, find_gpu_index, parse_size, parse_uint, skip_ws_bounded,
-    take_bytes_while, token, truncate, uint_after, until_any,
+    after, contains_any, exception_before, find_gpu_index, parse_size, parse_uint, skip_ws_bounded, take_bytes_while,
+    token, truncate, uint_after, until_any,
 };
 use super::{Outcome, ParsedSignal};
 
@@ -194,9 +194,7 @@ fn nccl_warn(body: &str) -> ParsedSignal {
             {
                 let plausible = !host.is_empty()
                     && host.len() <= 253
-                    && host
-                        .bytes()
-                        .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(&c));
+                    && host.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(&c));
                 if plausible {
                     s.host = Some(truncate(host, 253).0.to_owned());
                     s.set("pid", pid);
@@ -301,9 +299,7 @@ fn nccl_python_error(body: &str) -> ParsedSignal {
             s.set_str("exception", e);
         }
     } else if let Some(i) = body.find("DistBackendError") {
-        let e = take_bytes_while(body.get(i..).unwrap_or(""), 32, |c| {
-            c.is_ascii_alphanumeric()
-        });
+        let e = take_bytes_while(body.get(i..).unwrap_or(""), 32, |c| c.is_ascii_alphanumeric());
         s.set_str("exception", e);
     }
     let mut reason: Option<&str> = None;
@@ -324,38 +320,30 @@ fn nccl_python_error(body: &str) -> ParsedSignal {
         }
     }
     if let Some(r) = after(body, "NCCL version ") {
-        let v = take_bytes_while(r, 32, |c| {
-            c.is_ascii_alphanumeric() || c == b'.' || c == b'+'
-        });
+        let v = take_bytes_while(r, 32, |c| c.is_ascii_alphanumeric() || c == b'.' || c == b'+');
         let v = v.trim_end_matches('.');
         if !v.is_empty() {
             s.set_str("nccl_version", v);
         }
     }
-    let result = NCCL_RESULTS
-        .iter()
-        .copied()
-        .find(|r| body.contains(r))
-        .or_else(|| {
-            let r = reason?;
-            Some(
-                if r.contains("remote process exited") || r.contains("network error") {
-                    "ncclRemoteError"
-                } else if r.contains("unhandled system error") {
-                    "ncclSystemError"
-                } else if r.contains("unhandled cuda error") {
-                    "ncclUnhandledCudaError"
-                } else if r.contains("internal error") {
-                    "ncclInternalError"
-                } else if r.contains("invalid usage") {
-                    "ncclInvalidUsage"
-                } else if r.contains("invalid argument") {
-                    "ncclInvalidArgument"
-                } else {
-                    return None;
-                },
-            )
-        });
+    let result = NCCL_RESULTS.iter().copied().find(|r| body.contains(r)).or_else(|| {
+        let r = reason?;
+        Some(if r.contains("remote process exited") || r.contains("network error") {
+            "ncclRemoteError"
+        } else if r.contains("unhandled system error") {
+            "ncclSystemError"
+        } else if r.contains("unhandled cuda error") {
+            "ncclUnhandledCudaError"
+        } else if r.contains("internal error") {
+            "ncclInternalError"
+        } else if r.contains("invalid usage") {
+            "ncclInvalidUsage"
+        } else if r.contains("invalid argument") {
+            "ncclInvalidArgument"
+        } else {
+            return None;
+        })
+    });
     if let Some(r) = result {
         s.set("nccl_result", r);
     }
@@ -467,10 +455,7 @@ fn cuda_error(body: &str) -> Option<ParsedSignal> {
     let mut s = if t.contains("ECC") || n.contains("ECC") {
         let mut s = ParsedSignal::new("ecc");
         s.code = Some(
-            if t.contains("uncorrectable")
-                || n.contains("UNCORRECTABLE")
-                || n.contains("Uncorrectable")
-            {
+            if t.contains("uncorrectable") || n.contains("UNCORRECTABLE") || n.contains("Uncorrectable") {
                 2
             } else {
                 1
@@ -479,15 +464,11 @@ fn cuda_error(body: &str) -> Option<ParsedSignal> {
         s
     } else if t.contains("NVLink") || n.contains("NVLINK") || n.contains("Nvlink") {
         let mut s = ParsedSignal::new("nvlink");
-        if t.contains("uncorrectable") || n.contains("UNCORRECTABLE") || n.contains("Uncorrectable")
-        {
+        if t.contains("uncorrectable") || n.contains("UNCORRECTABLE") || n.contains("Uncorrectable") {
             s.set("fatal", true);
         }
         s
-    } else if t.contains("out of memory")
-        || n == "cudaErrorMemoryAllocation"
-        || n == "CUDA_ERROR_OUT_OF_MEMORY"
-    {
+    } else if t.contains("out of memory") || n == "cudaErrorMemoryAllocation" || n == "CUDA_ERROR_OUT_OF_MEMORY" {
         let mut s = ParsedSignal::new("gpu_oom");
         s.gpu_index = find_gpu_index(body);
         s

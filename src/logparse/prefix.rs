@@ -156,16 +156,7 @@ fn parse_hms(b: &[u8]) -> Option<(u32, u32, u32, u32, usize)> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn make_utc(
-    y: i32,
-    mo: u32,
-    d: u32,
-    h: u32,
-    mi: u32,
-    s: u32,
-    ns: u32,
-    offset_s: i64,
-) -> Option<DateTime<Utc>> {
+fn make_utc(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32, ns: u32, offset_s: i64) -> Option<DateTime<Utc>> {
     let naive = NaiveDate::from_ymd_opt(y, mo, d)?.and_hms_nano_opt(h, mi, s, ns)?;
     let naive = naive.checked_sub_signed(TimeDelta::try_seconds(offset_s)?)?;
     Some(naive.and_utc())
@@ -290,10 +281,7 @@ fn parse_glog_header<'a>(h: &'a str, year: i32, p: &mut Prefix<'a>) -> bool {
         p.source_location.get_or_insert(loc);
         return true;
     }
-    let (Some(mo), Some(d)) = (
-        fixed_digits(&b[1..], 2),
-        fixed_digits(b.get(3..).unwrap_or(&[]), 2),
-    ) else {
+    let (Some(mo), Some(d)) = (fixed_digits(&b[1..], 2), fixed_digits(b.get(3..).unwrap_or(&[]), 2)) else {
         return false;
     };
     if b.get(5) != Some(&b' ') {
@@ -317,9 +305,7 @@ fn parse_glog_header<'a>(h: &'a str, year: i32, p: &mut Prefix<'a>) -> bool {
 /// Unbracketed glog: `E1206 12:34:56.789012  1234 file.cpp:123] msg`.
 fn strip_glog_plain<'a>(s: &'a str, year: i32, p: &mut Prefix<'a>) -> Option<&'a str> {
     let b = s.as_bytes();
-    if !matches!(b.first(), Some(b'I' | b'W' | b'E' | b'F'))
-        || !b.get(1).is_some_and(u8::is_ascii_digit)
-    {
+    if !matches!(b.first(), Some(b'I' | b'W' | b'E' | b'F')) || !b.get(1).is_some_and(u8::is_ascii_digit) {
         return None;
     }
     let close = b.iter().take(96).position(|&c| c == b']')?;
@@ -333,8 +319,7 @@ fn strip_glog_plain<'a>(s: &'a str, year: i32, p: &mut Prefix<'a>) -> Option<&'a
 /// `dmesg --decode`: `kern  :warn  : ` (also Talos' `kern: warning: `).
 fn strip_dmesg_decoration<'a>(s: &'a str, p: &mut Prefix<'a>) -> Option<&'a str> {
     const FACILITIES: [&str; 12] = [
-        "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron",
-        "authpriv", "ftp",
+        "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron", "authpriv", "ftp",
     ];
     const LEVELS: [&str; 9] = [
         "emerg", "alert", "crit", "err", "warn", "warning", "notice", "info", "debug",
@@ -444,31 +429,19 @@ mod tests {
         );
         assert_eq!(p.body, "NVRM: Xid (PCI:0000:3b:00): 79, x");
         assert_eq!(p.host, Some("gpu-node-17"));
-        assert_eq!(
-            p.occurred_at.unwrap().to_rfc3339(),
-            "2021-12-06T12:34:56+00:00"
-        );
+        assert_eq!(p.occurred_at.unwrap().to_rfc3339(), "2021-12-06T12:34:56+00:00");
         assert_eq!(p.monotonic_s, Some(1234.56789));
     }
 
     #[test]
     fn iso_variants() {
-        let p = strip(
-            "kern  :warn  : 2021-12-06T12:34:56,123456+01:00 NVRM: Xid",
-            2000,
-        );
+        let p = strip("kern  :warn  : 2021-12-06T12:34:56,123456+01:00 NVRM: Xid", 2000);
         assert_eq!(p.body, "NVRM: Xid");
-        assert_eq!(
-            p.occurred_at.unwrap().to_rfc3339(),
-            "2021-12-06T11:34:56.123456+00:00"
-        );
+        assert_eq!(p.occurred_at.unwrap().to_rfc3339(), "2021-12-06T11:34:56.123456+00:00");
         let p = strip("2021-12-06T12:34:56.5Z host kernel: NVRM: Xid", 2000);
         assert_eq!(p.body, "NVRM: Xid");
         assert_eq!(p.host, Some("host"));
-        let p = strip(
-            "2021-12-06T12:34:56+0000 node1 python3[77]: RuntimeError: x",
-            2000,
-        );
+        let p = strip("2021-12-06T12:34:56+0000 node1 python3[77]: RuntimeError: x", 2000);
         assert_eq!(p.body, "RuntimeError: x");
         let p = strip(
             "2021-12-06T12:34:56.1Z stderr F [rank3]:[E1206 12:34:56.789 a.cpp:1] m",
@@ -498,9 +471,6 @@ mod tests {
         assert_eq!(p.body, "NVRM: Xid");
         assert_eq!(p.monotonic_s, Some(5.678901));
         let p = strip("[Mon Dec  6 12:34:56 2021] NVRM: Xid", 1999);
-        assert_eq!(
-            p.occurred_at.unwrap().to_rfc3339(),
-            "2021-12-06T12:34:56+00:00"
-        );
+        assert_eq!(p.occurred_at.unwrap().to_rfc3339(), "2021-12-06T12:34:56+00:00");
     }
 }

@@ -69,7 +69,9 @@ fn lookup<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
 }
 
 fn first<'a>(obj: &'a Map<String, Value>, names: &'a [String]) -> Option<(&'a str, &'a Value)> {
-    names.iter().find_map(|n| lookup(obj, n).filter(|v| !v.is_null()).map(|v| (n.as_str(), v)))
+    names
+        .iter()
+        .find_map(|n| lookup(obj, n).filter(|v| !v.is_null()).map(|v| (n.as_str(), v)))
 }
 
 /// A scalar as text (Slurm job ids are often numbers).
@@ -84,7 +86,10 @@ fn text_of(v: &Value) -> Option<String> {
 /// Reads one record. A missing or non-text message is an error; an unreadable timestamp is an
 /// error too (rather than silently using the request time).
 pub fn read_record(value: &Value, names: &FieldNames) -> Result<Record, FieldError> {
-    let obj = value.as_object().ok_or_else(|| FieldError { field: None, message: "a record must be a JSON object".into() })?;
+    let obj = value.as_object().ok_or_else(|| FieldError {
+        field: None,
+        message: "a record must be a JSON object".into(),
+    })?;
     let (mfield, mval) = first(obj, &names.message).ok_or_else(|| FieldError {
         field: None,
         message: format!("no message field (looked for {})", names.message.join(", ")),
@@ -102,8 +107,18 @@ pub fn read_record(value: &Value, names: &FieldNames) -> Result<Record, FieldErr
             FieldError::new(field, format!("{v} is neither an RFC 3339 timestamp nor epoch seconds"))
         })?),
     };
-    let text = |list: &[String]| first(obj, list).and_then(|(_, v)| text_of(v)).filter(|s| !s.trim().is_empty());
-    Ok(Record { message, host: text(&names.host), time, job_id: text(&names.job), cluster: text(&names.cluster) })
+    let text = |list: &[String]| {
+        first(obj, list)
+            .and_then(|(_, v)| text_of(v))
+            .filter(|s| !s.trim().is_empty())
+    };
+    Ok(Record {
+        message,
+        host: text(&names.host),
+        time,
+        job_id: text(&names.job),
+        cluster: text(&names.cluster),
+    })
 }
 
 /// RFC 3339 (also with a space instead of `T`), `YYYY-MM-DD HH:MM:SS[.f]` taken as UTC, or epoch
@@ -135,7 +150,13 @@ fn epoch(x: f64) -> Option<DateTime<Utc>> {
     if !x.is_finite() || x < 0.0 {
         return None;
     }
-    let secs = if x > 1e14 { x / 1e6 } else if x > 1e11 { x / 1e3 } else { x };
+    let secs = if x > 1e14 {
+        x / 1e6
+    } else if x > 1e11 {
+        x / 1e3
+    } else {
+        x
+    };
     let whole = secs.floor();
     DateTime::from_timestamp(whole as i64, ((secs - whole) * 1e9).round().min(999_999_999.0) as u32)
 }
@@ -160,7 +181,9 @@ pub struct LineSource<'a> {
 impl LineSource<'_> {
     /// The year assumed for lines without one: the record's, else the request's.
     pub fn line_context(&self) -> LineContext {
-        LineContext { year: self.record_time.unwrap_or(self.received_at).year() }
+        LineContext {
+            year: self.record_time.unwrap_or(self.received_at).year(),
+        }
     }
 }
 
@@ -180,8 +203,16 @@ impl Occurrences {
 /// The stable id of a line's signal: uuid v5 of cluster, host, the line's (else the record's)
 /// timestamp, the line, and its occurrence number among identical ones in the request. Without
 /// any timestamp the time part is empty, so resending a file is idempotent.
-pub fn line_event_id(cluster: &str, host: Option<&str>, time: Option<DateTime<Utc>>, line: &str, occurrence: u32) -> Uuid {
-    let t = time.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)).unwrap_or_default();
+pub fn line_event_id(
+    cluster: &str,
+    host: Option<&str>,
+    time: Option<DateTime<Utc>>,
+    line: &str,
+    occurrence: u32,
+) -> Uuid {
+    let t = time
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
+        .unwrap_or_default();
     let base = format!("{cluster}\n{}\n{t}\n{line}", host.unwrap_or(""));
     if occurrence == 0 {
         Uuid::new_v5(&LINE_NAMESPACE, base.as_bytes())
@@ -193,7 +224,12 @@ pub fn line_event_id(cluster: &str, host: Option<&str>, time: Option<DateTime<Ut
 /// Builds the event for one parsed line. `occurred_at`: the line's own absolute timestamp, else
 /// the record's, else the request time (`attributes.time_source` says which). A time more than
 /// 24 h in the future (a wrong assumed year) falls through to the next source.
-pub fn signal_event(line: &str, sig: ParsedSignal, src: &LineSource, occurrences: &mut Occurrences) -> Result<Event, FieldError> {
+pub fn signal_event(
+    line: &str,
+    sig: ParsedSignal,
+    src: &LineSource,
+    occurrences: &mut Occurrences,
+) -> Result<Event, FieldError> {
     let limit = src.received_at + Duration::hours(MAX_FUTURE_SKEW_HOURS);
     let plausible = |t: Option<DateTime<Utc>>| t.filter(|t| *t <= limit);
     let (occurred_at, time_source, id_time) = match (plausible(sig.occurred_at), plausible(src.record_time)) {
@@ -206,7 +242,11 @@ pub fn signal_event(line: &str, sig: ParsedSignal, src: &LineSource, occurrences
     let job_id = optional_text("job_id", src.job_id.map(str::to_string))?;
     let base = line_event_id(&cluster, node.as_deref(), id_time, line, 0);
     let occurrence = occurrences.next(base);
-    let id = if occurrence == 0 { base } else { line_event_id(&cluster, node.as_deref(), id_time, line, occurrence) };
+    let id = if occurrence == 0 {
+        base
+    } else {
+        line_event_id(&cluster, node.as_deref(), id_time, line, occurrence)
+    };
 
     let mut attributes = sig.attributes;
     let (raw, cut) = scan::truncate(line, MAX_MESSAGE_BYTES);
@@ -284,26 +324,44 @@ mod tests {
     }
 
     fn src<'a>(node: Option<&'a str>, record_time: Option<DateTime<Utc>>) -> LineSource<'a> {
-        LineSource { cluster: "c1", node, job_id: Some("j1"), record_time, received_at: now() }
+        LineSource {
+            cluster: "c1",
+            node,
+            job_id: Some("j1"),
+            record_time,
+            received_at: now(),
+        }
     }
 
-    const XID79: &str = "[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.";
+    const XID79: &str =
+        "[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.";
 
     #[test]
     fn vector_and_fluent_bit_records_are_read_with_the_defaults() {
         let names = FieldNames::default();
         let vector = json!({"message": XID79, "host": "n07", "timestamp": "2026-11-30T10:00:00.123Z", "source_type": "journald"});
         let r = read_record(&vector, &names).unwrap();
-        assert_eq!((r.host.as_deref(), r.time.unwrap().to_rfc3339()), (Some("n07"), "2026-11-30T10:00:00.123+00:00".to_string()));
+        assert_eq!(
+            (r.host.as_deref(), r.time.unwrap().to_rfc3339()),
+            (Some("n07"), "2026-11-30T10:00:00.123+00:00".to_string())
+        );
         // Fluent Bit: `log`, `date` as epoch seconds with a fraction, numeric Slurm job id.
-        let fluent = json!({"date": 1_796_032_800.5, "log": XID79, "hostname": "n08", "SLURM_JOB_ID": 4242, "cluster": "c2"});
+        let fluent =
+            json!({"date": 1_796_032_800.5, "log": XID79, "hostname": "n08", "SLURM_JOB_ID": 4242, "cluster": "c2"});
         let r = read_record(&fluent, &names).unwrap();
         assert_eq!(r.message, XID79);
-        assert_eq!((r.host.as_deref(), r.job_id.as_deref(), r.cluster.as_deref()), (Some("n08"), Some("4242"), Some("c2")));
+        assert_eq!(
+            (r.host.as_deref(), r.job_id.as_deref(), r.cluster.as_deref()),
+            (Some("n08"), Some("4242"), Some("c2"))
+        );
         // 1,796,032,800 s = 2026-11-30T10:00:00Z
         assert_eq!(r.time.unwrap().to_rfc3339(), "2026-11-30T10:00:00.500+00:00");
         // Configured names, nested.
-        let names = FieldNames { message: vec!["body".into()], host: vec!["k8s.node".into()], ..FieldNames::default() };
+        let names = FieldNames {
+            message: vec!["body".into()],
+            host: vec!["k8s.node".into()],
+            ..FieldNames::default()
+        };
         let r = read_record(&json!({"body": "x", "k8s": {"node": "n09"}}), &names).unwrap();
         assert_eq!(r.host.as_deref(), Some("n09"));
     }
@@ -338,22 +396,35 @@ mod tests {
     fn a_line_becomes_an_event_with_a_stable_id_and_its_facts() {
         let record_time = Some("2026-11-30T10:00:00Z".parse().unwrap());
         let s = src(Some("n07"), record_time);
-        let LineOutcome::Signal(e) = ingest_line(XID79, &s, &mut Occurrences::default()) else { panic!() };
-        assert_eq!((e.kind.as_str(), e.code, e.node.as_deref(), e.job_id.as_deref()), ("xid", Some(79), Some("n07"), Some("j1")));
+        let LineOutcome::Signal(e) = ingest_line(XID79, &s, &mut Occurrences::default()) else {
+            panic!()
+        };
+        assert_eq!(
+            (e.kind.as_str(), e.code, e.node.as_deref(), e.job_id.as_deref()),
+            ("xid", Some(79), Some("n07"), Some("j1"))
+        );
         assert_eq!(e.occurred_at, record_time.unwrap());
         assert_eq!(e.attributes["raw_line"], XID79);
         assert_eq!(e.attributes["pci_bus_id"], "0000:3b:00.0");
         assert_eq!(e.attributes["time_source"], "record");
-        let LineOutcome::Signal(again) = ingest_line(XID79, &s, &mut Occurrences::default()) else { panic!() };
+        let LineOutcome::Signal(again) = ingest_line(XID79, &s, &mut Occurrences::default()) else {
+            panic!()
+        };
         assert_eq!(e.id, again.id, "the same line from the same request is the same id");
         // A second identical line in the same request is a second occurrence.
         let mut occ = Occurrences::default();
         let a = ingest_line(XID79, &s, &mut occ);
         let b = ingest_line(XID79, &s, &mut occ);
-        let (LineOutcome::Signal(a), LineOutcome::Signal(b)) = (a, b) else { panic!() };
+        let (LineOutcome::Signal(a), LineOutcome::Signal(b)) = (a, b) else {
+            panic!()
+        };
         assert_ne!(a.id, b.id);
         // Another host or time is another id.
-        let LineOutcome::Signal(other) = ingest_line(XID79, &src(Some("n08"), record_time), &mut Occurrences::default()) else { panic!() };
+        let LineOutcome::Signal(other) =
+            ingest_line(XID79, &src(Some("n08"), record_time), &mut Occurrences::default())
+        else {
+            panic!()
+        };
         assert_ne!(other.id, e.id);
     }
 
@@ -361,24 +432,51 @@ mod tests {
     fn the_lines_own_time_wins_and_a_future_one_falls_back() {
         let line = "2026-11-30T09:00:00.000000+00:00 n07 kernel: NVRM: Xid (PCI:0000:1b:00): 94, pid=1, name=p, Contained ECC error.";
         let s = src(None, Some("2026-11-30T10:00:00Z".parse().unwrap()));
-        let LineOutcome::Signal(e) = ingest_line(line, &s, &mut Occurrences::default()) else { panic!() };
+        let LineOutcome::Signal(e) = ingest_line(line, &s, &mut Occurrences::default()) else {
+            panic!()
+        };
         assert_eq!(e.occurred_at.to_rfc3339(), "2026-11-30T09:00:00+00:00");
-        assert_eq!(e.node.as_deref(), Some("n07"), "the line's host column when no node is given");
+        assert_eq!(
+            e.node.as_deref(),
+            Some("n07"),
+            "the line's host column when no node is given"
+        );
         let future = line.replace("2026-11-30T09", "2027-05-30T09");
-        let LineOutcome::Signal(e) = ingest_line(&future, &s, &mut Occurrences::default()) else { panic!() };
-        assert_eq!((e.occurred_at.to_rfc3339().as_str(), &e.attributes["time_source"]), ("2026-11-30T10:00:00+00:00", &json!("record")));
-        let LineOutcome::Signal(e) = ingest_line(XID79, &src(None, None), &mut Occurrences::default()) else { panic!() };
-        assert_eq!((e.occurred_at, &e.attributes["time_source"]), (now(), &json!("received")));
+        let LineOutcome::Signal(e) = ingest_line(&future, &s, &mut Occurrences::default()) else {
+            panic!()
+        };
+        assert_eq!(
+            (e.occurred_at.to_rfc3339().as_str(), &e.attributes["time_source"]),
+            ("2026-11-30T10:00:00+00:00", &json!("record"))
+        );
+        let LineOutcome::Signal(e) = ingest_line(XID79, &src(None, None), &mut Occurrences::default()) else {
+            panic!()
+        };
+        assert_eq!(
+            (e.occurred_at, &e.attributes["time_source"]),
+            (now(), &json!("received"))
+        );
     }
 
     #[test]
     fn noise_and_numberless_xids_are_unmatched_and_bad_hosts_invalid() {
         let s = src(Some("n1"), None);
         let mut occ = Occurrences::default();
-        assert!(matches!(ingest_line("Dec  6 12:00:00 n1 sshd[1]: Accepted publickey", &s, &mut occ), LineOutcome::Unmatched));
-        assert!(matches!(ingest_line("NVRM: Xid (PCI:0000:3b:00): , pid=1, name=x", &s, &mut occ), LineOutcome::Unmatched));
-        let bad = LineSource { node: Some("bad\u{7}host"), ..s };
-        assert!(matches!(ingest_line(XID79, &bad, &mut occ), LineOutcome::Invalid(f) if f.field.as_deref() == Some("node")));
+        assert!(matches!(
+            ingest_line("Dec  6 12:00:00 n1 sshd[1]: Accepted publickey", &s, &mut occ),
+            LineOutcome::Unmatched
+        ));
+        assert!(matches!(
+            ingest_line("NVRM: Xid (PCI:0000:3b:00): , pid=1, name=x", &s, &mut occ),
+            LineOutcome::Unmatched
+        ));
+        let bad = LineSource {
+            node: Some("bad\u{7}host"),
+            ..s
+        };
+        assert!(
+            matches!(ingest_line(XID79, &bad, &mut occ), LineOutcome::Invalid(f) if f.field.as_deref() == Some("node"))
+        );
     }
 
     /// Robustness of the record path: mutated records (wrong types, missing fields, garbage
@@ -394,11 +492,34 @@ mod tests {
             x
         };
         let values = [
-            json!(null), json!(true), json!(-1), json!(1e300), json!(f64::MAX), json!(""), json!("\u{0}\u{FFFD}"),
-            json!(XID79), json!([XID79, 3]), json!({"a": {"b": null}}), json!("9999999999999999999999"),
-            json!("2026-13-45T99:99:99Z"), json!(1_796_032_800), json!([]),
+            json!(null),
+            json!(true),
+            json!(-1),
+            json!(1e300),
+            json!(f64::MAX),
+            json!(""),
+            json!("\u{0}\u{FFFD}"),
+            json!(XID79),
+            json!([XID79, 3]),
+            json!({"a": {"b": null}}),
+            json!("9999999999999999999999"),
+            json!("2026-13-45T99:99:99Z"),
+            json!(1_796_032_800),
+            json!([]),
         ];
-        let keys = ["message", "log", "host", "hostname", "timestamp", "@timestamp", "time", "date", "job_id", "cluster", "kubernetes"];
+        let keys = [
+            "message",
+            "log",
+            "host",
+            "hostname",
+            "timestamp",
+            "@timestamp",
+            "time",
+            "date",
+            "job_id",
+            "cluster",
+            "kubernetes",
+        ];
         let s = src(None, None);
         for _ in 0..20_000 {
             let mut obj = Map::new();
@@ -406,9 +527,17 @@ mod tests {
                 let k = keys[(rnd() % keys.len() as u64) as usize];
                 obj.insert(k.into(), values[(rnd() % values.len() as u64) as usize].clone());
             }
-            let v = if rnd() % 10 == 0 { values[(rnd() % values.len() as u64) as usize].clone() } else { Value::Object(obj) };
+            let v = if rnd() % 10 == 0 {
+                values[(rnd() % values.len() as u64) as usize].clone()
+            } else {
+                Value::Object(obj)
+            };
             if let Ok(r) = read_record(&v, &names) {
-                let src = LineSource { node: r.host.as_deref(), record_time: r.time, ..s };
+                let src = LineSource {
+                    node: r.host.as_deref(),
+                    record_time: r.time,
+                    ..s
+                };
                 for line in r.message.split('\n') {
                     let _ = ingest_line(bound_line(line).0, &src, &mut Occurrences::default());
                 }

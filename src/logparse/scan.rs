@@ -100,12 +100,7 @@ pub(crate) fn int_after(h: &str, needle: &str) -> Option<i64> {
 /// is not, the empty string is returned instead of panicking.
 #[inline]
 pub(crate) fn take_bytes_while(s: &str, max: usize, pred: impl Fn(u8) -> bool) -> &str {
-    let n = s
-        .as_bytes()
-        .iter()
-        .take(max)
-        .take_while(|b| pred(**b))
-        .count();
+    let n = s.as_bytes().iter().take(max).take_while(|b| pred(**b)).count();
     s.get(..n).unwrap_or("")
 }
 
@@ -189,11 +184,7 @@ pub(crate) fn normalise_pci(raw: &str) -> Option<String> {
         return None;
     }
     let (dom, bus, dev) = match p3 {
-        Some(p3) => (
-            hex_field(p1, 1, 8)?,
-            hex_field(p2, 1, 2)?,
-            hex_field(p3, 1, 2)?,
-        ),
+        Some(p3) => (hex_field(p1, 1, 8)?, hex_field(p2, 1, 2)?, hex_field(p3, 1, 2)?),
         None => (0, hex_field(p1, 1, 2)?, hex_field(p2, 1, 2)?),
     };
     if dev > 0x1f {
@@ -325,22 +316,10 @@ mod tests {
 
     #[test]
     fn pci_normalisation() {
-        assert_eq!(
-            normalise_pci("PCI:0000:3b:00").as_deref(),
-            Some("0000:3b:00.0")
-        );
-        assert_eq!(
-            normalise_pci("0000:B3:00.0").as_deref(),
-            Some("0000:b3:00.0")
-        );
-        assert_eq!(
-            normalise_pci("00000000:86:00.0").as_deref(),
-            Some("0000:86:00.0")
-        );
-        assert_eq!(
-            normalise_pci("0000:91:00.0.").as_deref(),
-            Some("0000:91:00.0")
-        );
+        assert_eq!(normalise_pci("PCI:0000:3b:00").as_deref(), Some("0000:3b:00.0"));
+        assert_eq!(normalise_pci("0000:B3:00.0").as_deref(), Some("0000:b3:00.0"));
+        assert_eq!(normalise_pci("00000000:86:00.0").as_deref(), Some("0000:86:00.0"));
+        assert_eq!(normalise_pci("0000:91:00.0.").as_deref(), Some("0000:91:00.0"));
         assert_eq!(normalise_pci("3b:00.1").as_deref(), Some("0000:3b:00.1"));
         assert_eq!(normalise_pci("0019:01:00").as_deref(), Some("0019:01:00.0"));
         assert_eq!(normalise_pci("..."), None);
@@ -355,10 +334,7 @@ mod tests {
         assert_eq!(find_gpu_index("GPU 0 has a total capacity"), Some(0));
         assert_eq!(find_gpu_index("detected in GPU 2."), Some(2));
         assert_eq!(find_gpu_index("GPU 5: Row remapping failure"), Some(5));
-        assert_eq!(
-            find_gpu_index("NVRM: GPU 0000:91:00.0: GPU has fallen"),
-            None
-        );
+        assert_eq!(find_gpu_index("NVRM: GPU 0000:91:00.0: GPU has fallen"), None);
         assert_eq!(find_gpu_index("response from GPU1 GSP!"), None);
     }
 
@@ -373,14 +349,8 @@ mod tests {
     fn exceptions() {
         let s = "x torch.distributed.DistBackendError: NCCL error in: a";
         let i = s.find("NCCL error").unwrap();
-        assert_eq!(
-            exception_before(s, i),
-            Some("torch.distributed.DistBackendError")
-        );
+        assert_eq!(exception_before(s, i), Some("torch.distributed.DistBackendError"));
         let s = "RuntimeError: CUDA error: boom";
-        assert_eq!(
-            exception_before(s, s.find("CUDA error").unwrap()),
-            Some("RuntimeError")
-        );
+        assert_eq!(exception_before(s, s.find("CUDA error").unwrap()), Some("RuntimeError"));
     }
 }

@@ -18,8 +18,7 @@ fn none(line: &str) {
 }
 
 fn a<'s>(s: &'s ParsedSignal, k: &str) -> &'s Value {
-    s.attr(k)
-        .unwrap_or_else(|| panic!("missing attribute {k} in {s:?}"))
+    s.attr(k).unwrap_or_else(|| panic!("missing attribute {k} in {s:?}"))
 }
 
 /// Additional lines for the fuzzer (and exercised by the tests below).
@@ -76,10 +75,7 @@ fn xid_dmesg_and_dmesg_t() {
     assert_eq!(a(&s, "monotonic_s"), &json!(1234.56789));
     let s = p(SIGNAL_SAMPLES[2]);
     assert_eq!(s.code, Some(13));
-    assert_eq!(
-        s.occurred_at.unwrap().to_rfc3339(),
-        "2021-12-06T12:34:56+00:00"
-    );
+    assert_eq!(s.occurred_at.unwrap().to_rfc3339(), "2021-12-06T12:34:56+00:00");
     assert_eq!(s.pci_bus_id.as_deref(), Some("0000:cb:00.0"));
     assert!(
         s.attr("pid").is_none() && s.attr("process_name").is_none(),
@@ -91,10 +87,7 @@ fn xid_dmesg_and_dmesg_t() {
 fn xid_dmesg_iso_decorated() {
     let s = p(SIGNAL_SAMPLES[3]);
     assert_eq!(s.code, Some(48));
-    assert_eq!(
-        s.occurred_at.unwrap().to_rfc3339(),
-        "2021-12-06T12:34:56.123456+00:00"
-    );
+    assert_eq!(s.occurred_at.unwrap().to_rfc3339(), "2021-12-06T12:34:56.123456+00:00");
     assert_eq!(a(&s, "pid"), &json!(2280636));
     assert_eq!(a(&s, "process_name"), &json!("train.3"));
     assert!(s.message.starts_with("NVRM: Xid"));
@@ -105,24 +98,15 @@ fn xid_syslog_and_rfc3339() {
     let s = p(SIGNAL_SAMPLES[4]);
     assert_eq!((s.kind, s.code), ("xid", Some(79)));
     assert_eq!(s.host.as_deref(), Some("gpu-node-17"));
-    assert_eq!(
-        s.occurred_at.unwrap().to_rfc3339(),
-        "2021-12-06T12:34:56+00:00"
-    );
+    assert_eq!(s.occurred_at.unwrap().to_rfc3339(), "2021-12-06T12:34:56+00:00");
     assert_eq!(a(&s, "process_name"), &json!("pt_main_thread"));
     let s = p(SIGNAL_SAMPLES[5]);
     assert_eq!(s.code, Some(94));
     assert_eq!(s.host.as_deref(), Some("gpu-node-18"));
-    assert_eq!(
-        s.occurred_at.unwrap().to_rfc3339(),
-        "2021-12-06T12:34:56.123456+00:00"
-    );
+    assert_eq!(s.occurred_at.unwrap().to_rfc3339(), "2021-12-06T12:34:56.123456+00:00");
     // the year comes from the context for BSD syslog
     let s = parse_line(SIGNAL_SAMPLES[4], &LineContext { year: 2024 }).unwrap();
-    assert_eq!(
-        s.occurred_at.unwrap().to_rfc3339(),
-        "2024-12-06T12:34:56+00:00"
-    );
+    assert_eq!(s.occurred_at.unwrap().to_rfc3339(), "2024-12-06T12:34:56+00:00");
 }
 
 #[test]
@@ -154,9 +138,7 @@ fn xid_nvlink5() {
     assert_eq!(a(&s, "instance"), &json!(2));
     assert_eq!(a(&s, "intr_info"), &json!(["0x0000000a"]));
     // the brief's "NVLink: ... (Fatal)" wording
-    let s = p(
-        "NVRM: Xid (PCI:0000:1b:00): 145, NVLink: RLW error on link 4 subcode 0x2 intr 0x00000100 (Fatal)",
-    );
+    let s = p("NVRM: Xid (PCI:0000:1b:00): 145, NVLink: RLW error on link 4 subcode 0x2 intr 0x00000100 (Fatal)");
     assert_eq!(
         (s.code, a(&s, "fatal"), a(&s, "nvlink_link")),
         (Some(145), &json!(true), &json!(4))
@@ -187,10 +169,7 @@ fn xid_gsp_119_and_154() {
     assert_eq!(a(&s, "gsp_function"), &json!(76));
     assert_eq!(a(&s, "gsp_function_name"), &json!("GSP_RM_CONTROL"));
     assert_eq!(a(&s, "rm_gpu_instance"), &json!(1));
-    assert_eq!(
-        s.gpu_index, None,
-        "GPU1 is the RM instance, not a GPU index"
-    );
+    assert_eq!(s.gpu_index, None, "GPU1 is the RM instance, not a GPU index");
     let s = p(EXTRA_SAMPLES[7]);
     assert_eq!(s.code, Some(119));
     assert!(s.attr("pid").is_none());
@@ -198,12 +177,8 @@ fn xid_gsp_119_and_154() {
     assert_eq!(s.code, Some(154));
     assert_eq!(a(&s, "recovery_action"), &json!("GPU Reset Required"));
     // the Xid-119 dump banner is not a second signal
-    none(
-        "NVRM: _kgspLogXid119: ********************************* GSP Timeout **********************************",
-    );
-    none(
-        "NVRM:     -2    76   GSP_RM_CONTROL              4125 0x000000002080a084 0x0000000000000004",
-    );
+    none("NVRM: _kgspLogXid119: ********************************* GSP Timeout **********************************");
+    none("NVRM:     -2    76   GSP_RM_CONTROL              4125 0x000000002080a084 0x0000000000000004");
 }
 
 #[test]
@@ -227,10 +202,7 @@ fn fallen_off_bus_without_xid() {
     assert_eq!(s.pci_bus_id.as_deref(), Some("0000:b3:00.0"));
     assert_eq!(a(&s, "pci_device_id"), &json!("10de:20b0"));
     let s = p(EXTRA_SAMPLES[8]);
-    assert_eq!(
-        (s.code, s.pci_bus_id.as_deref()),
-        (Some(79), Some("0000:91:00.0"))
-    );
+    assert_eq!((s.code, s.pci_bus_id.as_deref()), (Some(79), Some("0000:91:00.0")));
     // split multi-line printk: only the "fallen off the bus" line is a signal
     none("NVRM: The NVIDIA GPU 0000:b3:00.0");
     none("NVRM: (PCI ID: 10de:20b0) installed in this system has");
@@ -270,10 +242,7 @@ fn fabric_manager() {
     assert_eq!(a(&s, "nvswitch_physical_id"), &json!(3));
     assert_eq!(a(&s, "port"), &json!(11));
     assert_eq!(a(&s, "fid"), &json!(0));
-    assert_eq!(
-        s.occurred_at.unwrap().to_rfc3339(),
-        "2023-07-26T06:14:05+00:00"
-    );
+    assert_eq!(s.occurred_at.unwrap().to_rfc3339(), "2023-07-26T06:14:05+00:00");
     let s = p(
         "[ERROR] [tid 1234] detected NVSwitch non-fatal error 12028 on fid 0 on NVSwitch pci bus id 00000000:86:00.0 physical id 3 port 11",
     );
@@ -337,10 +306,7 @@ fn nccl_warn_ib() {
     assert_eq!(a(&s, "peer"), &json!("10.216.210.236<54862>"));
     assert_eq!(a(&s, "direction"), &json!("recv"));
     assert_eq!(a(&s, "transport"), &json!("NET/IB"));
-    assert_eq!(
-        a(&s, "remote_gid"),
-        &json!("fd00:1148:9000:5000:4:200:3:ff1f")
-    );
+    assert_eq!(a(&s, "remote_gid"), &json!("fd00:1148:9000:5000:4:200:3:ff1f"));
     assert_eq!(a(&s, "pid"), &json!(3468));
     let s = p(EXTRA_SAMPLES[9]);
     assert_eq!(
@@ -364,10 +330,7 @@ fn nccl_warn_socket_and_info_noise() {
     let s = p("node1:1234:5678 [2] NCCL WARN socketProgress: Broken pipe");
     assert_eq!(a(&s, "socket_error"), &json!("Broken pipe"));
     let s = p(EXTRA_SAMPLES[12]);
-    assert_eq!(
-        a(&s, "cuda_error"),
-        &json!("an illegal memory access was encountered")
-    );
+    assert_eq!(a(&s, "cuda_error"), &json!("an illegal memory access was encountered"));
     // INFO is noise
     none(EXTRA_SAMPLES[13]);
     none(
@@ -381,10 +344,7 @@ fn nccl_python_errors() {
     assert_eq!(s.kind, "nccl_error");
     assert_eq!(a(&s, "nccl_result"), &json!("ncclRemoteError"));
     assert_eq!(a(&s, "nccl_version"), &json!("2.18.1"));
-    assert_eq!(
-        a(&s, "exception"),
-        &json!("torch.distributed.DistBackendError")
-    );
+    assert_eq!(a(&s, "exception"), &json!("torch.distributed.DistBackendError"));
     assert_eq!(
         a(&s, "reason"),
         &json!("remote process exited or there was a network error")
@@ -409,10 +369,7 @@ fn nccl_python_errors() {
 fn cuda_errors_and_oom() {
     let s = p(SIGNAL_SAMPLES[19]);
     assert_eq!(s.kind, "cuda_error");
-    assert_eq!(
-        a(&s, "cuda_error"),
-        &json!("an illegal memory access was encountered")
-    );
+    assert_eq!(a(&s, "cuda_error"), &json!("an illegal memory access was encountered"));
     assert_eq!(a(&s, "exception"), &json!("RuntimeError"));
     let s = p(SIGNAL_SAMPLES[20]);
     assert_eq!((s.kind, s.gpu_index), ("gpu_oom", Some(3)));
@@ -445,10 +402,7 @@ fn hardware_health() {
     let s = p(SIGNAL_SAMPLES[22]);
     assert_eq!((s.kind, s.gpu_index), ("row_remap", Some(0)));
     assert_eq!(a(&s, "status"), &json!("failure"));
-    assert_eq!(
-        s.occurred_at.unwrap().to_rfc3339(),
-        "2024-05-24T10:22:29.245+00:00"
-    );
+    assert_eq!(s.occurred_at.unwrap().to_rfc3339(), "2024-05-24T10:22:29.245+00:00");
     let s = p(EXTRA_SAMPLES[19]);
     assert_eq!(
         (s.kind, s.gpu_index, a(&s, "status")),
@@ -475,26 +429,17 @@ fn hardware_health() {
     let s = p(EXTRA_SAMPLES[20]);
     assert_eq!(a(&s, "stage"), &json!("heartbeat"));
     let s = p(EXTRA_SAMPLES[21]);
-    assert_eq!(
-        (s.kind, a(&s, "rm_status")),
-        ("gsp_error", &json!("0x62:0x40:2168"))
-    );
+    assert_eq!((s.kind, a(&s, "rm_status")), ("gsp_error", &json!("0x62:0x40:2168")));
     assert_eq!(s.pci_bus_id.as_deref(), Some("0000:a1:00.0"));
     let s = p(
         "NVRM: GPU at PCI:0000:3b:00: GPU-ff3dfd6d-7042-cc8c-f3a6-84d9d6eb3a4b RmInitAdapter failed! (0x25:0xffff:1457)",
     );
-    assert_eq!(
-        (s.kind, s.pci_bus_id.as_deref()),
-        ("gsp_error", Some("0000:3b:00.0"))
-    );
+    assert_eq!((s.kind, s.pci_bus_id.as_deref()), ("gsp_error", Some("0000:3b:00.0")));
     let s = p("NVRM: GPU0 GSP firmware error detected, GPU reset required");
     assert_eq!(a(&s, "reset_required"), &json!(true));
 
     let s = p(SIGNAL_SAMPLES[24]);
-    assert_eq!(
-        (s.kind, s.pci_bus_id.as_deref()),
-        ("inforom", Some("0000:b3:00.0"))
-    );
+    assert_eq!((s.kind, s.pci_bus_id.as_deref()), ("inforom", Some("0000:b3:00.0")));
     let s = p("NVRM: GPU 0000:3b:00.0: inforom: object ECC checksum invalid, InfoROM is corrupted");
     assert_eq!(s.kind, "inforom");
     let s = p("A corrupt InfoROM has been detected in GPU 2.");
@@ -507,8 +452,7 @@ fn hardware_health() {
         (s.kind, s.code, s.pci_bus_id.as_deref()),
         ("ecc", Some(2), Some("0000:3b:00.0"))
     );
-    let s =
-        p("Detected 150 volatile single-bit ECC errors for GPU 1 which is above the threshold 100");
+    let s = p("Detected 150 volatile single-bit ECC errors for GPU 1 which is above the threshold 100");
     assert_eq!((s.kind, s.code), ("ecc", Some(1)));
     none("    ECC Mode: Enabled");
 
@@ -558,14 +502,9 @@ fn other_prefixes() {
         "2026-04-22T21:26:20.599716692+00:00"
     );
     // CRI container log
-    let s = p(
-        "2021-12-06T12:34:56.123456789Z stderr F RuntimeError: CUDA error: device-side assert triggered",
-    );
+    let s = p("2021-12-06T12:34:56.123456789Z stderr F RuntimeError: CUDA error: device-side assert triggered");
     assert_eq!(s.kind, "cuda_error");
-    assert_eq!(
-        s.message,
-        "RuntimeError: CUDA error: device-side assert triggered"
-    );
+    assert_eq!(s.message, "RuntimeError: CUDA error: device-side assert triggered");
     // torchrun local-rank tag
     let s = p(
         "[default3]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB (GPU 3; 79.15 GiB total capacity)",
@@ -575,10 +514,7 @@ fn other_prefixes() {
     let s = p(
         "Dec 06 12:34:56.123456 gpu-node-17 kernel: NVRM: Xid (PCI:0000:3b:00): 31, pid=9, name=x, Ch 0000000a, intr 10000000. MMU Fault",
     );
-    assert_eq!(
-        s.occurred_at.unwrap().to_rfc3339(),
-        "2021-12-06T12:34:56.123456+00:00"
-    );
+    assert_eq!(s.occurred_at.unwrap().to_rfc3339(), "2021-12-06T12:34:56.123456+00:00");
     // Invalid dates do not panic and leave occurred_at empty
     let s = p("Feb 30 12:34:56 gpu-node-17 kernel: NVRM: Xid (PCI:0000:3b:00): 31, x");
     assert_eq!(s.occurred_at, None);

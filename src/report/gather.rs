@@ -6,7 +6,10 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use super::{CauseSection, MixSection, MtbfSection, PhaseMinutes, RecoverySection, ReportData, ReportWindow, Timeline, WorstNodes, fill_timeline};
+use super::{
+    CauseSection, MixSection, MtbfSection, PhaseMinutes, RecoverySection, ReportData, ReportWindow, Timeline,
+    WorstNodes, fill_timeline,
+};
 use crate::analytics::headline::{self, MixKey};
 use crate::storage::analytics::{self as q, MixDimension};
 use crate::storage::report as r;
@@ -16,8 +19,19 @@ pub const WORST_NODES: i64 = 15;
 /// The group size of the MTBF section (Unicron's 128-GPU set).
 pub const GROUP_SIZE: u32 = 128;
 
-pub async fn gather(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<ReportData, sqlx::Error> {
-    let window = ReportWindow { from, to, cluster: cluster.map(str::to_string), catalog_version: q::catalog_version(db).await?, generated_at: Utc::now() };
+pub async fn gather(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<ReportData, sqlx::Error> {
+    let window = ReportWindow {
+        from,
+        to,
+        cluster: cluster.map(str::to_string),
+        catalog_version: q::catalog_version(db).await?,
+        generated_at: Utc::now(),
+    };
     let nodes = q::node_service(db, cluster).await?;
     let clusters = match cluster {
         Some(c) => vec![c.to_string()],
@@ -36,25 +50,55 @@ pub async fn gather(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster
     })
 }
 
-async fn mix(db: &PgPool, nodes: &[headline::NodeService], from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<MixSection, sqlx::Error> {
+async fn mix(
+    db: &PgPool,
+    nodes: &[headline::NodeService],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<MixSection, sqlx::Error> {
     let counts = q::failure_counts(db, MixDimension::Generation, from, to, cluster).await?;
     let rows = headline::failure_mix(nodes, &counts, MixKey::Generation, from, to);
-    Ok(MixSection { failures: rows.iter().map(|r| r.failures).sum(), gpu_days: rows.iter().map(|r| r.gpu_days).sum(), rows })
+    Ok(MixSection {
+        failures: rows.iter().map(|r| r.failures).sum(),
+        gpu_days: rows.iter().map(|r| r.gpu_days).sum(),
+        rows,
+    })
 }
 
-async fn mtbf(db: &PgPool, nodes: &[headline::NodeService], from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<MtbfSection, sqlx::Error> {
+async fn mtbf(
+    db: &PgPool,
+    nodes: &[headline::NodeService],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<MtbfSection, sqlx::Error> {
     let (per_node, _) = q::failures_per_node(db, from, to, cluster).await?;
     let (groups, fleet) = headline::mtbf(nodes, &per_node, GROUP_SIZE, from, to, 0.95);
-    Ok(MtbfSection { group_size: GROUP_SIZE, groups, fleet })
+    Ok(MtbfSection {
+        group_size: GROUP_SIZE,
+        groups,
+        fleet,
+    })
 }
 
-async fn causes(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<CauseSection, sqlx::Error> {
+async fn causes(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<CauseSection, sqlx::Error> {
     let counts = q::cause_counts(db, from, to, cluster).await?;
     let (failures, categories) = headline::root_causes(&counts);
     Ok(CauseSection { failures, categories })
 }
 
-async fn timeline(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<Timeline, sqlx::Error> {
+async fn timeline(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Timeline, sqlx::Error> {
     let bucket = super::Bucket::for_window(from, to);
     let counts = r::failures_per_bucket(db, bucket, from, to, cluster).await?;
     Ok(fill_timeline(bucket, from, to, &counts))
@@ -62,20 +106,41 @@ async fn timeline(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: 
 
 /// Downtime by recovery phase, from the failure lifecycles (PATCH /v1/failures/{id}); None when
 /// no failure of the window recorded a phase.
-async fn recovery(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<Option<RecoverySection>, sqlx::Error> {
+async fn recovery(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Option<RecoverySection>, sqlx::Error> {
     let failures = crate::storage::cost::recovery_failures(db, from, to, cluster, chrono::Duration::hours(24)).await?;
     let summary = crate::analytics::cost::recovery(&failures);
     let phases: Vec<PhaseMinutes> = summary
         .phases
         .iter()
         .filter(|p| p.minutes.count > 0)
-        .map(|p| PhaseMinutes { phase: p.phase.clone(), failures: p.minutes.count, total_minutes: p.minutes.total, median_minutes: p.minutes.median })
+        .map(|p| PhaseMinutes {
+            phase: p.phase.clone(),
+            failures: p.minutes.count,
+            total_minutes: p.minutes.total,
+            median_minutes: p.minutes.median,
+        })
         .collect();
     // Failures with at least one recorded phase.
-    let recorded = failures.iter().filter(|f| (0..4).any(|i| f.phases.get(i).is_some())).count() as u64;
-    Ok((recorded > 0).then_some(RecoverySection { failures: recorded, phases }))
+    let recorded = failures
+        .iter()
+        .filter(|f| (0..4).any(|i| f.phases.get(i).is_some()))
+        .count() as u64;
+    Ok((recorded > 0).then_some(RecoverySection {
+        failures: recorded,
+        phases,
+    }))
 }
 
-async fn worst_nodes(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<WorstNodes, sqlx::Error> {
+async fn worst_nodes(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<WorstNodes, sqlx::Error> {
     r::worst_nodes(db, from, to, cluster, WORST_NODES).await
 }

@@ -42,7 +42,10 @@ fn title(d: &ReportData) -> String {
 
 fn is_numeric(cell: &str) -> bool {
     let c = cell.trim_end_matches(['%', 'h', ' ']);
-    !c.is_empty() && c.chars().all(|ch| ch.is_ascii_digit() || matches!(ch, ',' | '.' | '-' | ' ')) && c.chars().any(|ch| ch.is_ascii_digit())
+    !c.is_empty()
+        && c.chars()
+            .all(|ch| ch.is_ascii_digit() || matches!(ch, ',' | '.' | '-' | ' '))
+        && c.chars().any(|ch| ch.is_ascii_digit())
 }
 
 fn table(out: &mut String, t: &Table) {
@@ -63,7 +66,13 @@ fn table(out: &mut String, t: &Table) {
 }
 
 fn section(out: &mut String, s: &Section) {
-    let _ = write!(out, "<section id=\"{}\"><h2>{}</h2><p class=\"lead\">{}</p>", escape(s.id), escape(&s.title), escape(&s.lead));
+    let _ = write!(
+        out,
+        "<section id=\"{}\"><h2>{}</h2><p class=\"lead\">{}</p>",
+        escape(s.id),
+        escape(&s.title),
+        escape(&s.lead)
+    );
     for c in &s.charts {
         // Charts come from the svg module, which escapes every text it draws.
         out.push_str(c);
@@ -89,7 +98,10 @@ pub fn fragment(d: &ReportData) -> String {
         "<article class=\"faultline-report\" data-clusters=\"{}\"><style>{CSS}</style><h1>{}</h1>\
 <p class=\"window\">{}</p><div class=\"figures\">",
         escape(&d.clusters.join(",")),
-        escape(&format!("Reliability report: {}", d.window.cluster.as_deref().unwrap_or("all clusters"))),
+        escape(&format!(
+            "Reliability report: {}",
+            d.window.cluster.as_deref().unwrap_or("all clusters")
+        )),
         escape(&super::window_line(d)),
     );
     for f in d.summary() {
@@ -99,7 +111,10 @@ pub fn fragment(d: &ReportData) -> String {
             f.key,
             escape(f.label),
             escape(&f.value),
-            f.note.as_ref().map(|n| format!("<div class=\"value-note\">{}</div>", escape(n))).unwrap_or_default(),
+            f.note
+                .as_ref()
+                .map(|n| format!("<div class=\"value-note\">{}</div>", escape(n)))
+                .unwrap_or_default(),
             escape(&f.definition)
         );
     }

@@ -36,16 +36,30 @@ pub fn render(d: &ReportData) -> String {
             Some(n) => format!("{} ({n})", f.value),
             None => f.value.clone(),
         };
-        let _ = writeln!(out, "| {} | {} | {} |", escape(f.label), escape(&value), escape(&f.definition));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |",
+            escape(f.label),
+            escape(&value),
+            escape(&f.definition)
+        );
     }
     for s in sections(d) {
         let _ = writeln!(out, "\n## {}\n\n**{}**\n", escape(&s.title), escape(&s.lead));
         for t in &s.tables {
             let _ = writeln!(out, "{}:\n", escape(&t.caption));
-            let _ = writeln!(out, "| {} |", t.headers.iter().map(|h| escape(h)).collect::<Vec<_>>().join(" | "));
+            let _ = writeln!(
+                out,
+                "| {} |",
+                t.headers.iter().map(|h| escape(h)).collect::<Vec<_>>().join(" | ")
+            );
             let _ = writeln!(out, "|{}", t.headers.iter().map(|_| "---|").collect::<String>());
             for row in &t.rows {
-                let _ = writeln!(out, "| {} |", row.iter().map(|c| escape(c)).collect::<Vec<_>>().join(" | "));
+                let _ = writeln!(
+                    out,
+                    "| {} |",
+                    row.iter().map(|c| escape(c)).collect::<Vec<_>>().join(" | ")
+                );
             }
             out.push('\n');
         }
@@ -60,6 +74,9 @@ pub fn render(d: &ReportData) -> String {
 mod tests {
     #[test]
     fn cells_cannot_break_the_table_or_inject_markup() {
-        assert_eq!(super::escape("a|b<script>*x*\n[l](u)"), "a\\|b&lt;script&gt;\\*x\\* \\[l\\](u)");
+        assert_eq!(
+            super::escape("a|b<script>*x*\n[l](u)"),
+            "a\\|b&lt;script&gt;\\*x\\* \\[l\\](u)"
+        );
     }
 }

@@ -107,7 +107,9 @@ impl Bucket {
         match self {
             Bucket::Day => d + Duration::days(1),
             Bucket::Week => d + Duration::days(7),
-            Bucket::Month => d.checked_add_months(chrono::Months::new(1)).expect("dates within range"),
+            Bucket::Month => d
+                .checked_add_months(chrono::Months::new(1))
+                .expect("dates within range"),
         }
     }
 }
@@ -126,13 +128,21 @@ pub struct Timeline {
 }
 
 /// Fills every bucket of [from, to) (zero where nothing failed) from (bucket start, category, count).
-pub fn fill_timeline(bucket: Bucket, from: DateTime<Utc>, to: DateTime<Utc>, counts: &[(NaiveDate, String, u64)]) -> Timeline {
+pub fn fill_timeline(
+    bucket: Bucket,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    counts: &[(NaiveDate, String, u64)],
+) -> Timeline {
     let mut points = Vec::new();
     if from < to {
         let last = bucket.start_of(to - Duration::milliseconds(1));
         let mut d = bucket.start_of(from);
         while d <= last {
-            points.push(TimelinePoint { start: d, by_category: [0; 4] });
+            points.push(TimelinePoint {
+                start: d,
+                by_category: [0; 4],
+            });
             d = bucket.next(d);
         }
     }
@@ -191,7 +201,10 @@ pub fn window_line(d: &ReportData) -> String {
         "From {} (inclusive) to {} (exclusive), {}; classification catalog version {}; generated {}.",
         d.window.from.format("%Y-%m-%d %H:%M UTC"),
         d.window.to.format("%Y-%m-%d %H:%M UTC"),
-        d.window.cluster.as_ref().map_or_else(|| "all clusters".to_string(), |c| format!("cluster {c}")),
+        d.window
+            .cluster
+            .as_ref()
+            .map_or_else(|| "all clusters".to_string(), |c| format!("cluster {c}")),
         d.window.catalog_version,
         d.window.generated_at.format("%Y-%m-%d %H:%M UTC")
     )
@@ -234,7 +247,10 @@ pub mod fmt {
 
 impl ReportData {
     fn hardware(&self) -> Option<&CategoryShare> {
-        self.causes.categories.iter().find(|c| c.category == Category::Hardware.as_str())
+        self.causes
+            .categories
+            .iter()
+            .find(|c| c.category == Category::Hardware.as_str())
     }
 
     pub fn hardware_share(&self) -> Option<f64> {
@@ -251,7 +267,12 @@ impl ReportData {
             .rows
             .iter()
             .filter(|r| r.failures > 0 && r.failures_per_1000_gpu_days.is_some())
-            .max_by(|a, b| a.failures_per_1000_gpu_days.partial_cmp(&b.failures_per_1000_gpu_days).unwrap_or(std::cmp::Ordering::Equal).then_with(|| b.key.cmp(&a.key)))
+            .max_by(|a, b| {
+                a.failures_per_1000_gpu_days
+                    .partial_cmp(&b.failures_per_1000_gpu_days)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then_with(|| b.key.cmp(&a.key))
+            })
     }
 
     /// The figures at the top of the report, readable in under a minute.
@@ -306,11 +327,23 @@ impl ReportData {
     pub fn baselines(&self) -> Vec<Baseline> {
         let total = self.causes.failures;
         let of_all = |n: u64| (total > 0).then(|| ratio(n, total));
-        let cat = |c: Category| self.causes.categories.iter().find(|s| s.category == c.as_str()).map_or(0, |s| s.failures);
+        let cat = |c: Category| {
+            self.causes
+                .categories
+                .iter()
+                .find(|s| s.category == c.as_str())
+                .map_or(0, |s| s.failures)
+        };
         let (hw, platform, user) = (cat(Category::Hardware), cat(Category::Platform), cat(Category::User));
         let hw_part = |names: &[&str], invert: bool| -> u64 {
             self.hardware()
-                .map(|h| h.components.iter().filter(|c| names.contains(&c.component.as_str()) != invert).map(|c| c.failures).sum())
+                .map(|h| {
+                    h.components
+                        .iter()
+                        .filter(|c| names.contains(&c.component.as_str()) != invert)
+                        .map(|c| c.failures)
+                        .sum()
+                })
                 .unwrap_or(0)
         };
         const GPU: &[&str] = &["gpu", "gpu_memory", "nvlink"];
@@ -318,7 +351,9 @@ impl ReportData {
         let gpu = hw_part(GPU, false);
         let network = hw_part(NETWORK, false);
         let node = hw - gpu - network;
-        let kind_share = |pred: &dyn Fn(&RootKindCount) -> bool| of_all(self.root_kinds.iter().filter(|k| pred(k)).map(|k| k.failures).sum());
+        let kind_share = |pred: &dyn Fn(&RootKindCount) -> bool| {
+            of_all(self.root_kinds.iter().filter(|k| pred(k)).map(|k| k.failures).sum())
+        };
         let ratio_text = if user > 0 {
             let scale = 3.0 / user as f64;
             format!("{:.1} : {:.1} : 3", hw as f64 * scale, platform as f64 * scale)
@@ -326,7 +361,13 @@ impl ReportData {
             "n/a".into()
         };
         let weekly: Vec<f64> = {
-            let mut v: Vec<f64> = self.mtbf.groups.iter().filter(|g| g.gpus == u64::from(self.mtbf.group_size) || !g.packed).filter_map(|g| g.failures_per_week).collect();
+            let mut v: Vec<f64> = self
+                .mtbf
+                .groups
+                .iter()
+                .filter(|g| g.gpus == u64::from(self.mtbf.group_size) || !g.packed)
+                .filter_map(|g| g.failures_per_week)
+                .collect();
             v.sort_by(f64::total_cmp);
             v
         };
@@ -334,7 +375,13 @@ impl ReportData {
             (Some(m), Some(lo), Some(hi)) => format!("median {m:.1} (range {lo:.1}-{hi:.1}, {} groups)", weekly.len()),
             _ => "n/a".into(),
         };
-        let b = |measure: &str, short: &str, source: &str, published: &str, published_share: Option<f64>, fleet_share: Option<f64>, fleet_text: Option<String>| Baseline {
+        let b = |measure: &str,
+                 short: &str,
+                 source: &str,
+                 published: &str,
+                 published_share: Option<f64>,
+                 fleet_share: Option<f64>,
+                 fleet_text: Option<String>| Baseline {
             measure: measure.into(),
             short: short.into(),
             source: source.into(),
@@ -344,23 +391,115 @@ impl ReportData {
             fleet_share,
         };
         vec![
-            b("Hardware share of interruptions", "Hardware (Llama 3)", "Llama 3 pre-training", "78%", Some(0.78), self.hardware_share(), None),
-            b("Hardware share of failures", "Hardware (ICSE)", "ICSE 2023", "28%", Some(0.28), self.hardware_share(), None),
-            b("Hardware : platform : user", "", "ICSE 2023", "2 : 2 : 3", None, None, Some(ratio_text)),
-            b("Node / host faults, share of all", "Node / host", "ICSE 2023", "16%", Some(0.16), of_all(node), None),
-            b("GPU faults (GPU, memory, NVLink), share of all", "GPU", "ICSE 2023", "5.5%", Some(0.055), of_all(gpu), None),
-            b("Network faults, share of all", "Network", "ICSE 2023", "7%", Some(0.07), of_all(network), None),
-            b("NCCL timeout as root signal", "NCCL timeout", "Unicron", "10.1%", Some(0.101), kind_share(&|k| k.kind == "nccl_timeout"), None),
-            b("ECC error as root signal", "ECC error", "Unicron", "5%", Some(0.05), kind_share(&is_ecc), None),
-            b("NVLink error as root signal", "NVLink error", "Unicron", "4.5%", Some(0.045), kind_share(&is_nvlink), None),
-            b("Link flapping as root signal", "Link flapping", "Unicron", "3.9%", Some(0.039), kind_share(&|k| k.kind == "link_flap"), None),
-            b(&format!("Failures per {}-GPU group per week", self.mtbf.group_size), "", "Unicron", "1-7", None, None, Some(weekly_text)),
+            b(
+                "Hardware share of interruptions",
+                "Hardware (Llama 3)",
+                "Llama 3 pre-training",
+                "78%",
+                Some(0.78),
+                self.hardware_share(),
+                None,
+            ),
+            b(
+                "Hardware share of failures",
+                "Hardware (ICSE)",
+                "ICSE 2023",
+                "28%",
+                Some(0.28),
+                self.hardware_share(),
+                None,
+            ),
+            b(
+                "Hardware : platform : user",
+                "",
+                "ICSE 2023",
+                "2 : 2 : 3",
+                None,
+                None,
+                Some(ratio_text),
+            ),
+            b(
+                "Node / host faults, share of all",
+                "Node / host",
+                "ICSE 2023",
+                "16%",
+                Some(0.16),
+                of_all(node),
+                None,
+            ),
+            b(
+                "GPU faults (GPU, memory, NVLink), share of all",
+                "GPU",
+                "ICSE 2023",
+                "5.5%",
+                Some(0.055),
+                of_all(gpu),
+                None,
+            ),
+            b(
+                "Network faults, share of all",
+                "Network",
+                "ICSE 2023",
+                "7%",
+                Some(0.07),
+                of_all(network),
+                None,
+            ),
+            b(
+                "NCCL timeout as root signal",
+                "NCCL timeout",
+                "Unicron",
+                "10.1%",
+                Some(0.101),
+                kind_share(&|k| k.kind == "nccl_timeout"),
+                None,
+            ),
+            b(
+                "ECC error as root signal",
+                "ECC error",
+                "Unicron",
+                "5%",
+                Some(0.05),
+                kind_share(&is_ecc),
+                None,
+            ),
+            b(
+                "NVLink error as root signal",
+                "NVLink error",
+                "Unicron",
+                "4.5%",
+                Some(0.045),
+                kind_share(&is_nvlink),
+                None,
+            ),
+            b(
+                "Link flapping as root signal",
+                "Link flapping",
+                "Unicron",
+                "3.9%",
+                Some(0.039),
+                kind_share(&|k| k.kind == "link_flap"),
+                None,
+            ),
+            b(
+                &format!("Failures per {}-GPU group per week", self.mtbf.group_size),
+                "",
+                "Unicron",
+                "1-7",
+                None,
+                None,
+                Some(weekly_text),
+            ),
         ]
     }
 }
 
 fn format_group_label(group_size: u32) -> &'static str {
-    if group_size == 128 { "MTBF per 128-GPU group (median)" } else { "MTBF per group (median)" }
+    if group_size == 128 {
+        "MTBF per 128-GPU group (median)"
+    } else {
+        "MTBF per group (median)"
+    }
 }
 
 /// ECC: the ecc and row_remap kinds and the XIDs of memory errors (48 DBE, 63/64 row remapping,
@@ -410,9 +549,18 @@ mod tests {
 
     #[test]
     fn buckets_follow_the_window_length() {
-        assert_eq!(Bucket::for_window(t("2026-11-01T00:00:00Z"), t("2026-12-01T00:00:00Z")), Bucket::Day);
-        assert_eq!(Bucket::for_window(t("2026-01-01T00:00:00Z"), t("2026-12-01T00:00:00Z")), Bucket::Week);
-        assert_eq!(Bucket::for_window(t("2020-01-01T00:00:00Z"), t("2026-12-01T00:00:00Z")), Bucket::Month);
+        assert_eq!(
+            Bucket::for_window(t("2026-11-01T00:00:00Z"), t("2026-12-01T00:00:00Z")),
+            Bucket::Day
+        );
+        assert_eq!(
+            Bucket::for_window(t("2026-01-01T00:00:00Z"), t("2026-12-01T00:00:00Z")),
+            Bucket::Week
+        );
+        assert_eq!(
+            Bucket::for_window(t("2020-01-01T00:00:00Z"), t("2026-12-01T00:00:00Z")),
+            Bucket::Month
+        );
         // 2026-11-05 is a Thursday: its week starts Monday 2026-11-02.
         assert_eq!(Bucket::Week.start_of(t("2026-11-05T13:00:00Z")), d("2026-11-02"));
         assert_eq!(Bucket::Month.start_of(t("2026-11-05T13:00:00Z")), d("2026-11-01"));
@@ -421,13 +569,36 @@ mod tests {
     #[test]
     fn timeline_has_every_bucket_of_the_window_zero_filled() {
         // [Nov 1 06:00, Nov 4 00:00): days Nov 1, 2, 3 (the end is exclusive).
-        let counts = vec![(d("2026-11-02"), "hardware".to_string(), 3), (d("2026-11-02"), "user".to_string(), 1), (d("2026-11-03"), "weird".to_string(), 2)];
-        let tl = fill_timeline(Bucket::Day, t("2026-11-01T06:00:00Z"), t("2026-11-04T00:00:00Z"), &counts);
+        let counts = vec![
+            (d("2026-11-02"), "hardware".to_string(), 3),
+            (d("2026-11-02"), "user".to_string(), 1),
+            (d("2026-11-03"), "weird".to_string(), 2),
+        ];
+        let tl = fill_timeline(
+            Bucket::Day,
+            t("2026-11-01T06:00:00Z"),
+            t("2026-11-04T00:00:00Z"),
+            &counts,
+        );
         assert_eq!(tl.points.len(), 3);
-        assert_eq!(tl.points[0], TimelinePoint { start: d("2026-11-01"), by_category: [0, 0, 0, 0] });
+        assert_eq!(
+            tl.points[0],
+            TimelinePoint {
+                start: d("2026-11-01"),
+                by_category: [0, 0, 0, 0]
+            }
+        );
         assert_eq!(tl.points[1].by_category, [3, 0, 1, 0]);
-        assert_eq!(tl.points[2].by_category, [0, 0, 0, 2], "an unknown category counts as unknown");
-        assert!(fill_timeline(Bucket::Day, t("2026-11-01T00:00:00Z"), t("2026-11-01T00:00:00Z"), &[]).points.is_empty());
+        assert_eq!(
+            tl.points[2].by_category,
+            [0, 0, 0, 2],
+            "an unknown category counts as unknown"
+        );
+        assert!(
+            fill_timeline(Bucket::Day, t("2026-11-01T00:00:00Z"), t("2026-11-01T00:00:00Z"), &[])
+                .points
+                .is_empty()
+        );
     }
 
     fn data() -> ReportData {
@@ -437,7 +608,12 @@ mod tests {
             share: failures as f64 / 20.0,
             components: components
                 .into_iter()
-                .map(|(c, n)| ComponentShare { component: c.into(), failures: n, share_of_category: 0.0, share_of_all: 0.0 })
+                .map(|(c, n)| ComponentShare {
+                    component: c.into(),
+                    failures: n,
+                    share_of_category: 0.0,
+                    share_of_all: 0.0,
+                })
                 .collect(),
         };
         let mix_row = |key: &str, failures: u64, gpu_days: f64| MixRow {
@@ -464,34 +640,91 @@ mod tests {
             failures_per_week: Some(per_week),
         };
         ReportData {
-            window: ReportWindow { from: t("2026-11-01T00:00:00Z"), to: t("2026-11-08T00:00:00Z"), cluster: None, catalog_version: 1, generated_at: t("2026-11-08T00:00:00Z") },
+            window: ReportWindow {
+                from: t("2026-11-01T00:00:00Z"),
+                to: t("2026-11-08T00:00:00Z"),
+                cluster: None,
+                catalog_version: 1,
+                generated_at: t("2026-11-08T00:00:00Z"),
+            },
             clusters: vec!["c".into()],
             // 20 failures over 400 GPU-days = 50 per 1,000.
-            mix: MixSection { rows: vec![mix_row("ampere", 4, 200.0), mix_row("hopper", 14, 200.0), mix_row("unknown", 2, 0.0)], failures: 20, gpu_days: 400.0 },
+            mix: MixSection {
+                rows: vec![
+                    mix_row("ampere", 4, 200.0),
+                    mix_row("hopper", 14, 200.0),
+                    mix_row("unknown", 2, 0.0),
+                ],
+                failures: 20,
+                gpu_days: 400.0,
+            },
             mtbf: MtbfSection {
                 group_size: 128,
-                groups: vec![group("c/auto-000", 2, 2.0), group("c/auto-001", 8, 8.0), group("c/auto-002", 4, 4.0)],
-                fleet: FleetMtbf { gpus: 384, gpu_hours: 0.0, failures: 14, mtbf_per_gpu_hours: None, mtbf_per_gpu_lower_hours: 0.0, mtbf_per_gpu_upper_hours: None, median_group_mtbf_hours: Some(42.0) },
+                groups: vec![
+                    group("c/auto-000", 2, 2.0),
+                    group("c/auto-001", 8, 8.0),
+                    group("c/auto-002", 4, 4.0),
+                ],
+                fleet: FleetMtbf {
+                    gpus: 384,
+                    gpu_hours: 0.0,
+                    failures: 14,
+                    mtbf_per_gpu_hours: None,
+                    mtbf_per_gpu_lower_hours: 0.0,
+                    mtbf_per_gpu_upper_hours: None,
+                    median_group_mtbf_hours: Some(42.0),
+                },
             },
             // hardware 10 = host 5 + gpu 2 + nvlink 1 + network 2; platform 4; user 6.
             causes: CauseSection {
                 failures: 20,
                 categories: vec![
-                    cat("hardware", 10, vec![("host", 5), ("gpu", 2), ("network", 2), ("nvlink", 1)]),
+                    cat(
+                        "hardware",
+                        10,
+                        vec![("host", 5), ("gpu", 2), ("network", 2), ("nvlink", 1)],
+                    ),
                     cat("platform", 4, vec![("scheduler", 4)]),
                     cat("user", 6, vec![("code", 6)]),
                     cat("unknown", 0, vec![]),
                 ],
             },
-            timeline: Timeline { bucket: Bucket::Day, points: vec![] },
+            timeline: Timeline {
+                bucket: Bucket::Day,
+                points: vec![],
+            },
             recovery: None,
-            worst_nodes: WorstNodes { failures_with_node: 18, nodes_with_failures: 5, nodes: vec![] },
+            worst_nodes: WorstNodes {
+                failures_with_node: 18,
+                nodes_with_failures: 5,
+                nodes: vec![],
+            },
             root_kinds: vec![
-                RootKindCount { kind: "nccl_timeout".into(), code: None, failures: 2 },
-                RootKindCount { kind: "xid".into(), code: Some(48), failures: 1 },
-                RootKindCount { kind: "ecc".into(), code: None, failures: 1 },
-                RootKindCount { kind: "xid".into(), code: Some(74), failures: 1 },
-                RootKindCount { kind: "xid".into(), code: Some(79), failures: 3 },
+                RootKindCount {
+                    kind: "nccl_timeout".into(),
+                    code: None,
+                    failures: 2,
+                },
+                RootKindCount {
+                    kind: "xid".into(),
+                    code: Some(48),
+                    failures: 1,
+                },
+                RootKindCount {
+                    kind: "ecc".into(),
+                    code: None,
+                    failures: 1,
+                },
+                RootKindCount {
+                    kind: "xid".into(),
+                    code: Some(74),
+                    failures: 1,
+                },
+                RootKindCount {
+                    kind: "xid".into(),
+                    code: Some(79),
+                    failures: 3,
+                },
             ],
         }
     }
@@ -525,6 +758,9 @@ mod tests {
         assert_eq!(get("ECC").fleet_share, Some(0.1));
         assert_eq!(get("NVLink").fleet_share, Some(0.05));
         assert_eq!(get("Link flapping").fleet_share, Some(0.0));
-        assert_eq!(get("Failures per 128-GPU group").fleet, "median 4.0 (range 2.0-8.0, 3 groups)");
+        assert_eq!(
+            get("Failures per 128-GPU group").fleet,
+            "median 4.0 (range 2.0-8.0, 3 groups)"
+        );
     }
 }

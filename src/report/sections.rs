@@ -26,7 +26,14 @@ pub struct Table {
 pub const CATEGORY_COLORS: [&str; 4] = [palette::VERMILLION, palette::BLUE, palette::BLUISH_GREEN, palette::GREY];
 
 fn category_series() -> Vec<Series> {
-    Category::ALL.iter().zip(CATEGORY_COLORS).map(|(c, color)| Series { name: c.as_str().into(), color }).collect()
+    Category::ALL
+        .iter()
+        .zip(CATEGORY_COLORS)
+        .map(|(c, color)| Series {
+            name: c.as_str().into(),
+            color,
+        })
+        .collect()
 }
 
 fn strings<const N: usize>(a: [&str; N]) -> Vec<String> {
@@ -37,7 +44,15 @@ fn strings<const N: usize>(a: [&str; N]) -> Vec<String> {
 pub const MTBF_ROWS: usize = 30;
 
 pub fn sections(d: &ReportData) -> Vec<Section> {
-    vec![mix(d), mtbf(d), causes(d), timeline(d), recovery(d), worst_nodes(d), baselines(d)]
+    vec![
+        mix(d),
+        mtbf(d),
+        causes(d),
+        timeline(d),
+        recovery(d),
+        worst_nodes(d),
+        baselines(d),
+    ]
 }
 
 fn mix(d: &ReportData) -> Section {
@@ -45,7 +60,15 @@ fn mix(d: &ReportData) -> Section {
     let bars: Vec<Bar> = rated
         .iter()
         .map(|r| {
-            let counts: Vec<u64> = Category::ALL.iter().map(|c| r.by_category.iter().find(|s| s.name == c.as_str()).map_or(0, |s| s.failures)).collect();
+            let counts: Vec<u64> = Category::ALL
+                .iter()
+                .map(|c| {
+                    r.by_category
+                        .iter()
+                        .find(|s| s.name == c.as_str())
+                        .map_or(0, |s| s.failures)
+                })
+                .collect();
             Bar {
                 label: format!("{} ({} GPUs)", r.key, fmt::int(r.gpus_in_service)),
                 values: counts.iter().map(|n| *n as f64 / r.gpu_days * 1000.0).collect(),
@@ -54,22 +77,40 @@ fn mix(d: &ReportData) -> Section {
         })
         .collect();
     let chart = svg::stacked_bars(
-        &Frame { id: "failure-mix", title: "Failure mix by GPU generation", x_label: "GPU generation (GPUs in service)", y_label: "failures per 1,000 GPU-days" },
+        &Frame {
+            id: "failure-mix",
+            title: "Failure mix by GPU generation",
+            x_label: "GPU generation (GPUs in service)",
+            y_label: "failures per 1,000 GPU-days",
+        },
         &category_series(),
         &bars,
     );
-    let mut best_worst: Vec<_> = rated.iter().filter(|r| r.failures_per_1000_gpu_days.is_some()).collect();
-    best_worst.sort_by(|a, b| a.failures_per_1000_gpu_days.partial_cmp(&b.failures_per_1000_gpu_days).unwrap_or(std::cmp::Ordering::Equal));
+    let mut best_worst: Vec<_> = rated
+        .iter()
+        .filter(|r| r.failures_per_1000_gpu_days.is_some())
+        .collect();
+    best_worst.sort_by(|a, b| {
+        a.failures_per_1000_gpu_days
+            .partial_cmp(&b.failures_per_1000_gpu_days)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
     let lead = match (best_worst.first(), best_worst.last()) {
-        (Some(best), Some(worst)) if best.key != worst.key && best.failures_per_1000_gpu_days.unwrap_or(0.0) > 0.0 => format!(
-            "{} fails most often: {} failures per 1,000 GPU-days, {:.1}x the rate of {} ({}).",
-            worst.key,
-            fmt::rate(worst.failures_per_1000_gpu_days),
-            worst.failures_per_1000_gpu_days.unwrap_or(0.0) / best.failures_per_1000_gpu_days.unwrap_or(1.0),
-            best.key,
-            fmt::rate(best.failures_per_1000_gpu_days)
+        (Some(best), Some(worst)) if best.key != worst.key && best.failures_per_1000_gpu_days.unwrap_or(0.0) > 0.0 => {
+            format!(
+                "{} fails most often: {} failures per 1,000 GPU-days, {:.1}x the rate of {} ({}).",
+                worst.key,
+                fmt::rate(worst.failures_per_1000_gpu_days),
+                worst.failures_per_1000_gpu_days.unwrap_or(0.0) / best.failures_per_1000_gpu_days.unwrap_or(1.0),
+                best.key,
+                fmt::rate(best.failures_per_1000_gpu_days)
+            )
+        }
+        (Some(only), _) => format!(
+            "{}: {} failures per 1,000 GPU-days.",
+            only.key,
+            fmt::rate(only.failures_per_1000_gpu_days)
         ),
-        (Some(only), _) => format!("{}: {} failures per 1,000 GPU-days.", only.key, fmt::rate(only.failures_per_1000_gpu_days)),
         _ => "No GPU-days of exposure in this window.".into(),
     };
     let rows = d
@@ -77,15 +118,37 @@ fn mix(d: &ReportData) -> Section {
         .rows
         .iter()
         .map(|r| {
-            let mut row = vec![r.key.clone(), fmt::int(r.gpus_in_service), fmt::number(r.gpu_days), fmt::int(r.failures), fmt::rate(r.failures_per_1000_gpu_days)];
-            row.extend(Category::ALL.iter().map(|c| fmt::int(r.by_category.iter().find(|s| s.name == c.as_str()).map_or(0, |s| s.failures))));
+            let mut row = vec![
+                r.key.clone(),
+                fmt::int(r.gpus_in_service),
+                fmt::number(r.gpu_days),
+                fmt::int(r.failures),
+                fmt::rate(r.failures_per_1000_gpu_days),
+            ];
+            row.extend(Category::ALL.iter().map(|c| {
+                fmt::int(
+                    r.by_category
+                        .iter()
+                        .find(|s| s.name == c.as_str())
+                        .map_or(0, |s| s.failures),
+                )
+            }));
             row
         })
         .collect();
-    let unplaced: u64 = d.mix.rows.iter().filter(|r| r.gpu_days <= 0.0).map(|r| r.failures).sum();
+    let unplaced: u64 = d
+        .mix
+        .rows
+        .iter()
+        .filter(|r| r.gpu_days <= 0.0)
+        .map(|r| r.failures)
+        .sum();
     let mut notes = vec!["Rate = failures / GPU-days x 1,000; GPU-days = GPUs x days in service inside the window. A failure belongs to the generation of its root-cause node in the inventory, else to the GPU model its root signal named.".to_string()];
     if unplaced > 0 {
-        notes.push(format!("{} failures belong to no generation with exposure in the inventory (no rate; counted in the table).", fmt::int(unplaced)));
+        notes.push(format!(
+            "{} failures belong to no generation with exposure in the inventory (no rate; counted in the table).",
+            fmt::int(unplaced)
+        ));
     }
     Section {
         id: "failure-mix",
@@ -94,7 +157,17 @@ fn mix(d: &ReportData) -> Section {
         charts: vec![chart],
         tables: vec![Table {
             caption: "Failures by GPU generation".into(),
-            headers: strings(["Generation", "GPUs", "GPU-days", "Failures", "Per 1,000 GPU-days", "Hardware", "Platform", "User", "Unknown"]),
+            headers: strings([
+                "Generation",
+                "GPUs",
+                "GPU-days",
+                "Failures",
+                "Per 1,000 GPU-days",
+                "Hardware",
+                "Platform",
+                "User",
+                "Unknown",
+            ]),
             rows,
         }],
         notes,
@@ -109,11 +182,18 @@ fn mtbf(d: &ReportData) -> Section {
         (Some(x), Some(y)) => x.total_cmp(&y).then_with(|| a.group.cmp(&b.group)),
         (Some(_), None) => std::cmp::Ordering::Less,
         (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => b.mtbf_lower_hours.total_cmp(&a.mtbf_lower_hours).then_with(|| a.group.cmp(&b.group)),
+        (None, None) => b
+            .mtbf_lower_hours
+            .total_cmp(&a.mtbf_lower_hours)
+            .then_with(|| a.group.cmp(&b.group)),
     });
     let shown: Vec<_> = groups.iter().take(MTBF_ROWS).collect();
     let interval = |g: &crate::analytics::headline::MtbfGroup| {
-        format!("{:.1}-{}", g.mtbf_lower_hours, g.mtbf_upper_hours.map_or_else(|| "inf".into(), |u| format!("{u:.1}")))
+        format!(
+            "{:.1}-{}",
+            g.mtbf_lower_hours,
+            g.mtbf_upper_hours.map_or_else(|| "inf".into(), |u| format!("{u:.1}"))
+        )
     };
     let rows: Vec<Row> = shown
         .iter()
@@ -130,18 +210,31 @@ fn mtbf(d: &ReportData) -> Section {
         .collect();
     let title = format!("MTBF per {}-GPU group", m.group_size);
     let chart = svg::horizontal_bars(
-        &Frame { id: "mtbf", title: &title, x_label: "MTBF, hours (bars; whiskers: 95% interval)", y_label: "group (cluster/label)" },
+        &Frame {
+            id: "mtbf",
+            title: &title,
+            x_label: "MTBF, hours (bars; whiskers: 95% interval)",
+            y_label: "group (cluster/label)",
+        },
         &rows,
         palette::SKY_BLUE,
-        m.fleet.median_group_mtbf_hours.map(|v| Marker { label: "fleet median, h", value: v }),
+        m.fleet.median_group_mtbf_hours.map(|v| Marker {
+            label: "fleet median, h",
+            value: v,
+        }),
     );
     let with_failures = m.groups.iter().filter(|g| g.failures > 0).count();
-    let lead = match (groups.first().filter(|g| g.mtbf_hours.is_some()), m.fleet.median_group_mtbf_hours) {
+    let lead = match (
+        groups.first().filter(|g| g.mtbf_hours.is_some()),
+        m.fleet.median_group_mtbf_hours,
+    ) {
         (Some(worst), Some(median)) => format!(
             "Median MTBF {median:.1} h over {with_failures} groups with failures; the worst, {}, fails every {:.1} h ({} failures per week).",
             worst.group,
             worst.mtbf_hours.unwrap_or(0.0),
-            worst.failures_per_week.map_or_else(|| "n/a".into(), |w| format!("{w:.1}"))
+            worst
+                .failures_per_week
+                .map_or_else(|| "n/a".into(), |w| format!("{w:.1}"))
         ),
         _ => "No group had a failure in this window.".into(),
     };
@@ -158,7 +251,10 @@ fn mtbf(d: &ReportData) -> Section {
         ),
     ];
     if groups.len() > MTBF_ROWS {
-        notes.push(format!("Showing the {MTBF_ROWS} groups with the lowest MTBF of {}.", groups.len()));
+        notes.push(format!(
+            "Showing the {MTBF_ROWS} groups with the lowest MTBF of {}.",
+            groups.len()
+        ));
     }
     Section {
         id: "mtbf",
@@ -167,7 +263,16 @@ fn mtbf(d: &ReportData) -> Section {
         charts: vec![chart],
         tables: vec![Table {
             caption: "MTBF per group".into(),
-            headers: strings(["Group", "Nodes", "GPUs", "Exposure h", "Failures", "MTBF h", "95% interval h", "Failures per week"]),
+            headers: strings([
+                "Group",
+                "Nodes",
+                "GPUs",
+                "Exposure h",
+                "Failures",
+                "MTBF h",
+                "95% interval h",
+                "Failures per week",
+            ]),
             rows: shown
                 .iter()
                 .map(|g| {
@@ -200,33 +305,67 @@ fn causes(d: &ReportData) -> Section {
             let mut notes = vec![String::new(); 4];
             values[k] = s.share * 100.0;
             notes[k] = format!("{} failures", fmt::int(s.failures));
-            Bar { label: s.category.clone(), values, notes }
+            Bar {
+                label: s.category.clone(),
+                values,
+                notes,
+            }
         })
         .collect();
     let shares = svg::stacked_bars(
-        &Frame { id: "root-causes", title: "Root causes", x_label: "root-cause category", y_label: "share of failures, %" },
+        &Frame {
+            id: "root-causes",
+            title: "Root causes",
+            x_label: "root-cause category",
+            y_label: "share of failures, %",
+        },
         &category_series(),
         if total > 0 { &bars } else { &[] },
     );
     let hardware = c.categories.iter().find(|s| s.category == Category::Hardware.as_str());
     let components = hardware.map(|h| h.components.clone()).unwrap_or_default();
     let split = svg::grouped_bars(
-        &Frame { id: "hardware-components", title: "Hardware failures by component", x_label: "component", y_label: "share of all failures, %" },
-        &[Series { name: "share of all failures".into(), color: palette::VERMILLION }],
+        &Frame {
+            id: "hardware-components",
+            title: "Hardware failures by component",
+            x_label: "component",
+            y_label: "share of all failures, %",
+        },
+        &[Series {
+            name: "share of all failures".into(),
+            color: palette::VERMILLION,
+        }],
         &components
             .iter()
             .map(|p| Bar {
                 label: p.component.clone(),
                 values: vec![p.share_of_all * 100.0],
-                notes: vec![format!("{} failures, {} of hardware", fmt::int(p.failures), fmt::pct(Some(p.share_of_category)))],
+                notes: vec![format!(
+                    "{} failures, {} of hardware",
+                    fmt::int(p.failures),
+                    fmt::pct(Some(p.share_of_category))
+                )],
             })
             .collect::<Vec<_>>(),
     );
     let lead = if total == 0 {
         "No failures in this window.".into()
     } else {
-        let parts: Vec<String> = c.categories.iter().map(|s| format!("{} {}", s.category, fmt::pct(Some(s.share)))).collect();
-        let top = components.first().map(|p| format!("; the largest hardware component is {} ({} of all failures)", p.component, fmt::pct(Some(p.share_of_all)))).unwrap_or_default();
+        let parts: Vec<String> = c
+            .categories
+            .iter()
+            .map(|s| format!("{} {}", s.category, fmt::pct(Some(s.share))))
+            .collect();
+        let top = components
+            .first()
+            .map(|p| {
+                format!(
+                    "; the largest hardware component is {} ({} of all failures)",
+                    p.component,
+                    fmt::pct(Some(p.share_of_all))
+                )
+            })
+            .unwrap_or_default();
         format!("Of {} failures: {}{top}.", fmt::int(total), parts.join(", "))
     };
     Section {
@@ -267,12 +406,27 @@ fn timeline(d: &ReportData) -> Section {
     let points: Vec<TimePoint> = tl
         .points
         .iter()
-        .map(|p| TimePoint { label: bucket_label(tl.bucket, p.start), values: p.by_category.iter().map(|n| *n as f64).collect() })
+        .map(|p| TimePoint {
+            label: bucket_label(tl.bucket, p.start),
+            values: p.by_category.iter().map(|n| *n as f64).collect(),
+        })
         .collect();
     let y_label = format!("failures per {unit}");
     let x_label = format!("{unit} (UTC)");
-    let chart = svg::stacked_area(&Frame { id: "timeline", title: "Failures over time by root cause", x_label: &x_label, y_label: &y_label }, &category_series(), &points);
-    let peak = tl.points.iter().max_by_key(|p| (p.by_category.iter().sum::<u64>(), std::cmp::Reverse(p.start)));
+    let chart = svg::stacked_area(
+        &Frame {
+            id: "timeline",
+            title: "Failures over time by root cause",
+            x_label: &x_label,
+            y_label: &y_label,
+        },
+        &category_series(),
+        &points,
+    );
+    let peak = tl
+        .points
+        .iter()
+        .max_by_key(|p| (p.by_category.iter().sum::<u64>(), std::cmp::Reverse(p.start)));
     let lead = match peak {
         Some(p) if p.by_category.iter().sum::<u64>() > 0 => format!(
             "Busiest {unit}: {} with {} failures ({} hardware).",
@@ -289,7 +443,14 @@ fn timeline(d: &ReportData) -> Section {
         charts: vec![chart],
         tables: vec![Table {
             caption: format!("Failures per {unit} by root cause"),
-            headers: strings([&format!("{unit} starting"), "Hardware", "Platform", "User", "Unknown", "Total"]),
+            headers: strings([
+                &format!("{unit} starting"),
+                "Hardware",
+                "Platform",
+                "User",
+                "Unknown",
+                "Total",
+            ]),
             rows: tl
                 .points
                 .iter()
@@ -301,14 +462,26 @@ fn timeline(d: &ReportData) -> Section {
                 })
                 .collect(),
         }],
-        notes: vec![format!("Failures counted at their first signal, per UTC {unit}{}.", if tl.bucket == Bucket::Week { " (weeks start on Monday)" } else { "" })],
+        notes: vec![format!(
+            "Failures counted at their first signal, per UTC {unit}{}.",
+            if tl.bucket == Bucket::Week {
+                " (weeks start on Monday)"
+            } else {
+                ""
+            }
+        )],
     }
 }
 
 pub const NO_RECOVERY: &str = "No recovery data recorded in this window";
 
 fn recovery(d: &ReportData) -> Section {
-    let frame = Frame { id: "recovery", title: "Downtime by recovery phase", x_label: "recovery phase", y_label: "downtime, minutes (total)" };
+    let frame = Frame {
+        id: "recovery",
+        title: "Downtime by recovery phase",
+        x_label: "recovery phase",
+        y_label: "downtime, minutes (total)",
+    };
     match &d.recovery {
         Some(r) if r.failures > 0 => Section {
             id: "recovery",
@@ -316,10 +489,17 @@ fn recovery(d: &ReportData) -> Section {
             lead: format!("{} failures with recovery records.", fmt::int(r.failures)),
             charts: vec![svg::grouped_bars(
                 &frame,
-                &[Series { name: "total minutes".into(), color: palette::ORANGE }],
+                &[Series {
+                    name: "total minutes".into(),
+                    color: palette::ORANGE,
+                }],
                 &r.phases
                     .iter()
-                    .map(|p| Bar { label: p.phase.clone(), values: vec![p.total_minutes], notes: vec![format!("{} failures", fmt::int(p.failures))] })
+                    .map(|p| Bar {
+                        label: p.phase.clone(),
+                        values: vec![p.total_minutes],
+                        notes: vec![format!("{} failures", fmt::int(p.failures))],
+                    })
                     .collect::<Vec<_>>(),
             )],
             tables: vec![Table {
@@ -328,7 +508,14 @@ fn recovery(d: &ReportData) -> Section {
                 rows: r
                     .phases
                     .iter()
-                    .map(|p| vec![p.phase.clone(), fmt::int(p.failures), fmt::number(p.total_minutes), p.median_minutes.map_or_else(|| "n/a".into(), fmt::number)])
+                    .map(|p| {
+                        vec![
+                            p.phase.clone(),
+                            fmt::int(p.failures),
+                            fmt::number(p.total_minutes),
+                            p.median_minutes.map_or_else(|| "n/a".into(), fmt::number),
+                        ]
+                    })
                     .collect(),
             }],
             notes: vec![],
@@ -336,7 +523,9 @@ fn recovery(d: &ReportData) -> Section {
         _ => Section {
             id: "recovery",
             title: "Downtime by recovery phase".into(),
-            lead: format!("{NO_RECOVERY}: downtime by phase (detection, resubmission, set-up, recomputation) needs failure lifecycle records, and there are none for this window."),
+            lead: format!(
+                "{NO_RECOVERY}: downtime by phase (detection, resubmission, set-up, recomputation) needs failure lifecycle records, and there are none for this window."
+            ),
             charts: vec![svg::no_data(&frame, NO_RECOVERY)],
             tables: vec![],
             notes: vec![],
@@ -347,12 +536,22 @@ fn recovery(d: &ReportData) -> Section {
 fn worst_nodes(d: &ReportData) -> Section {
     let w = &d.worst_nodes;
     let share = |n: u64| fmt::pct((w.failures_with_node > 0).then(|| n as f64 / w.failures_with_node as f64));
-    let label = |n: &super::NodeCount| if d.window.cluster.is_some() { n.hostname.clone() } else { format!("{}/{}", n.cluster, n.hostname) };
+    let label = |n: &super::NodeCount| {
+        if d.window.cluster.is_some() {
+            n.hostname.clone()
+        } else {
+            format!("{}/{}", n.cluster, n.hostname)
+        }
+    };
     let rows: Vec<Row> = w
         .nodes
         .iter()
         .map(|n| Row {
-            label: format!("{} ({})", label(n), n.gpu_generation.as_deref().unwrap_or("not in inventory")),
+            label: format!(
+                "{} ({})",
+                label(n),
+                n.gpu_generation.as_deref().unwrap_or("not in inventory")
+            ),
             value: Some(n.failures as f64),
             low: None,
             high: None,
@@ -360,7 +559,12 @@ fn worst_nodes(d: &ReportData) -> Section {
         })
         .collect();
     let chart = svg::horizontal_bars(
-        &Frame { id: "worst-nodes", title: "Worst nodes", x_label: "failures with this node as root cause", y_label: "node (GPU generation)" },
+        &Frame {
+            id: "worst-nodes",
+            title: "Worst nodes",
+            x_label: "failures with this node as root cause",
+            y_label: "node (GPU generation)",
+        },
         &rows,
         palette::REDDISH_PURPLE,
         None,
@@ -403,25 +607,61 @@ fn baselines(d: &ReportData) -> Section {
         .iter()
         .map(|b| Bar {
             label: b.short.clone(),
-            values: vec![b.published_share.unwrap_or(0.0) * 100.0, b.fleet_share.unwrap_or(0.0) * 100.0],
-            notes: vec![format!("{}, published by {}", b.measure, b.source), format!("{}, this fleet", b.measure)],
+            values: vec![
+                b.published_share.unwrap_or(0.0) * 100.0,
+                b.fleet_share.unwrap_or(0.0) * 100.0,
+            ],
+            notes: vec![
+                format!("{}, published by {}", b.measure, b.source),
+                format!("{}, this fleet", b.measure),
+            ],
         })
         .collect();
     let chart = svg::grouped_bars(
-        &Frame { id: "baselines", title: "This fleet beside the published baselines", x_label: "measure", y_label: "share of failures, %" },
-        &[Series { name: "published".into(), color: palette::GREY }, Series { name: "this fleet".into(), color: palette::BLUE }],
+        &Frame {
+            id: "baselines",
+            title: "This fleet beside the published baselines",
+            x_label: "measure",
+            y_label: "share of failures, %",
+        },
+        &[
+            Series {
+                name: "published".into(),
+                color: palette::GREY,
+            },
+            Series {
+                name: "this fleet".into(),
+                color: palette::BLUE,
+            },
+        ],
         if any_fleet { &bars } else { &[] },
     );
     let hw = rows.first().map(|b| b.fleet.clone()).unwrap_or_default();
     Section {
         id: "baselines",
         title: "This fleet beside the published baselines".into(),
-        lead: if any_fleet { format!("Hardware causes {hw} of failures here; Llama 3 reported 78% of interruptions, ICSE 2023 28% of failures.") } else { "No failures in this window to compare.".into() },
+        lead: if any_fleet {
+            format!(
+                "Hardware causes {hw} of failures here; Llama 3 reported 78% of interruptions, ICSE 2023 28% of failures."
+            )
+        } else {
+            "No failures in this window to compare.".into()
+        },
         charts: vec![chart],
         tables: vec![Table {
             caption: "Published figures and this fleet".into(),
             headers: strings(["Measure", "Source", "Published", "This fleet"]),
-            rows: rows.iter().map(|b| vec![b.measure.clone(), b.source.clone(), b.published.clone(), b.fleet.clone()]).collect(),
+            rows: rows
+                .iter()
+                .map(|b| {
+                    vec![
+                        b.measure.clone(),
+                        b.source.clone(),
+                        b.published.clone(),
+                        b.fleet.clone(),
+                    ]
+                })
+                .collect(),
         }],
         notes: vec![BASELINE_DEFINITIONS.into()],
     }

@@ -90,7 +90,11 @@ pub fn nice_axis(max: f64) -> (f64, f64) {
     }
     let raw = max / 6.0;
     let magnitude = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * magnitude).find(|s| *s >= raw * (1.0 - 1e-9)).unwrap_or(10.0 * magnitude);
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|s| *s >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * magnitude);
     let top = (max / step - 1e-9).ceil().max(1.0) * step;
     (top, step)
 }
@@ -118,7 +122,11 @@ fn group_thousands(n: i64) -> String {
 
 /// A fixed-precision number for labels: 1 decimal under 100, none above.
 pub fn short_number(v: f64) -> String {
-    if v.abs() >= 100.0 { group_thousands(v.round() as i64) } else { tick_label((v * 10.0).round() / 10.0) }
+    if v.abs() >= 100.0 {
+        group_thousands(v.round() as i64)
+    } else {
+        tick_label((v * 10.0).round() / 10.0)
+    }
 }
 
 fn text_width(s: &str, px: f64) -> f64 {
@@ -126,7 +134,11 @@ fn text_width(s: &str, px: f64) -> f64 {
 }
 
 fn truncate(s: &str, max_chars: usize) -> String {
-    if s.chars().count() <= max_chars { s.to_string() } else { format!("{}…", s.chars().take(max_chars - 1).collect::<String>()) }
+    if s.chars().count() <= max_chars {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max_chars - 1).collect::<String>())
+    }
 }
 
 fn open(out: &mut String, frame: &Frame, height: f64, summary: &str) {
@@ -195,10 +207,17 @@ fn vertical_bars(frame: &Frame, series: &[Series], bars: &[Bar], stacked: bool) 
     let right = 16.0;
     // Long labels in narrow slots are turned, and the bottom margin grows to hold them; the left
     // margin grows too when the first turned label would reach past the edge.
-    let longest = bars.iter().map(|b| text_width(&truncate(&b.label, 28), 12.0)).fold(0.0, f64::max);
+    let longest = bars
+        .iter()
+        .map(|b| text_width(&truncate(&b.label, 28), 12.0))
+        .fold(0.0, f64::max);
     let first = bars.first().map_or(0.0, |b| text_width(&truncate(&b.label, 28), 12.0));
     let rotate = longest > (WIDTH - 86.0) / bars.len() as f64 - 6.0;
-    let left = if rotate { f64::max(70.0, first * 0.82 + 6.0 - (WIDTH - 86.0) / bars.len() as f64 / 2.0) } else { 70.0 };
+    let left = if rotate {
+        f64::max(70.0, first * 0.82 + 6.0 - (WIDTH - 86.0) / bars.len() as f64 / 2.0)
+    } else {
+        70.0
+    };
     let plot_w = WIDTH - left - right;
     let slot = plot_w / bars.len() as f64;
     let label_room = if rotate { longest * 0.72 + 14.0 } else { 22.0 };
@@ -207,15 +226,41 @@ fn vertical_bars(frame: &Frame, series: &[Series], bars: &[Bar], stacked: bool) 
     let base = top_margin + plot_h;
     let max = bars
         .iter()
-        .map(|b| if stacked { b.values.iter().sum::<f64>() } else { b.values.iter().copied().fold(0.0, f64::max) })
+        .map(|b| {
+            if stacked {
+                b.values.iter().sum::<f64>()
+            } else {
+                b.values.iter().copied().fold(0.0, f64::max)
+            }
+        })
         .fold(0.0, f64::max);
     let (axis_max, step) = nice_axis(max);
     let y = |v: f64| base - v / axis_max * plot_h;
     let mut out = String::new();
-    let summary = bars.iter().map(|b| format!("{}: {}", b.label, b.values.iter().map(|v| short_number(*v)).collect::<Vec<_>>().join("/"))).collect::<Vec<_>>().join("; ");
+    let summary = bars
+        .iter()
+        .map(|b| {
+            format!(
+                "{}: {}",
+                b.label,
+                b.values.iter().map(|v| short_number(*v)).collect::<Vec<_>>().join("/")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
     open(&mut out, frame, height, &summary);
     legend(&mut out, series, 44.0);
-    axes_y(&mut out, left, plot_w, axis_max, step, &y, frame.y_label, top_margin, plot_h);
+    axes_y(
+        &mut out,
+        left,
+        plot_w,
+        axis_max,
+        step,
+        &y,
+        frame.y_label,
+        top_margin,
+        plot_h,
+    );
     for (i, b) in bars.iter().enumerate() {
         let x0 = left + slot * i as f64;
         let bar_w = (slot * 0.7).min(90.0);
@@ -278,7 +323,11 @@ fn vertical_bars(frame: &Frame, series: &[Series], bars: &[Bar], stacked: bool) 
                 full = escape(&b.label)
             );
         } else {
-            let _ = write!(out, "<text class=\"x-label\" x=\"{lx:.1}\" y=\"{ly:.1}\" text-anchor=\"middle\" fill=\"#222\">{label}</text>", ly = base + 16.0);
+            let _ = write!(
+                out,
+                "<text class=\"x-label\" x=\"{lx:.1}\" y=\"{ly:.1}\" text-anchor=\"middle\" fill=\"#222\">{label}</text>",
+                ly = base + 16.0
+            );
         }
     }
     let _ = write!(
@@ -292,7 +341,17 @@ fn vertical_bars(frame: &Frame, series: &[Series], bars: &[Bar], stacked: bool) 
 }
 
 #[allow(clippy::too_many_arguments)]
-fn axes_y(out: &mut String, left: f64, plot_w: f64, axis_max: f64, step: f64, y: &dyn Fn(f64) -> f64, label: &str, top: f64, plot_h: f64) {
+fn axes_y(
+    out: &mut String,
+    left: f64,
+    plot_w: f64,
+    axis_max: f64,
+    step: f64,
+    y: &dyn Fn(f64) -> f64,
+    label: &str,
+    top: f64,
+    plot_h: f64,
+) {
     out.push_str("<g class=\"y-axis\">");
     let mut v = 0.0;
     while v <= axis_max + step * 1e-6 {
@@ -334,7 +393,11 @@ pub fn horizontal_bars(frame: &Frame, rows: &[Row], color: &'static str, marker:
     if rows.is_empty() || rows.iter().all(|r| r.value.is_none() && r.low.is_none()) {
         return no_data(frame, NO_DATA);
     }
-    let label_w = rows.iter().map(|r| text_width(&truncate(&r.label, 34), 12.0)).fold(60.0, f64::max) + 12.0;
+    let label_w = rows
+        .iter()
+        .map(|r| text_width(&truncate(&r.label, 34), 12.0))
+        .fold(60.0, f64::max)
+        + 12.0;
     let text_w = rows.iter().map(|r| text_width(&r.text, 12.0)).fold(40.0, f64::max) + 12.0;
     let left = label_w + 8.0;
     let plot_w = WIDTH - left - text_w - 8.0;
@@ -344,13 +407,25 @@ pub fn horizontal_bars(frame: &Frame, rows: &[Row], color: &'static str, marker:
     let height = top + plot_h + 56.0;
     // The axis covers the values and the finite intervals, but a wide interval of a rare event may
     // not squash every bar: it is clipped at twice the largest value.
-    let max_value = rows.iter().filter_map(|r| r.value).chain(marker.as_ref().map(|m| m.value)).fold(0.0, f64::max);
+    let max_value = rows
+        .iter()
+        .filter_map(|r| r.value)
+        .chain(marker.as_ref().map(|m| m.value))
+        .fold(0.0, f64::max);
     let max_bound = rows.iter().flat_map(|r| [r.low, r.high]).flatten().fold(0.0, f64::max);
-    let cap = if max_value > 0.0 { max_bound.min(2.0 * max_value) } else { max_bound };
+    let cap = if max_value > 0.0 {
+        max_bound.min(2.0 * max_value)
+    } else {
+        max_bound
+    };
     let (axis_max, step) = nice_axis(max_value.max(cap));
     let x = |v: f64| left + (v.min(axis_max) / axis_max) * plot_w;
     let mut out = String::new();
-    let summary = rows.iter().map(|r| format!("{}: {}", r.label, r.text)).collect::<Vec<_>>().join("; ");
+    let summary = rows
+        .iter()
+        .map(|r| format!("{}: {}", r.label, r.text))
+        .collect::<Vec<_>>()
+        .join("; ");
     open(&mut out, frame, height, &summary);
     let base = top + plot_h;
     out.push_str("<g class=\"x-axis\">");
@@ -481,7 +556,9 @@ pub fn stacked_area(frame: &Frame, series: &[Series], points: &[TimePoint]) -> S
     axes_y(&mut out, left, plot_w, axis_max, step, &y, frame.y_label, top, plot_h);
     let mut lower = vec![0.0; n];
     for (k, s) in series.iter().enumerate() {
-        let upper: Vec<f64> = (0..n).map(|i| lower[i] + points[i].values.get(k).copied().unwrap_or(0.0).max(0.0)).collect();
+        let upper: Vec<f64> = (0..n)
+            .map(|i| lower[i] + points[i].values.get(k).copied().unwrap_or(0.0).max(0.0))
+            .collect();
         if upper.iter().zip(&lower).all(|(u, l)| u == l) {
             continue;
         }
@@ -492,14 +569,24 @@ pub fn stacked_area(frame: &Frame, series: &[Series], points: &[TimePoint]) -> S
         for i in (0..n).rev() {
             let _ = write!(d, "L{:.1} {:.1} ", x(i), y(lower[i]));
         }
-        let _ = write!(out, "<path class=\"area\" d=\"{}Z\" fill=\"{}\" fill-opacity=\"0.85\" stroke=\"{}\" stroke-width=\"1\"><title>{}</title></path>", d, s.color, s.color, escape(&s.name));
+        let _ = write!(
+            out,
+            "<path class=\"area\" d=\"{}Z\" fill=\"{}\" fill-opacity=\"0.85\" stroke=\"{}\" stroke-width=\"1\"><title>{}</title></path>",
+            d,
+            s.color,
+            s.color,
+            escape(&s.name)
+        );
         lower = upper;
     }
     let mut d = String::new();
     for (i, l) in lower.iter().enumerate() {
         let _ = write!(d, "{}{:.1} {:.1} ", if i == 0 { "M" } else { "L" }, x(i), y(*l));
     }
-    let _ = write!(out, "<path class=\"total\" d=\"{d}\" fill=\"none\" stroke=\"#111\" stroke-width=\"1.5\"/>");
+    let _ = write!(
+        out,
+        "<path class=\"total\" d=\"{d}\" fill=\"none\" stroke=\"#111\" stroke-width=\"1.5\"/>"
+    );
     // At most ~8 date labels, evenly spaced, so they never overlap.
     let every = n.div_ceil(8).max(1);
     for (i, p) in points.iter().enumerate() {
@@ -541,24 +628,51 @@ mod tests {
     use super::*;
 
     fn frame(id: &'static str) -> Frame<'static> {
-        Frame { id, title: "Failures <by> \"gen\"", x_label: "GPU generation", y_label: "failures per 1,000 GPU-days" }
+        Frame {
+            id,
+            title: "Failures <by> \"gen\"",
+            x_label: "GPU generation",
+            y_label: "failures per 1,000 GPU-days",
+        }
     }
 
     fn series() -> Vec<Series> {
-        vec![Series { name: "hardware".into(), color: palette::VERMILLION }, Series { name: "user & co".into(), color: palette::BLUE }]
+        vec![
+            Series {
+                name: "hardware".into(),
+                color: palette::VERMILLION,
+            },
+            Series {
+                name: "user & co".into(),
+                color: palette::BLUE,
+            },
+        ]
     }
 
     #[test]
     fn escapes_markup_in_every_text() {
-        assert_eq!(escape("<a href='x'>&\"</a>"), "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;");
-        let bars = vec![Bar { label: "<script>alert(1)</script>".into(), values: vec![1.0, 2.0], notes: vec!["n=<3>".into(), String::new()] }];
+        assert_eq!(
+            escape("<a href='x'>&\"</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;"
+        );
+        let bars = vec![Bar {
+            label: "<script>alert(1)</script>".into(),
+            values: vec![1.0, 2.0],
+            notes: vec!["n=<3>".into(), String::new()],
+        }];
         let svg = stacked_bars(&frame("mix"), &series(), &bars);
         assert!(!svg.contains("<script>"), "{svg}");
         assert!(svg.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(svg.contains("Failures &lt;by&gt; &quot;gen&quot;"));
         assert!(svg.contains("user &amp; co"));
         assert!(svg.contains("n=&lt;3&gt;"));
-        let rows = vec![Row { label: "c/<b>".into(), value: Some(1.0), low: Some(0.5), high: Some(2.0), text: "1 h".into() }];
+        let rows = vec![Row {
+            label: "c/<b>".into(),
+            value: Some(1.0),
+            low: Some(0.5),
+            high: Some(2.0),
+            text: "1 h".into(),
+        }];
         assert!(!horizontal_bars(&frame("mtbf"), &rows, palette::BLUE, None).contains("<b>"));
     }
 
@@ -566,14 +680,32 @@ mod tests {
     fn empty_data_says_so_instead_of_drawing_a_frame() {
         for svg in [
             stacked_bars(&frame("a"), &series(), &[]),
-            grouped_bars(&frame("b"), &series(), &[Bar { label: "x".into(), values: vec![0.0, 0.0], notes: vec![] }]),
+            grouped_bars(
+                &frame("b"),
+                &series(),
+                &[Bar {
+                    label: "x".into(),
+                    values: vec![0.0, 0.0],
+                    notes: vec![],
+                }],
+            ),
             horizontal_bars(&frame("c"), &[], palette::BLUE, None),
-            stacked_area(&frame("d"), &series(), &[TimePoint { label: "d1".into(), values: vec![0.0, 0.0] }]),
+            stacked_area(
+                &frame("d"),
+                &series(),
+                &[TimePoint {
+                    label: "d1".into(),
+                    values: vec![0.0, 0.0],
+                }],
+            ),
         ] {
             assert!(svg.contains(NO_DATA), "{svg}");
             assert!(svg.contains("class=\"chart nodata\""));
             assert!(svg.contains("Failures &lt;by&gt;"), "the title stays");
-            assert!(!svg.contains("<line") && !svg.contains("<rect") && !svg.contains("<path"), "no frame: {svg}");
+            assert!(
+                !svg.contains("<line") && !svg.contains("<rect") && !svg.contains("<path"),
+                "no frame: {svg}"
+            );
         }
     }
 
@@ -596,37 +728,79 @@ mod tests {
     #[test]
     fn stacked_bar_heights_are_proportional_and_totals_labelled() {
         // Axis 0..40 (37 -> 40) over 240 px: 6 px per unit; the stack of 30 + 7 is 222 px tall.
-        let bars = vec![Bar { label: "hopper".into(), values: vec![30.0, 7.0], notes: vec!["12 failures".into(), "3 failures".into()] }];
+        let bars = vec![Bar {
+            label: "hopper".into(),
+            values: vec![30.0, 7.0],
+            notes: vec!["12 failures".into(), "3 failures".into()],
+        }];
         let svg = stacked_bars(&frame("mix"), &series(), &bars);
         assert!(svg.contains("height=\"180.0\""), "30 units = 180 px: {svg}");
         assert!(svg.contains("height=\"42.0\""), "7 units = 42 px");
         assert!(svg.contains(">37<"), "total on top");
         assert!(svg.contains("<title>hopper, hardware: 30 (12 failures)</title>"));
         assert!(svg.contains("class=\"legend\""));
-        assert!(svg.contains("failures per 1,000 GPU-days") && svg.contains("GPU generation"), "axis titles");
+        assert!(
+            svg.contains("failures per 1,000 GPU-days") && svg.contains("GPU generation"),
+            "axis titles"
+        );
     }
 
     #[test]
     fn whiskers_span_the_interval_and_open_ones_are_clipped() {
         // Values 10 and 20: axis 0..20 (cap at 2 x 20 = 40 -> axis 40, step 10).
         let rows = vec![
-            Row { label: "g1".into(), value: Some(10.0), low: Some(5.0), high: Some(30.0), text: "10 h".into() },
-            Row { label: "g2".into(), value: Some(20.0), low: Some(8.0), high: Some(1000.0), text: "20 h".into() },
-            Row { label: "g3".into(), value: None, low: Some(12.0), high: None, text: "no failures".into() },
+            Row {
+                label: "g1".into(),
+                value: Some(10.0),
+                low: Some(5.0),
+                high: Some(30.0),
+                text: "10 h".into(),
+            },
+            Row {
+                label: "g2".into(),
+                value: Some(20.0),
+                low: Some(8.0),
+                high: Some(1000.0),
+                text: "20 h".into(),
+            },
+            Row {
+                label: "g3".into(),
+                value: None,
+                low: Some(12.0),
+                high: None,
+                text: "no failures".into(),
+            },
         ];
-        let svg = horizontal_bars(&frame("mtbf"), &rows, palette::BLUE, Some(Marker { label: "fleet median", value: 15.0 }));
+        let svg = horizontal_bars(
+            &frame("mtbf"),
+            &rows,
+            palette::BLUE,
+            Some(Marker {
+                label: "fleet median",
+                value: 15.0,
+            }),
+        );
         assert_eq!(svg.matches("class=\"whisker\"").count(), 3);
         // g2's upper bound (1000) and g3's infinite one are clipped at the axis end with an arrow.
         assert_eq!(svg.matches("class=\"whisker-open\"").count(), 2);
         assert_eq!(svg.matches("<rect").count(), 2, "g3 has no bar, only its interval");
         assert!(svg.contains("fleet median: 15"));
         assert!(svg.contains(">40<"), "axis ends at 40");
-        assert_eq!(svg.matches("class=\"whisker-cap\"").count(), 3 + 1, "lower caps for all, an upper cap for g1 only");
+        assert_eq!(
+            svg.matches("class=\"whisker-cap\"").count(),
+            3 + 1,
+            "lower caps for all, an upper cap for g1 only"
+        );
     }
 
     #[test]
     fn areas_stack_and_date_labels_thin_out() {
-        let points: Vec<TimePoint> = (0..30).map(|i| TimePoint { label: format!("d{i}"), values: vec![1.0, f64::from(i % 3)] }).collect();
+        let points: Vec<TimePoint> = (0..30)
+            .map(|i| TimePoint {
+                label: format!("d{i}"),
+                values: vec![1.0, f64::from(i % 3)],
+            })
+            .collect();
         let svg = stacked_area(&frame("timeline"), &series(), &points);
         assert_eq!(svg.matches("class=\"area\"").count(), 2);
         assert_eq!(svg.matches("class=\"slot\"").count(), 30, "a hover slot per day");

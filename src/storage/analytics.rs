@@ -9,7 +9,16 @@ use sqlx::PgPool;
 use crate::analytics::headline::{FailureCount, NodeFailures, NodeService};
 
 pub async fn node_service(db: &PgPool, cluster: Option<&str>) -> Result<Vec<NodeService>, sqlx::Error> {
-    let rows: Vec<(String, String, String, String, i32, Option<String>, DateTime<Utc>, Option<DateTime<Utc>>)> = sqlx::query_as(
+    let rows: Vec<(
+        String,
+        String,
+        String,
+        String,
+        i32,
+        Option<String>,
+        DateTime<Utc>,
+        Option<DateTime<Utc>>,
+    )> = sqlx::query_as(
         "SELECT cluster, hostname, gpu_model, gpu_generation, gpu_count, group_label,
                 COALESCE(in_service_since, first_registered_at), retired_at
          FROM nodes WHERE ($1::text IS NULL OR cluster = $1)",
@@ -19,16 +28,18 @@ pub async fn node_service(db: &PgPool, cluster: Option<&str>) -> Result<Vec<Node
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(cluster, hostname, gpu_model, gpu_generation, gpu_count, group, since, retired)| NodeService {
-            cluster,
-            hostname,
-            gpu_model,
-            gpu_generation,
-            gpu_count: gpu_count.max(0) as u32,
-            group,
-            in_service_since: since,
-            retired_at: retired,
-        })
+        .map(
+            |(cluster, hostname, gpu_model, gpu_generation, gpu_count, group, since, retired)| NodeService {
+                cluster,
+                hostname,
+                gpu_model,
+                gpu_generation,
+                gpu_count: gpu_count.max(0) as u32,
+                group,
+                in_service_since: since,
+                retired_at: retired,
+            },
+        )
         .collect())
 }
 
@@ -40,8 +51,13 @@ pub enum MixDimension {
     Cluster,
 }
 
-pub async fn failure_counts(db: &PgPool, by: MixDimension, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>)
-    -> Result<Vec<FailureCount>, sqlx::Error> {
+pub async fn failure_counts(
+    db: &PgPool,
+    by: MixDimension,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<FailureCount>, sqlx::Error> {
     let dim = match by {
         MixDimension::Generation => "generation",
         MixDimension::Model => "model",
@@ -62,12 +78,24 @@ pub async fn failure_counts(db: &PgPool, by: MixDimension, from: DateTime<Utc>, 
     .bind(dim)
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(|(group, category, component, n)| FailureCount { group, category, component, failures: n as u64 }).collect())
+    Ok(rows
+        .into_iter()
+        .map(|(group, category, component, n)| FailureCount {
+            group,
+            category,
+            component,
+            failures: n as u64,
+        })
+        .collect())
 }
 
 /// Failures per root-cause node, and the count of failures with no node.
-pub async fn failures_per_node(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>)
-    -> Result<(NodeFailures, u64), sqlx::Error> {
+pub async fn failures_per_node(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<(NodeFailures, u64), sqlx::Error> {
     let rows: Vec<(String, Option<String>, i64)> = sqlx::query_as(
         "SELECT cluster, root_node, count(*) FROM failures
          WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
@@ -91,8 +119,12 @@ pub async fn failures_per_node(db: &PgPool, from: DateTime<Utc>, to: DateTime<Ut
     Ok((per_node, without_node))
 }
 
-pub async fn cause_counts(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>)
-    -> Result<Vec<(String, String, u64)>, sqlx::Error> {
+pub async fn cause_counts(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<(String, String, u64)>, sqlx::Error> {
     let rows: Vec<(String, String, i64)> = sqlx::query_as(
         "SELECT effective_category, effective_component, count(*) FROM failures_effective
          WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
@@ -106,8 +138,12 @@ pub async fn cause_counts(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, c
     Ok(rows.into_iter().map(|(a, b, n)| (a, b, n as u64)).collect())
 }
 
-pub async fn symptom_counts(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>)
-    -> Result<Vec<(String, u64)>, sqlx::Error> {
+pub async fn symptom_counts(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<(String, u64)>, sqlx::Error> {
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT COALESCE(symptom, 'unspecified'), count(*) FROM failures
          WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
@@ -122,5 +158,7 @@ pub async fn symptom_counts(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>,
 }
 
 pub async fn catalog_version(db: &PgPool) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT version FROM catalog_state").fetch_one(db).await
+    sqlx::query_scalar("SELECT version FROM catalog_state")
+        .fetch_one(db)
+        .await
 }

@@ -64,14 +64,18 @@ pub async fn load_rules(conn: &mut PgConnection) -> Result<Vec<Rule>, sqlx::Erro
 /// Takes the catalog version FOR SHARE (a concurrent rule change waits for this transaction, and
 /// this one for it) and returns the matching catalog, from the cache when it is current.
 pub async fn lock_shared(conn: &mut PgConnection, cache: &CatalogCache) -> Result<Arc<Catalog>, sqlx::Error> {
-    let version: i64 = sqlx::query_scalar("SELECT version FROM catalog_state FOR SHARE").fetch_one(&mut *conn).await?;
+    let version: i64 = sqlx::query_scalar("SELECT version FROM catalog_state FOR SHARE")
+        .fetch_one(&mut *conn)
+        .await?;
     current(conn, cache, version).await
 }
 
 /// Takes the catalog version row FOR UPDATE without changing it: for writes that change what
 /// the fold reads besides signals (job records), so no ingest folds half before and half after.
 pub async fn lock_exclusive(conn: &mut PgConnection, cache: &CatalogCache) -> Result<Arc<Catalog>, sqlx::Error> {
-    let version: i64 = sqlx::query_scalar("SELECT version FROM catalog_state FOR UPDATE").fetch_one(&mut *conn).await?;
+    let version: i64 = sqlx::query_scalar("SELECT version FROM catalog_state FOR UPDATE")
+        .fetch_one(&mut *conn)
+        .await?;
     current(conn, cache, version).await
 }
 
@@ -89,11 +93,15 @@ async fn current(conn: &mut PgConnection, cache: &CatalogCache, version: i64) ->
 
 /// Bumps the version, holding the row lock until commit: ingest waits, then sees the new rules.
 pub async fn bump_version(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("UPDATE catalog_state SET version = version + 1 RETURNING version").fetch_one(&mut *conn).await
+    sqlx::query_scalar("UPDATE catalog_state SET version = version + 1 RETURNING version")
+        .fetch_one(&mut *conn)
+        .await
 }
 
 pub async fn version(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT version FROM catalog_state").fetch_one(&mut *conn).await
+    sqlx::query_scalar("SELECT version FROM catalog_state")
+        .fetch_one(&mut *conn)
+        .await
 }
 
 /// Inserts or replaces a rule. Returns true when it replaced an existing one.
@@ -132,6 +140,9 @@ pub async fn upsert_rule(conn: &mut PgConnection, r: &Rule, by: &str) -> Result<
 }
 
 pub async fn delete_rule(conn: &mut PgConnection, rule_id: &str) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM classification_rules WHERE rule_id = $1").bind(rule_id).execute(&mut *conn).await?;
+    let done = sqlx::query("DELETE FROM classification_rules WHERE rule_id = $1")
+        .bind(rule_id)
+        .execute(&mut *conn)
+        .await?;
     Ok(done.rows_affected() == 1)
 }

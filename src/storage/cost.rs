@@ -10,8 +10,13 @@ use crate::analytics::cost::{JobRun, Phases, RecoveryFailure, SlowdownSignal, sl
 
 /// The window's failures with their lifecycle, job GPUs, and whether the root node was drained
 /// within `drain_horizon` of the first signal.
-pub async fn recovery_failures(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>, drain_horizon: Duration)
-    -> Result<Vec<RecoveryFailure>, sqlx::Error> {
+pub async fn recovery_failures(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+    drain_horizon: Duration,
+) -> Result<Vec<RecoveryFailure>, sqlx::Error> {
     #[derive(sqlx::FromRow)]
     struct Row {
         id: Uuid,
@@ -74,8 +79,21 @@ pub async fn recovery_failures(db: &PgPool, from: DateTime<Utc>, to: DateTime<Ut
 }
 
 /// Jobs running at some time in [from, to).
-pub async fn jobs_in_window(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<Vec<JobRun>, sqlx::Error> {
-    let rows: Vec<(String, String, i32, Vec<String>, DateTime<Utc>, Option<DateTime<Utc>>, String)> = sqlx::query_as(
+pub async fn jobs_in_window(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<JobRun>, sqlx::Error> {
+    let rows: Vec<(
+        String,
+        String,
+        i32,
+        Vec<String>,
+        DateTime<Utc>,
+        Option<DateTime<Utc>>,
+        String,
+    )> = sqlx::query_as(
         "SELECT cluster, job_id, gpus, nodes, started_at, ended_at, state FROM jobs
          WHERE started_at < $2 AND (ended_at IS NULL OR ended_at > $1) AND ($3::text IS NULL OR cluster = $3)",
     )
@@ -99,8 +117,12 @@ pub async fn jobs_in_window(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>,
 }
 
 /// Root-signal view: failures per (root kind, root code) with their most common severity.
-pub async fn root_errors(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>)
-    -> Result<Vec<(String, Option<i64>, u64, String)>, sqlx::Error> {
+pub async fn root_errors(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<(String, Option<i64>, u64, String)>, sqlx::Error> {
     let rows: Vec<(String, Option<i64>, i64, String)> = sqlx::query_as(
         "SELECT root_kind, root_code, count(*), mode() WITHIN GROUP (ORDER BY severity) FROM failures
          WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
@@ -116,8 +138,12 @@ pub async fn root_errors(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cl
 
 /// All-signal view: per (kind, code) among the signals of the window's failures, the failures that
 /// hold one and the signal count. Reads events by primary key only.
-pub async fn signal_errors(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>)
-    -> Result<Vec<(String, Option<i64>, u64, u64)>, sqlx::Error> {
+pub async fn signal_errors(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<(String, Option<i64>, u64, u64)>, sqlx::Error> {
     let rows: Vec<(String, Option<i64>, i64, i64)> = sqlx::query_as(
         "SELECT e.kind, e.code, count(DISTINCT f.id), count(*)
          FROM failures f CROSS JOIN LATERAL unnest(f.signal_ids) AS s(id) JOIN events e ON e.id = s.id
@@ -129,11 +155,19 @@ pub async fn signal_errors(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, 
     .bind(cluster)
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(|(k, c, f, s)| (k, c, f as u64, s as u64)).collect())
+    Ok(rows
+        .into_iter()
+        .map(|(k, c, f, s)| (k, c, f as u64, s as u64))
+        .collect())
 }
 
 /// (failures, signals) of the window.
-pub async fn failure_totals(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<(u64, u64), sqlx::Error> {
+pub async fn failure_totals(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<(u64, u64), sqlx::Error> {
     let (f, s): (i64, Option<i64>) = sqlx::query_as(
         "SELECT count(*), sum(signal_count)::bigint FROM failures
          WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)",
@@ -161,8 +195,12 @@ pub struct NodeFailure {
 }
 
 /// The window's failures of the given nodes (root-cause node), oldest first.
-pub async fn failures_of_nodes(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, nodes: &[(String, String)])
-    -> Result<Vec<NodeFailure>, sqlx::Error> {
+pub async fn failures_of_nodes(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    nodes: &[(String, String)],
+) -> Result<Vec<NodeFailure>, sqlx::Error> {
     let (clusters, hosts): (Vec<&str>, Vec<&str>) = nodes.iter().map(|(c, h)| (c.as_str(), h.as_str())).unzip();
     sqlx::query_as(
         "SELECT f.cluster, f.root_node, f.id, f.first_at, f.effective_category AS category, f.effective_component AS component,
@@ -181,8 +219,12 @@ pub async fn failures_of_nodes(db: &PgPool, from: DateTime<Utc>, to: DateTime<Ut
 }
 
 /// Failures per day and effective category.
-pub async fn daily_categories(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>)
-    -> Result<Vec<(NaiveDate, String, u64)>, sqlx::Error> {
+pub async fn daily_categories(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<(NaiveDate, String, u64)>, sqlx::Error> {
     let rows: Vec<(NaiveDate, String, i64)> = sqlx::query_as(
         "SELECT (first_at AT TIME ZONE 'UTC')::date, effective_category, count(*) FROM failures_effective
          WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
@@ -199,7 +241,12 @@ pub async fn daily_categories(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc
 /// Slowdown signals with a node, their ratio (step_time_ratio, else 1 / throughput_ratio), the
 /// seconds they cover (duration_seconds) and the GPUs of their job.
 /// Returns the signals and the count of those without a usable ratio.
-pub async fn slowdowns(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<(Vec<SlowdownSignal>, u64), sqlx::Error> {
+pub async fn slowdowns(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<(Vec<SlowdownSignal>, u64), sqlx::Error> {
     let rows: Vec<(String, String, Option<String>, DateTime<Utc>, Option<f64>, Option<f64>, Option<f64>, Option<i64>)> = sqlx::query_as(
         "SELECT e.cluster, e.node, e.job_id, e.occurred_at,
                 CASE WHEN jsonb_typeof(e.attributes->'step_time_ratio') = 'number' THEN (e.attributes->>'step_time_ratio')::float8 END,
@@ -237,8 +284,12 @@ pub async fn slowdowns(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, clus
 }
 
 /// Low-utilisation incidents per attributes.cause: (cause, incidents, hours from duration_seconds).
-pub async fn low_utilization(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>)
-    -> Result<Vec<(Option<String>, u64, f64)>, sqlx::Error> {
+pub async fn low_utilization(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<(Option<String>, u64, f64)>, sqlx::Error> {
     let rows: Vec<(Option<String>, i64, Option<f64>)> = sqlx::query_as(
         "SELECT lower(attributes->>'cause'), count(*),
                 sum(CASE WHEN jsonb_typeof(attributes->'duration_seconds') = 'number' THEN (attributes->>'duration_seconds')::float8 END) / 3600.0
@@ -251,12 +302,19 @@ pub async fn low_utilization(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>
     .bind(cluster)
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(|(c, n, h)| (c, n as u64, h.unwrap_or(0.0))).collect())
+    Ok(rows
+        .into_iter()
+        .map(|(c, n, h)| (c, n as u64, h.unwrap_or(0.0)))
+        .collect())
 }
 
 /// Failures of the window holding at least one signal of each kind (XID 74 counts as `nvlink`).
-pub async fn failures_by_signal_kind(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>)
-    -> Result<Vec<(String, u64)>, sqlx::Error> {
+pub async fn failures_by_signal_kind(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<(String, u64)>, sqlx::Error> {
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT CASE WHEN e.kind = 'xid' AND e.code = 74 THEN 'nvlink' ELSE e.kind END, count(DISTINCT f.id)
          FROM failures f CROSS JOIN LATERAL unnest(f.signal_ids) AS s(id) JOIN events e ON e.id = s.id

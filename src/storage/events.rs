@@ -26,9 +26,17 @@ pub async fn claim_ids(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<Uuid
 /// if any; those stored signals absorb the bursts (count added, span widened) in this one
 /// statement. Several bursts may extend the same stored signal: their counts are summed first.
 /// Returns, per burst, the id of the stored signal it was folded into.
-pub async fn extend_stored(conn: &mut PgConnection, bursts: &[Burst], gap: Duration) -> Result<Vec<Option<Uuid>>, sqlx::Error> {
+pub async fn extend_stored(
+    conn: &mut PgConnection,
+    bursts: &[Burst],
+    gap: Duration,
+) -> Result<Vec<Option<Uuid>>, sqlx::Error> {
     let mut out = vec![None; bursts.len()];
-    let candidates: Vec<(usize, &Burst)> = bursts.iter().enumerate().filter(|(_, b)| b.event.node.is_some()).collect();
+    let candidates: Vec<(usize, &Burst)> = bursts
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.event.node.is_some())
+        .collect();
     if candidates.is_empty() {
         return Ok(out);
     }
@@ -209,9 +217,14 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
 /// Transaction-scoped advisory locks on the (cluster, node) sources of `events`, in one sorted
 /// order (no deadlock): two concurrent batches with the same burst then take turns, and the
 /// second extends the row the first inserted instead of inserting another.
-pub async fn lock_burst_sources(conn: &mut PgConnection, events: &[crate::domain::event::Event]) -> Result<(), sqlx::Error> {
-    let mut sources: Vec<String> =
-        events.iter().filter_map(|e| e.node.as_ref().map(|n| format!("burst\n{}\n{n}", e.cluster))).collect();
+pub async fn lock_burst_sources(
+    conn: &mut PgConnection,
+    events: &[crate::domain::event::Event],
+) -> Result<(), sqlx::Error> {
+    let mut sources: Vec<String> = events
+        .iter()
+        .filter_map(|e| e.node.as_ref().map(|n| format!("burst\n{}\n{n}", e.cluster)))
+        .collect();
     sources.sort();
     sources.dedup();
     if sources.is_empty() {

@@ -80,7 +80,10 @@ pub async fn list(db: &PgPool, f: &FailureFilter) -> Result<Vec<FailureRow>, sql
 }
 
 pub async fn get(db: &PgPool, id: Uuid) -> Result<Option<FailureRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!("{FAILURE_SELECT} WHERE f.id = $1"))).bind(id).fetch_optional(db).await
+    sqlx::query_as(sqlx::AssertSqlSafe(format!("{FAILURE_SELECT} WHERE f.id = $1")))
+        .bind(id)
+        .fetch_optional(db)
+        .await
 }
 
 #[derive(Debug, sqlx::FromRow)]

@@ -33,11 +33,18 @@ struct SignalRow {
 
 impl SignalRow {
     fn key(&self) -> CorrelationKey {
-        CorrelationKey::of(self.job_id.as_deref().or(self.attributed_job.as_deref()), self.node.as_deref(), self.id)
+        CorrelationKey::of(
+            self.job_id.as_deref().or(self.attributed_job.as_deref()),
+            self.node.as_deref(),
+            self.id,
+        )
     }
 
     fn into_signal(self, catalog: &Catalog) -> Signal {
-        let explicit = match (self.rc_category.as_deref().and_then(Category::parse), self.rc_component.as_deref().and_then(Component::parse)) {
+        let explicit = match (
+            self.rc_category.as_deref().and_then(Category::parse),
+            self.rc_component.as_deref().and_then(Component::parse),
+        ) {
             (Some(category), Some(component)) => RootCause::new(category, component).ok(),
             _ => None,
         };
@@ -70,7 +77,9 @@ const ATTRIBUTED_JOB: &str = "LEFT JOIN LATERAL (
 
 /// Stands in for "still running" in ranges (chrono has no infinity); far from overflow when widened.
 fn open_end() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("9999-01-01T00:00:00Z").expect("valid timestamp").with_timezone(&Utc)
+    DateTime::parse_from_rfc3339("9999-01-01T00:00:00Z")
+        .expect("valid timestamp")
+        .with_timezone(&Utc)
 }
 
 /// The time range of `key` to re-fold, per (cluster, key).
@@ -86,7 +95,14 @@ pub fn touch(touched: &mut Touched, cluster: &str, key: CorrelationKey, start: D
 /// What a job record changes in the fold, for a job as it was (`old`) and as it is now: its
 /// key over its run, and the node keys of its nodes over its run (their node-only signals move
 /// between the node and the job).
-pub fn touch_job(touched: &mut Touched, cluster: &str, job_id: &str, nodes: &[String], start: DateTime<Utc>, end: Option<DateTime<Utc>>) {
+pub fn touch_job(
+    touched: &mut Touched,
+    cluster: &str,
+    job_id: &str,
+    nodes: &[String],
+    start: DateTime<Utc>,
+    end: Option<DateTime<Utc>>,
+) {
     let end = end.unwrap_or_else(open_end);
     touch(touched, cluster, CorrelationKey::Job(job_id.to_string()), start, end);
     for n in nodes {
@@ -97,10 +113,23 @@ pub fn touch_job(touched: &mut Touched, cluster: &str, job_id: &str, nodes: &[St
 /// Re-folds the keys that newly stored events touch. Runs in the ingest transaction, so the
 /// events and their failures commit together. Set-based: a fixed number of statements per batch,
 /// whatever the number of keys.
-pub async fn correlate(conn: &mut PgConnection, catalog: &Catalog, window: Duration, events: &[&Event]) -> Result<usize, sqlx::Error> {
-    let events: Vec<&Event> = events.iter().copied().filter(|e| crate::correlate::participates(&e.kind, e.symptom)).collect();
+pub async fn correlate(
+    conn: &mut PgConnection,
+    catalog: &Catalog,
+    window: Duration,
+    events: &[&Event],
+) -> Result<usize, sqlx::Error> {
+    let events: Vec<&Event> = events
+        .iter()
+        .copied()
+        .filter(|e| crate::correlate::participates(&e.kind, e.symptom))
+        .collect();
     // Node-only signals fold under the job that ran on their node: one statement for the batch.
-    let node_only: Vec<&Event> = events.iter().copied().filter(|e| e.job_id.is_none() && e.node.is_some()).collect();
+    let node_only: Vec<&Event> = events
+        .iter()
+        .copied()
+        .filter(|e| e.job_id.is_none() && e.node.is_some())
+        .collect();
     let mut attributed: BTreeMap<Uuid, String> = BTreeMap::new();
     if !node_only.is_empty() {
         let sql = format!(
@@ -122,14 +151,25 @@ pub async fn correlate(conn: &mut PgConnection, catalog: &Catalog, window: Durat
     let mut touched = Touched::new();
     for e in &events {
         let job = e.job_id.as_deref().or(attributed.get(&e.id).map(String::as_str));
-        touch(&mut touched, &e.cluster, CorrelationKey::of(job, e.node.as_deref(), e.id), e.occurred_at, e.occurred_at);
+        touch(
+            &mut touched,
+            &e.cluster,
+            CorrelationKey::of(job, e.node.as_deref(), e.id),
+            e.occurred_at,
+            e.occurred_at,
+        );
     }
     refold(conn, catalog, window, &touched).await
 }
 
 /// Re-folds the failures of each (cluster, key) whose sessions come within the window of its
 /// range: a fixed number of statements whatever the number of keys.
-pub async fn refold(conn: &mut PgConnection, catalog: &Catalog, window: Duration, touched: &Touched) -> Result<usize, sqlx::Error> {
+pub async fn refold(
+    conn: &mut PgConnection,
+    catalog: &Catalog,
+    window: Duration,
+    touched: &Touched,
+) -> Result<usize, sqlx::Error> {
     if touched.is_empty() {
         return Ok(0);
     }
@@ -187,10 +227,41 @@ pub async fn refold(conn: &mut PgConnection, catalog: &Catalog, window: Duration
     .execute(&mut *conn)
     .await?;
     // All signals of all touched keys within their ranges, in one statement.
-    let jobs: Vec<Option<&str>> = touched.keys().map(|(_, k)| if let CorrelationKey::Job(j) = k { Some(j.as_str()) } else { None }).collect();
-    let nodes: Vec<Option<&str>> = touched.keys().map(|(_, k)| if let CorrelationKey::Node(n) = k { Some(n.as_str()) } else { None }).collect();
-    let alone: Vec<Uuid> = touched.keys().filter_map(|(_, k)| if let CorrelationKey::Alone(id) = k { Some(*id) } else { None }).collect();
-    let cols = SIGNAL_COLUMNS.split(", ").map(|c| format!("e.{c}")).collect::<Vec<_>>().join(", ");
+    let jobs: Vec<Option<&str>> = touched
+        .keys()
+        .map(|(_, k)| {
+            if let CorrelationKey::Job(j) = k {
+                Some(j.as_str())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let nodes: Vec<Option<&str>> = touched
+        .keys()
+        .map(|(_, k)| {
+            if let CorrelationKey::Node(n) = k {
+                Some(n.as_str())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let alone: Vec<Uuid> = touched
+        .keys()
+        .filter_map(|(_, k)| {
+            if let CorrelationKey::Alone(id) = k {
+                Some(*id)
+            } else {
+                None
+            }
+        })
+        .collect();
+    let cols = SIGNAL_COLUMNS
+        .split(", ")
+        .map(|c| format!("e.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     // A job key holds the signals naming the job and the node-only signals attributed to it (on its
     // nodes, during its run and in range); a node key, the node-only signals attributed to no job.
     let sql = format!(
@@ -232,7 +303,9 @@ pub async fn refold(conn: &mut PgConnection, catalog: &Catalog, window: Duration
     let drafts: Vec<(String, CorrelationKey, FailureDraft)> = grouped
         .into_iter()
         .flat_map(|((cluster, key), signals)| {
-            fold(&cluster, &key, signals, window).into_iter().map(move |d| (cluster.clone(), key.clone(), d))
+            fold(&cluster, &key, signals, window)
+                .into_iter()
+                .map(move |d| (cluster.clone(), key.clone(), d))
         })
         .collect();
     for chunk in drafts.chunks(5_000) {
@@ -247,7 +320,11 @@ pub async fn rebuild_all(conn: &mut PgConnection, catalog: &Catalog, window: Dur
     sqlx::query("DELETE FROM failures").execute(&mut *conn).await?;
     let mut pending: Vec<(String, CorrelationKey, FailureDraft)> = Vec::new();
     {
-        let cols = SIGNAL_COLUMNS.split(", ").map(|c| format!("e.{c}")).collect::<Vec<_>>().join(", ");
+        let cols = SIGNAL_COLUMNS
+            .split(", ")
+            .map(|c| format!("e.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let sql = format!(
             "SELECT {cols}, aj.job_id AS attributed_job FROM events e
              {ATTRIBUTED_JOB}
@@ -262,14 +339,22 @@ pub async fn rebuild_all(conn: &mut PgConnection, catalog: &Catalog, window: Dur
             let this = (row.cluster.clone(), row.key());
             if current.as_ref() != Some(&this) {
                 if let Some((c, k)) = current.take() {
-                    pending.extend(fold(&c, &k, std::mem::take(&mut batch), window).into_iter().map(|d| (c.clone(), k.clone(), d)));
+                    pending.extend(
+                        fold(&c, &k, std::mem::take(&mut batch), window)
+                            .into_iter()
+                            .map(|d| (c.clone(), k.clone(), d)),
+                    );
                 }
                 current = Some(this);
             }
             batch.push(row.into_signal(catalog));
         }
         if let Some((c, k)) = current.take() {
-            pending.extend(fold(&c, &k, batch, window).into_iter().map(|d| (c.clone(), k.clone(), d)));
+            pending.extend(
+                fold(&c, &k, batch, window)
+                    .into_iter()
+                    .map(|d| (c.clone(), k.clone(), d)),
+            );
         }
     }
     let total = pending.len();
@@ -298,13 +383,19 @@ async fn insert_rows<'a>(
         c.first.push(d.first_at);
         c.last.push(d.last_at);
         c.nodes.push(d.nodes.join("\u{1f}"));
-        c.signals.push(d.signal_ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(","));
+        c.signals
+            .push(d.signal_ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(","));
         c.count.push(d.signal_ids.len() as i32);
         c.root.push(d.root_signal);
         c.root_node.push(d.root_node.clone());
         c.root_kind.push(d.root_kind.clone());
         c.root_code.push(d.root_code);
-        c.generation.push(d.root_gpu_model.as_deref().map_or("unknown", |m| generation_of(m).as_str()).to_string());
+        c.generation.push(
+            d.root_gpu_model
+                .as_deref()
+                .map_or("unknown", |m| generation_of(m).as_str())
+                .to_string(),
+        );
         c.category.push(d.classification.root_cause.category.as_str());
         c.component.push(d.classification.root_cause.component.as_str());
         c.severity.push(d.classification.severity.as_str());

@@ -20,10 +20,12 @@ pub struct FailureAnchor {
 }
 
 pub async fn failure_anchor(conn: &mut PgConnection, id: Uuid) -> Result<Option<FailureAnchor>, sqlx::Error> {
-    sqlx::query_as("SELECT id, cluster, correlation_key, first_at, last_at, category, component FROM failures WHERE id = $1")
-        .bind(id)
-        .fetch_optional(conn)
-        .await
+    sqlx::query_as(
+        "SELECT id, cluster, correlation_key, first_at, last_at, category, component FROM failures WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(conn)
+    .await
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -44,7 +46,10 @@ pub struct LifecycleRow {
 
 impl LifecycleRow {
     pub fn lifecycle(&self) -> Lifecycle {
-        let post_mortem = match (self.pm_category.as_deref().and_then(Category::parse), self.pm_component.as_deref().and_then(Component::parse)) {
+        let post_mortem = match (
+            self.pm_category.as_deref().and_then(Category::parse),
+            self.pm_component.as_deref().and_then(Component::parse),
+        ) {
             (Some(a), Some(b)) => RootCause::new(a, b).ok(),
             _ => None,
         };
@@ -61,7 +66,8 @@ impl LifecycleRow {
     }
 }
 
-const LIFECYCLE_COLUMNS: &str = "failure_id, resolved_at, resolution, detection_minutes, resubmission_minutes, setup_minutes,
+const LIFECYCLE_COLUMNS: &str =
+    "failure_id, resolved_at, resolution, detection_minutes, resubmission_minutes, setup_minutes,
      recomputation_minutes, pm_category, pm_component, note, updated_at, updated_by";
 
 /// Every lifecycle row whose anchor lies in the failure's span, latest-updated first (the first is
@@ -81,10 +87,12 @@ pub async fn for_failure(conn: &mut PgConnection, f: &FailureAnchor) -> Result<V
 }
 
 pub async fn by_lifecycle_id(conn: &mut PgConnection, id: Uuid) -> Result<Option<LifecycleRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {LIFECYCLE_COLUMNS} FROM failure_lifecycle WHERE failure_id = $1")))
-        .bind(id)
-        .fetch_optional(conn)
-        .await
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {LIFECYCLE_COLUMNS} FROM failure_lifecycle WHERE failure_id = $1"
+    )))
+    .bind(id)
+    .fetch_optional(conn)
+    .await
 }
 
 /// Serialises patches of one failure session (transaction-scoped).
@@ -98,8 +106,14 @@ pub async fn lock(conn: &mut PgConnection, f: &FailureAnchor) -> Result<(), sqlx
 
 /// Writes the new state of lifecycle `lifecycle_id` (created anchored at the failure when new) and
 /// appends the audit row, in the caller's transaction.
-pub async fn save(conn: &mut PgConnection, lifecycle_id: Uuid, f: &FailureAnchor, l: &Lifecycle, changes: &[FieldChange], by: &str)
-    -> Result<(), sqlx::Error> {
+pub async fn save(
+    conn: &mut PgConnection,
+    lifecycle_id: Uuid,
+    f: &FailureAnchor,
+    l: &Lifecycle,
+    changes: &[FieldChange],
+    by: &str,
+) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO failure_lifecycle (failure_id, cluster, correlation_key, anchor_at, resolved_at, resolution, detection_minutes,
                                         resubmission_minutes, setup_minutes, recomputation_minutes, pm_category, pm_component,
@@ -128,8 +142,10 @@ pub async fn save(conn: &mut PgConnection, lifecycle_id: Uuid, f: &FailureAnchor
     .bind(by)
     .execute(&mut *conn)
     .await?;
-    let map: serde_json::Map<String, serde_json::Value> =
-        changes.iter().map(|c| (c.field.to_string(), serde_json::json!({"from": c.from, "to": c.to}))).collect();
+    let map: serde_json::Map<String, serde_json::Value> = changes
+        .iter()
+        .map(|c| (c.field.to_string(), serde_json::json!({"from": c.from, "to": c.to})))
+        .collect();
     sqlx::query("INSERT INTO failure_lifecycle_changes (failure_id, changed_by, changes) VALUES ($1, $2, $3)")
         .bind(lifecycle_id)
         .bind(by)
@@ -162,7 +178,11 @@ pub async fn changes(conn: &mut PgConnection, lifecycle_ids: &[Uuid]) -> Result<
 // ---------------------------------------------------------------------------
 
 pub async fn node_gpus(db: &PgPool, cluster: &str, hostname: &str) -> Result<Option<i32>, sqlx::Error> {
-    sqlx::query_scalar("SELECT gpu_count FROM nodes WHERE cluster = $1 AND hostname = $2").bind(cluster).bind(hostname).fetch_optional(db).await
+    sqlx::query_scalar("SELECT gpu_count FROM nodes WHERE cluster = $1 AND hostname = $2")
+        .bind(cluster)
+        .bind(hostname)
+        .fetch_optional(db)
+        .await
 }
 
 pub struct NewTransition<'a> {
@@ -206,8 +226,13 @@ pub struct TransitionRow {
 /// Transitions relevant to [from, to): each node's last one before `from` (its state entering the
 /// window) and all inside it, from the API and from node_drain / node_resume events, in time order.
 /// Optionally one node only.
-pub async fn transitions(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>, hostname: Option<&str>)
-    -> Result<Vec<TransitionRow>, sqlx::Error> {
+pub async fn transitions(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+    hostname: Option<&str>,
+) -> Result<Vec<TransitionRow>, sqlx::Error> {
     sqlx::query_as(
         "WITH t AS (
              SELECT cluster, hostname, state, at, reason, 'api' AS source FROM node_state_changes

@@ -1,4 +1,5 @@
 //! Storage: all SQL lives here, one module per table family. No HTTP types.
+pub mod analytics;
 pub mod catalog;
 pub mod cost;
 pub mod events;
@@ -6,7 +7,6 @@ pub mod failure_queries;
 pub mod failures;
 pub mod jobs;
 pub mod lifecycle;
-pub mod analytics;
 pub mod nodes;
 pub mod report;
 pub mod tokens;

@@ -8,8 +8,13 @@ use sqlx::PgPool;
 use crate::report::{Bucket, NodeCount, RootKindCount, WorstNodes};
 
 /// Failures per (bucket start, category), buckets in UTC (weeks start on Monday).
-pub async fn failures_per_bucket(db: &PgPool, bucket: Bucket, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>)
-    -> Result<Vec<(NaiveDate, String, u64)>, sqlx::Error> {
+pub async fn failures_per_bucket(
+    db: &PgPool,
+    bucket: Bucket,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<(NaiveDate, String, u64)>, sqlx::Error> {
     let rows: Vec<(NaiveDate, String, i64)> = sqlx::query_as(
         "SELECT (date_trunc($4, first_at, 'UTC') AT TIME ZONE 'UTC')::date, category, count(*)
          FROM failures
@@ -26,8 +31,13 @@ pub async fn failures_per_bucket(db: &PgPool, bucket: Bucket, from: DateTime<Utc
 }
 
 /// The `limit` root-cause nodes with the most failures, and the totals they are a share of.
-pub async fn worst_nodes(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>, limit: i64)
-    -> Result<WorstNodes, sqlx::Error> {
+pub async fn worst_nodes(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+    limit: i64,
+) -> Result<WorstNodes, sqlx::Error> {
     let rows: Vec<(String, String, Option<String>, i64, i64, i64)> = sqlx::query_as(
         "WITH per_node AS (
              SELECT cluster, root_node, count(*) AS failures FROM failures
@@ -51,13 +61,23 @@ pub async fn worst_nodes(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cl
         nodes_with_failures,
         nodes: rows
             .into_iter()
-            .map(|(cluster, hostname, gpu_generation, n, _, _)| NodeCount { cluster, hostname, gpu_generation, failures: n as u64 })
+            .map(|(cluster, hostname, gpu_generation, n, _, _)| NodeCount {
+                cluster,
+                hostname,
+                gpu_generation,
+                failures: n as u64,
+            })
             .collect(),
     })
 }
 
 /// Failures by the kind and code of their root signal.
-pub async fn root_kinds(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<&str>) -> Result<Vec<RootKindCount>, sqlx::Error> {
+pub async fn root_kinds(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<RootKindCount>, sqlx::Error> {
     let rows: Vec<(String, Option<i64>, i64)> = sqlx::query_as(
         "SELECT root_kind, root_code, count(*) FROM failures
          WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
@@ -68,10 +88,19 @@ pub async fn root_kinds(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>, clu
     .bind(cluster)
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(|(kind, code, n)| RootKindCount { kind, code, failures: n as u64 }).collect())
+    Ok(rows
+        .into_iter()
+        .map(|(kind, code, n)| RootKindCount {
+            kind,
+            code,
+            failures: n as u64,
+        })
+        .collect())
 }
 
 /// Clusters of the inventory (for the dashboard's picker).
 pub async fn clusters(db: &PgPool) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT DISTINCT cluster FROM nodes ORDER BY 1").fetch_all(db).await
+    sqlx::query_scalar("SELECT DISTINCT cluster FROM nodes ORDER BY 1")
+        .fetch_all(db)
+        .await
 }

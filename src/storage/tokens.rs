@@ -19,13 +19,17 @@ pub struct TokenRow {
 }
 
 pub async fn find_active(db: &PgPool, id: Uuid) -> Result<Option<StoredToken>, sqlx::Error> {
-    let row: Option<(Vec<u8>, String, Option<String>, String)> = sqlx::query_as(
-        "SELECT secret_hash, role, cluster, name FROM api_tokens WHERE id = $1 AND revoked_at IS NULL",
-    )
-    .bind(id)
-    .fetch_optional(db)
-    .await?;
-    Ok(row.map(|(secret_hash, role, cluster, name)| StoredToken { secret_hash, role, cluster, name }))
+    let row: Option<(Vec<u8>, String, Option<String>, String)> =
+        sqlx::query_as("SELECT secret_hash, role, cluster, name FROM api_tokens WHERE id = $1 AND revoked_at IS NULL")
+            .bind(id)
+            .fetch_optional(db)
+            .await?;
+    Ok(row.map(|(secret_hash, role, cluster, name)| StoredToken {
+        secret_hash,
+        role,
+        cluster,
+        name,
+    }))
 }
 
 pub async fn insert(

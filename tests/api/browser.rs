@@ -21,16 +21,30 @@ use serde_json::{Value, json};
 use crate::helpers::{ADMIN_TOKEN, spawn_app};
 
 /// Every chart the report draws for a fleet with failures (recovery has no data on this server).
-const CHARTS: [&str; 8] = ["failure-mix", "mtbf", "root-causes", "hardware-components", "timeline", "recovery", "worst-nodes", "baselines"];
+const CHARTS: [&str; 8] = [
+    "failure-mix",
+    "mtbf",
+    "root-causes",
+    "hardware-components",
+    "timeline",
+    "recovery",
+    "worst-nodes",
+    "baselines",
+];
 
 fn find_chromium() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("FAULTLINE_CHROMIUM") {
         return Some(PathBuf::from(p));
     }
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome", "/usr/bin/google-chrome-stable"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
+    [
+        "/usr/bin/chromium",
+        "/usr/bin/chromium-browser",
+        "/usr/bin/google-chrome",
+        "/usr/bin/google-chrome-stable",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
 }
 
 fn screenshots_dir() -> PathBuf {
@@ -72,7 +86,8 @@ impl Drop for TempDir {
 
 impl Browser {
     fn launch(binary: &Path) -> Browser {
-        let profile = TempDir(std::env::temp_dir().join(format!("faultline-chromium-{}", uuid::Uuid::new_v4().simple())));
+        let profile =
+            TempDir(std::env::temp_dir().join(format!("faultline-chromium-{}", uuid::Uuid::new_v4().simple())));
         std::fs::create_dir_all(&profile.0).unwrap();
         // fd 3: commands to the browser; fd 4: its answers and events.
         let (cmd_read, cmd_write) = std::io::pipe().unwrap();
@@ -128,7 +143,15 @@ impl Browser {
                 buf.clear();
             }
         });
-        Browser { child, to_browser: cmd_write, from_browser: rx, next_id: 0, session: None, observed: Observed::default(), _profile: profile }
+        Browser {
+            child,
+            to_browser: cmd_write,
+            from_browser: rx,
+            next_id: 0,
+            session: None,
+            observed: Observed::default(),
+            _profile: profile,
+        }
     }
 
     /// Sends a command (to the attached page when there is one) and waits for its answer, recording
@@ -147,7 +170,9 @@ impl Browser {
         self.to_browser.write_all(&bytes).expect("write to chromium");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let m = self.next_message(deadline).unwrap_or_else(|| panic!("chromium did not answer {method} in time"));
+            let m = self
+                .next_message(deadline)
+                .unwrap_or_else(|| panic!("chromium did not answer {method} in time"));
             if m["id"].as_u64() == Some(id) {
                 if let Some(e) = m.get("error") {
                     panic!("{method} failed: {e}");
@@ -173,25 +198,41 @@ impl Browser {
         let p = &m["params"];
         match m["method"].as_str().unwrap_or_default() {
             "Runtime.consoleAPICalled" if matches!(p["type"].as_str(), Some("error" | "assert")) => {
-                self.observed.errors.push(format!("console.{}: {}", p["type"], p["args"]));
+                self.observed
+                    .errors
+                    .push(format!("console.{}: {}", p["type"], p["args"]));
             }
-            "Runtime.exceptionThrown" => self.observed.errors.push(format!("exception: {}", p["exceptionDetails"])),
+            "Runtime.exceptionThrown" => self
+                .observed
+                .errors
+                .push(format!("exception: {}", p["exceptionDetails"])),
             "Log.entryAdded" if p["entry"]["level"] == "error" => {
-                self.observed.errors.push(format!("log: {} {}", p["entry"]["text"], p["entry"]["url"]));
+                self.observed
+                    .errors
+                    .push(format!("log: {} {}", p["entry"]["text"], p["entry"]["url"]));
             }
-            "Network.requestWillBeSent" => self.observed.requests.push(p["request"]["url"].as_str().unwrap_or_default().to_string()),
+            "Network.requestWillBeSent" => self
+                .observed
+                .requests
+                .push(p["request"]["url"].as_str().unwrap_or_default().to_string()),
             _ => {}
         }
     }
 
     fn open_page(&mut self) {
         let target = self.call("Target.createTarget", json!({"url": "about:blank"}));
-        let attached = self.call("Target.attachToTarget", json!({"targetId": target["targetId"], "flatten": true}));
+        let attached = self.call(
+            "Target.attachToTarget",
+            json!({"targetId": target["targetId"], "flatten": true}),
+        );
         self.session = Some(attached["sessionId"].as_str().unwrap().to_string());
         for domain in ["Page.enable", "Runtime.enable", "Log.enable", "Network.enable"] {
             self.call(domain, json!({}));
         }
-        self.call("Emulation.setDeviceMetricsOverride", json!({"width": 1400, "height": 2400, "deviceScaleFactor": 1, "mobile": false}));
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": 1400, "height": 2400, "deviceScaleFactor": 1, "mobile": false}),
+        );
     }
 
     /// Navigates and waits for the load event.
@@ -200,7 +241,9 @@ impl Browser {
         self.call("Page.navigate", json!({"url": url}));
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let m = self.next_message(deadline).unwrap_or_else(|| panic!("{url} did not load in time"));
+            let m = self
+                .next_message(deadline)
+                .unwrap_or_else(|| panic!("{url} did not load in time"));
             if m["method"] == "Page.loadEventFired" {
                 return;
             }
@@ -208,7 +251,10 @@ impl Browser {
     }
 
     fn eval(&mut self, expression: &str) -> Value {
-        let r = self.call("Runtime.evaluate", json!({"expression": expression, "returnByValue": true, "awaitPromise": true}));
+        let r = self.call(
+            "Runtime.evaluate",
+            json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+        );
         r["result"]["value"].clone()
     }
 
@@ -227,17 +273,34 @@ impl Browser {
 
     /// A full-page PNG: the viewport is grown to the page's height first.
     fn screenshot(&mut self, path: &Path) {
-        let height = self.eval("Math.ceil(document.documentElement.scrollHeight)").as_f64().unwrap_or(2400.0).clamp(600.0, 16000.0);
-        self.call("Emulation.setDeviceMetricsOverride", json!({"width": 1400, "height": height, "deviceScaleFactor": 1, "mobile": false}));
+        let height = self
+            .eval("Math.ceil(document.documentElement.scrollHeight)")
+            .as_f64()
+            .unwrap_or(2400.0)
+            .clamp(600.0, 16000.0);
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": 1400, "height": height, "deviceScaleFactor": 1, "mobile": false}),
+        );
         let shot = self.call("Page.captureScreenshot", json!({"format": "png"}));
         std::fs::write(path, base64_decode(shot["data"].as_str().unwrap())).unwrap();
-        self.call("Emulation.setDeviceMetricsOverride", json!({"width": 1400, "height": 2400, "deviceScaleFactor": 1, "mobile": false}));
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": 1400, "height": 2400, "deviceScaleFactor": 1, "mobile": false}),
+        );
     }
 
     /// One PNG per chart (clipped to its box), named `<prefix>-<chart>.png`, for close reading.
     fn chart_screenshots(&mut self, dir: &Path, prefix: &str) {
-        let height = self.eval("Math.ceil(document.documentElement.scrollHeight)").as_f64().unwrap_or(2400.0).clamp(600.0, 16000.0);
-        self.call("Emulation.setDeviceMetricsOverride", json!({"width": 1400, "height": height, "deviceScaleFactor": 1, "mobile": false}));
+        let height = self
+            .eval("Math.ceil(document.documentElement.scrollHeight)")
+            .as_f64()
+            .unwrap_or(2400.0)
+            .clamp(600.0, 16000.0);
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": 1400, "height": height, "deviceScaleFactor": 1, "mobile": false}),
+        );
         let boxes = self.eval(
             "[...document.querySelectorAll('.figures, svg.chart')].map(s => { const r = s.getBoundingClientRect(); \
              return [s.dataset.chart || 'summary', r.left + scrollX, r.top + scrollY, r.width, r.height]; })",
@@ -245,9 +308,16 @@ impl Browser {
         for b in boxes.as_array().unwrap() {
             let clip = json!({"x": b[1], "y": b[2], "width": b[3], "height": b[4], "scale": 1});
             let shot = self.call("Page.captureScreenshot", json!({"format": "png", "clip": clip}));
-            std::fs::write(dir.join(format!("{prefix}-{}.png", b[0].as_str().unwrap())), base64_decode(shot["data"].as_str().unwrap())).unwrap();
+            std::fs::write(
+                dir.join(format!("{prefix}-{}.png", b[0].as_str().unwrap())),
+                base64_decode(shot["data"].as_str().unwrap()),
+            )
+            .unwrap();
         }
-        self.call("Emulation.setDeviceMetricsOverride", json!({"width": 1400, "height": 2400, "deviceScaleFactor": 1, "mobile": false}));
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": 1400, "height": 2400, "deviceScaleFactor": 1, "mobile": false}),
+        );
     }
 
     /// The charts on the page: (data-chart, drawn with data?).
@@ -259,7 +329,11 @@ impl Browser {
             .unwrap()
             .iter()
             .map(|c| {
-                assert!(!c[2].as_str().unwrap_or_default().is_empty(), "chart {} has no title", c[0]);
+                assert!(
+                    !c[2].as_str().unwrap_or_default().is_empty(),
+                    "chart {} has no title",
+                    c[0]
+                );
                 (c[0].as_str().unwrap().to_string(), c[1].as_bool().unwrap())
             })
             .collect()
@@ -296,15 +370,25 @@ fn base64_decode(s: &str) -> Vec<u8> {
 
 /// Fails on console errors and on requests that leave `allowed` (prefixes).
 fn assert_clean(observed: &Observed, allowed: &[&str], page: &str) {
-    assert!(observed.errors.is_empty(), "{page}: console errors: {:#?}", observed.errors);
-    let foreign: Vec<&String> = observed.requests.iter().filter(|u| !allowed.iter().any(|a| u.starts_with(a))).collect();
+    assert!(
+        observed.errors.is_empty(),
+        "{page}: console errors: {:#?}",
+        observed.errors
+    );
+    let foreign: Vec<&String> = observed
+        .requests
+        .iter()
+        .filter(|u| !allowed.iter().any(|a| u.starts_with(a)))
+        .collect();
     assert!(foreign.is_empty(), "{page}: requests to other hosts: {foreign:#?}");
 }
 
 #[tokio::test]
 async fn the_report_and_the_dashboard_render_every_chart_in_a_real_browser() {
     let Some(chromium) = find_chromium() else {
-        eprintln!("SKIPPED the_report_and_the_dashboard_render_every_chart_in_a_real_browser: no Chromium found (apt-get install -y chromium, or set FAULTLINE_CHROMIUM)");
+        eprintln!(
+            "SKIPPED the_report_and_the_dashboard_render_every_chart_in_a_real_browser: no Chromium found (apt-get install -y chromium, or set FAULTLINE_CHROMIUM)"
+        );
         return;
     };
     let app = spawn_app().await;

@@ -25,21 +25,46 @@ async fn a_simulated_fleet_shows_figures_of_the_published_order() {
     }
     println!("truth: {:?}", fleet.truth);
     let to = cfg.start + chrono::Duration::days(i64::from(cfg.days));
-    let window = format!("from={}&to={}", cfg.start.to_rfc3339().replace('+', "%2B"), to.to_rfc3339().replace('+', "%2B"));
+    let window = format!(
+        "from={}&to={}",
+        cfg.start.to_rfc3339().replace('+', "%2B"),
+        to.to_rfc3339().replace('+', "%2B")
+    );
     let (status, b) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/baselines?{window}")).await;
     assert_eq!(status, 200, "{b}");
     let fleet_value = |measure: &str| {
-        b["baselines"].as_array().unwrap().iter().find(|r| r["measure"] == measure).and_then(|r| r["fleet"].as_f64()).unwrap_or(f64::NAN)
+        b["baselines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["measure"] == measure)
+            .and_then(|r| r["fleet"].as_f64())
+            .unwrap_or(f64::NAN)
     };
-    let report: Vec<String> = b["baselines"].as_array().unwrap().iter().map(|r| format!("{} [{}]: published {} fleet {}", r["measure"], r["source"], r["published"], r["fleet"])).collect();
+    let report: Vec<String> = b["baselines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} [{}]: published {} fleet {}",
+                r["measure"], r["source"], r["published"], r["fleet"]
+            )
+        })
+        .collect();
     println!("{}", report.join("\n"));
     let within = |measure: &str, lo: f64, hi: f64| {
         let v = fleet_value(measure);
-        assert!((lo..=hi).contains(&v), "{measure}: {v} not in [{lo}, {hi}]\n{}", report.join("\n"));
+        assert!(
+            (lo..=hi).contains(&v),
+            "{measure}: {v} not in [{lo}, {hi}]\n{}",
+            report.join("\n")
+        );
     };
     // The analytics agree with what the simulator injected (its calibration is its own concern: at
     // this scale it injects few hardware failures, far from Llama 3's 78%).
-    let injected_hw = fleet.truth.by_category.get("hardware").copied().unwrap_or(0) as f64 / fleet.truth.failures as f64;
+    let injected_hw =
+        fleet.truth.by_category.get("hardware").copied().unwrap_or(0) as f64 / fleet.truth.failures as f64;
     within("hardware share of failures", injected_hw - 0.03, injected_hw + 0.03);
     // Figures of the published order.
     within("share of failures confined to one node or device", 0.5, 1.0);
@@ -49,7 +74,9 @@ async fn a_simulated_fleet_shows_figures_of_the_published_order() {
     within("host-to-GPU data transfer share", 0.1, 0.6);
     within("model checkpointing share", 0.05, 0.35);
     within("NCCL timeout share of failures", 0.02, 0.5);
-    let (_, c) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/node-concentration?{window}")).await;
+    let (_, c) = app
+        .get(ADMIN_TOKEN, &format!("/v1/analytics/node-concentration?{window}"))
+        .await;
     // Lemon nodes: the worst 10% of nodes hold more than 10% of the failures.
     assert!(c["tiers"][2]["share"].as_f64().unwrap() > 0.1, "{}", c["tiers"]);
 }

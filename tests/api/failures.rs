@@ -7,15 +7,20 @@ async fn register_fleet(app: &TestApp) {
         .map(|i| json!({"hostname": format!("n{i:02}"), "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8,
                         "in_service_since": "2026-10-01T00:00:00Z"}))
         .collect();
-    nodes.extend((0..4).map(|i| json!({"hostname": format!("a{i:02}"), "cluster": "c1", "gpu_model": "A100-SXM4-80GB", "gpu_count": 8,
-                                        "in_service_since": "2026-10-01T00:00:00Z"})));
+    nodes.extend((0..4).map(|i| {
+        json!({"hostname": format!("a{i:02}"), "cluster": "c1", "gpu_model": "A100-SXM4-80GB", "gpu_count": 8,
+                                        "in_service_since": "2026-10-01T00:00:00Z"})
+    }));
     let (status, body) = app.put_nodes(ADMIN_TOKEN, &json!({"nodes": nodes})).await;
     assert_eq!(status, 200, "{body}");
 }
 
 /// XID 79 on n07 at 10:00, then NCCL timeouts from 15 other nodes of job j1 within 3 minutes.
 fn cascade(first_id: u32) -> Vec<Value> {
-    let mut events = vec![event(&uuid_n(first_id), json!({"node": "n07", "job_id": "j1", "occurred_at": "2026-11-02T10:00:00Z", "gpu_index": 3}))];
+    let mut events = vec![event(
+        &uuid_n(first_id),
+        json!({"node": "n07", "job_id": "j1", "occurred_at": "2026-11-02T10:00:00Z", "gpu_index": 3}),
+    )];
     for i in 0..15u32 {
         let node = format!("n{:02}", if i >= 7 { i + 1 } else { i });
         events.push(event(
@@ -43,12 +48,29 @@ async fn a_cascade_is_one_hardware_failure_with_its_signals() {
     assert_eq!(list.len(), 1);
     let f = &list[0];
     assert_eq!(f["root_cause"], json!({"category": "hardware", "component": "gpu"}));
-    assert_eq!((f["root_node"].as_str(), f["gpu_generation"].as_str()), (Some("n07"), Some("hopper")));
-    assert_eq!((f["signal_count"].as_i64(), f["nodes"].as_array().unwrap().len()), (Some(16), 16));
-    assert_eq!((f["root_kind"].as_str(), f["root_code"].as_i64(), f["rule_id"].as_str()), (Some("xid"), Some(79), Some("xid-79")));
-    assert_eq!((f["symptom"].as_str(), f["job_id"].as_str()), (Some("job_hang"), Some("j1")));
-    assert_eq!((f["first_at"].as_str(), f["last_at"].as_str()), (Some("2026-11-02T10:00:00Z"), Some("2026-11-02T10:03:00Z")));
-    let (status, detail) = app.get(ADMIN_TOKEN, &format!("/v1/failures/{}", f["id"].as_str().unwrap())).await;
+    assert_eq!(
+        (f["root_node"].as_str(), f["gpu_generation"].as_str()),
+        (Some("n07"), Some("hopper"))
+    );
+    assert_eq!(
+        (f["signal_count"].as_i64(), f["nodes"].as_array().unwrap().len()),
+        (Some(16), 16)
+    );
+    assert_eq!(
+        (f["root_kind"].as_str(), f["root_code"].as_i64(), f["rule_id"].as_str()),
+        (Some("xid"), Some(79), Some("xid-79"))
+    );
+    assert_eq!(
+        (f["symptom"].as_str(), f["job_id"].as_str()),
+        (Some("job_hang"), Some("j1"))
+    );
+    assert_eq!(
+        (f["first_at"].as_str(), f["last_at"].as_str()),
+        (Some("2026-11-02T10:00:00Z"), Some("2026-11-02T10:03:00Z"))
+    );
+    let (status, detail) = app
+        .get(ADMIN_TOKEN, &format!("/v1/failures/{}", f["id"].as_str().unwrap()))
+        .await;
     assert_eq!(status, 200);
     let signals = detail["signals"].as_array().unwrap();
     assert_eq!(signals.len(), 16);
@@ -56,7 +78,12 @@ async fn a_cascade_is_one_hardware_failure_with_its_signals() {
     assert_eq!(signals[1]["secondary"], true);
     assert_eq!(signals[1]["root_cause"]["category"], "unknown");
     // Filters.
-    assert_eq!(failures(&app, "?category=hardware&generation=hopper&node=n03&job=j1").await.len(), 1);
+    assert_eq!(
+        failures(&app, "?category=hardware&generation=hopper&node=n03&job=j1")
+            .await
+            .len(),
+        1
+    );
     assert_eq!(failures(&app, "?category=user").await.len(), 0);
     assert_eq!(failures(&app, "?from=2026-11-03T00:00:00Z").await.len(), 0);
     let (status, _) = app.get(ADMIN_TOKEN, "/v1/failures?category=cosmic").await;
@@ -74,9 +101,13 @@ async fn arrival_order_does_not_change_failures_and_late_signals_join() {
     let root = events.remove(0);
     events.reverse();
     // The timeouts arrive first: the failure is unknown until the XID arrives late.
-    let (status, _) = reordered.post_events(ADMIN_TOKEN, &json!({"events": events[..7]})).await;
+    let (status, _) = reordered
+        .post_events(ADMIN_TOKEN, &json!({"events": events[..7]}))
+        .await;
     assert_eq!(status, 200);
-    reordered.post_events(ADMIN_TOKEN, &json!({"events": events[7..]})).await;
+    reordered
+        .post_events(ADMIN_TOKEN, &json!({"events": events[7..]}))
+        .await;
     let early = failures(&reordered, "").await;
     assert_eq!(early.len(), 1);
     assert_eq!(early[0]["root_cause"]["category"], "unknown");
@@ -84,7 +115,15 @@ async fn arrival_order_does_not_change_failures_and_late_signals_join() {
     let a = failures(&in_order, "").await;
     let b = failures(&reordered, "").await;
     assert_eq!(b.len(), 1);
-    for field in ["id", "root_cause", "root_signal", "first_at", "last_at", "signal_count", "nodes"] {
+    for field in [
+        "id",
+        "root_cause",
+        "root_signal",
+        "first_at",
+        "last_at",
+        "signal_count",
+        "nodes",
+    ] {
         assert_eq!(a[0][field], b[0][field], "{field}");
     }
     // A later failure of the same job, more than 10 minutes on, is a second failure.
@@ -102,10 +141,17 @@ async fn explicit_root_cause_wins_and_a_catalog_edit_reclassifies() {
     let app = spawn_app().await;
     register_fleet(&app).await;
     app.post_events(ADMIN_TOKEN, &json!({"events": cascade(1)})).await;
-    app.post_events(ADMIN_TOKEN, &json!({"events": [event(&uuid_n(100), json!({"node": "a01", "kind": "nccl_timeout", "code": null,
-        "occurred_at": "2026-11-03T00:00:00Z", "root_cause": {"category": "platform", "component": "storage"}}))]})).await;
+    app.post_events(
+        ADMIN_TOKEN,
+        &json!({"events": [event(&uuid_n(100), json!({"node": "a01", "kind": "nccl_timeout", "code": null,
+        "occurred_at": "2026-11-03T00:00:00Z", "root_cause": {"category": "platform", "component": "storage"}}))]}),
+    )
+    .await;
     let list = failures(&app, "").await;
-    assert_eq!(list[0]["root_cause"], json!({"category": "platform", "component": "storage"}));
+    assert_eq!(
+        list[0]["root_cause"],
+        json!({"category": "platform", "component": "storage"})
+    );
     assert_eq!(list[0]["explicit_cause"], true);
     assert_eq!(list[0]["catalog_version"], 1);
 
@@ -115,24 +161,57 @@ async fn explicit_root_cause_wins_and_a_catalog_edit_reclassifies() {
     let reader = app.token("reader", None).await;
     let rule = json!({"kind": "xid", "code": 79, "priority": 200, "category": "platform", "component": "driver", "severity": "high",
                       "transient": true, "secondary": false, "action": "reset_gpu", "description": "site override", "source": "post-mortem 42"});
-    let res = app.client.put(app.url("/v1/classification-rules/xid-79")).bearer_auth(&reader).json(&rule).send().await.unwrap();
+    let res = app
+        .client
+        .put(app.url("/v1/classification-rules/xid-79"))
+        .bearer_auth(&reader)
+        .json(&rule)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 403);
-    let res = app.client.put(app.url("/v1/classification-rules/xid-79")).bearer_auth(ADMIN_TOKEN).json(&rule).send().await.unwrap();
+    let res = app
+        .client
+        .put(app.url("/v1/classification-rules/xid-79"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&rule)
+        .send()
+        .await
+        .unwrap();
     let (status, change) = crate::helpers::status_json(res).await;
     assert_eq!(status, 200, "{change}");
-    assert_eq!((change["catalog_version"].as_i64(), change["failures"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        (change["catalog_version"].as_i64(), change["failures"].as_u64()),
+        (Some(2), Some(2))
+    );
     let list = failures(&app, "").await;
     let cascade_failure = list.iter().find(|f| f["job_id"] == "j1").unwrap();
-    assert_eq!(cascade_failure["root_cause"], json!({"category": "platform", "component": "driver"}));
+    assert_eq!(
+        cascade_failure["root_cause"],
+        json!({"category": "platform", "component": "driver"})
+    );
     assert!(list.iter().all(|f| f["catalog_version"] == 2));
     // The explicit cause is untouched by the catalog.
     assert!(list.iter().any(|f| f["root_cause"]["component"] == "storage"));
     let mut bad = rule.clone();
     bad["component"] = json!("gpu");
-    let res = app.client.put(app.url("/v1/classification-rules/xid-79")).bearer_auth(ADMIN_TOKEN).json(&bad).send().await.unwrap();
+    let res = app
+        .client
+        .put(app.url("/v1/classification-rules/xid-79"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&bad)
+        .send()
+        .await
+        .unwrap();
     let (status, body) = crate::helpers::status_json(res).await;
     assert_eq!((status, body["error"].as_str()), (400, Some("invalid_rule")));
-    let res = app.client.delete(app.url("/v1/classification-rules/nope")).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    let res = app
+        .client
+        .delete(app.url("/v1/classification-rules/nope"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 404);
 }
 
@@ -149,8 +228,10 @@ async fn headline_analytics_match_hand_computed_numbers() {
         .map(|i| json!({"hostname": format!("n{i:02}"), "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8,
                         "group": "su1", "in_service_since": "2026-10-01T00:00:00Z"}))
         .collect();
-    nodes.extend((0..4).map(|i| json!({"hostname": format!("a{i:02}"), "cluster": "c1", "gpu_model": "A100-SXM4-80GB", "gpu_count": 8,
-                                        "in_service_since": "2026-10-01T00:00:00Z"})));
+    nodes.extend((0..4).map(|i| {
+        json!({"hostname": format!("a{i:02}"), "cluster": "c1", "gpu_model": "A100-SXM4-80GB", "gpu_count": 8,
+                                        "in_service_since": "2026-10-01T00:00:00Z"})
+    }));
     app.put_nodes(ADMIN_TOKEN, &json!({"nodes": nodes})).await;
     let events = json!({"events": [
         event(&uuid_n(1), json!({"node": "n01", "occurred_at": "2026-11-02T00:00:00Z"})),
@@ -169,37 +250,104 @@ async fn headline_analytics_match_hand_computed_numbers() {
     assert_eq!(status, 200, "{body}");
     let w = "from=2026-11-01T00:00:00Z&to=2026-11-08T00:00:00Z";
 
-    let (status, mix) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/failure-mix?by=gpu_generation&{w}")).await;
+    let (status, mix) = app
+        .get(ADMIN_TOKEN, &format!("/v1/analytics/failure-mix?by=gpu_generation&{w}"))
+        .await;
     assert_eq!(status, 200, "{mix}");
-    let row = |k: &str| mix["rows"].as_array().unwrap().iter().find(|r| r["key"] == k).unwrap().clone();
+    let row = |k: &str| {
+        mix["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == k)
+            .unwrap()
+            .clone()
+    };
     // hopper: 128 GPUs x 7 d = 896 GPU-days; 4 failures -> 4.464286 per 1,000 GPU-days
     let hopper = row("hopper");
-    assert_eq!((hopper["gpus_in_service"].as_u64(), hopper["gpu_days"].as_f64(), hopper["failures"].as_u64()), (Some(128), Some(896.0), Some(4)));
+    assert_eq!(
+        (
+            hopper["gpus_in_service"].as_u64(),
+            hopper["gpu_days"].as_f64(),
+            hopper["failures"].as_u64()
+        ),
+        (Some(128), Some(896.0), Some(4))
+    );
     assert_eq!(hopper["failures_per_1000_gpu_days"].as_f64(), Some(4.464286));
-    assert_eq!(hopper["by_category"][0], json!({"name": "hardware", "failures": 3, "share": 0.75}));
-    assert_eq!(hopper["by_component"][1], json!({"name": "user/oom", "failures": 1, "share": 0.25}));
+    assert_eq!(
+        hopper["by_category"][0],
+        json!({"name": "hardware", "failures": 3, "share": 0.75})
+    );
+    assert_eq!(
+        hopper["by_component"][1],
+        json!({"name": "user/oom", "failures": 1, "share": 0.25})
+    );
     // ampere: 32 GPUs x 7 d = 224 GPU-days; 2 failures -> 8.928571
     let ampere = row("ampere");
-    assert_eq!((ampere["gpu_days"].as_f64(), ampere["failures_per_1000_gpu_days"].as_f64()), (Some(224.0), Some(8.928571)));
+    assert_eq!(
+        (
+            ampere["gpu_days"].as_f64(),
+            ampere["failures_per_1000_gpu_days"].as_f64()
+        ),
+        (Some(224.0), Some(8.928571))
+    );
     // The node-less failure has no generation: counted, not normalised.
     let unknown = row("unknown");
-    assert_eq!((unknown["failures"].as_u64(), unknown["failures_per_1000_gpu_days"].as_f64()), (Some(1), None));
+    assert_eq!(
+        (
+            unknown["failures"].as_u64(),
+            unknown["failures_per_1000_gpu_days"].as_f64()
+        ),
+        (Some(1), None)
+    );
     // totals: 7 failures over 1,120 GPU-days = 6.25 per 1,000
-    assert_eq!(mix["totals"], json!({"gpus_in_service": 160, "gpu_days": 1120.0, "failures": 7, "failures_per_1000_gpu_days": 6.25}));
-    let (_, by_model) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/failure-mix?by=gpu_model&{w}")).await;
-    assert!(by_model["rows"].as_array().unwrap().iter().any(|r| r["key"] == "A100-SXM4-80GB" && r["failures"] == 2));
+    assert_eq!(
+        mix["totals"],
+        json!({"gpus_in_service": 160, "gpu_days": 1120.0, "failures": 7, "failures_per_1000_gpu_days": 6.25})
+    );
+    let (_, by_model) = app
+        .get(ADMIN_TOKEN, &format!("/v1/analytics/failure-mix?by=gpu_model&{w}"))
+        .await;
+    assert!(
+        by_model["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["key"] == "A100-SXM4-80GB" && r["failures"] == 2)
+    );
 
-    let (status, mtbf) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/mtbf?group_size=128&job_gpus=1024&{w}")).await;
+    let (status, mtbf) = app
+        .get(
+            ADMIN_TOKEN,
+            &format!("/v1/analytics/mtbf?group_size=128&job_gpus=1024&{w}"),
+        )
+        .await;
     assert_eq!(status, 200, "{mtbf}");
     let groups = mtbf["groups"].as_array().unwrap();
-    assert_eq!(groups.iter().map(|g| g["group"].as_str().unwrap()).collect::<Vec<_>>(), ["c1/auto-000", "c1/su1"]);
+    assert_eq!(
+        groups.iter().map(|g| g["group"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["c1/auto-000", "c1/su1"]
+    );
     // su1: 168 h, 4 failures -> MTBF 42 h, 4 per week; auto-000 (4 A100 nodes): 168 h / 2 = 84 h
-    assert_eq!((groups[1]["exposure_hours"].as_f64(), groups[1]["failures"].as_u64(), groups[1]["mtbf_hours"].as_f64()), (Some(168.0), Some(4), Some(42.0)));
+    assert_eq!(
+        (
+            groups[1]["exposure_hours"].as_f64(),
+            groups[1]["failures"].as_u64(),
+            groups[1]["mtbf_hours"].as_f64()
+        ),
+        (Some(168.0), Some(4), Some(42.0))
+    );
     assert_eq!(groups[1]["failures_per_week"].as_f64(), Some(4.0));
-    assert_eq!((groups[0]["gpus"].as_u64(), groups[0]["mtbf_hours"].as_f64()), (Some(32), Some(84.0)));
+    assert_eq!(
+        (groups[0]["gpus"].as_u64(), groups[0]["mtbf_hours"].as_f64()),
+        (Some(32), Some(84.0))
+    );
     // fleet: 160 GPUs x 168 h = 26,880 GPU-hours / 6 attributed failures = 4,480 h per GPU;
     // a 1,024-GPU job: 4,480 / 1,024 = 4.375 h
-    assert_eq!((mtbf["fleet"]["gpu_hours"].as_f64(), mtbf["fleet"]["failures"].as_u64()), (Some(26880.0), Some(6)));
+    assert_eq!(
+        (mtbf["fleet"]["gpu_hours"].as_f64(), mtbf["fleet"]["failures"].as_u64()),
+        (Some(26880.0), Some(6))
+    );
     assert_eq!(mtbf["fleet"]["mtbf_per_gpu_hours"].as_f64(), Some(4480.0));
     assert_eq!(mtbf["job_projection"]["mtbf_hours"].as_f64(), Some(4.375));
     assert_eq!(mtbf["unattributed_failures"], 1);
@@ -208,17 +356,46 @@ async fn headline_analytics_match_hand_computed_numbers() {
     assert_eq!(status, 200, "{rc}");
     assert_eq!(rc["failures"], 7);
     // hardware 3/7 = 0.428571; platform 3/7 (storage 2, scheduler 1); user 1/7
-    assert_eq!((rc["categories"][0]["category"].as_str(), rc["categories"][0]["share"].as_f64()), (Some("hardware"), Some(0.428571)));
+    assert_eq!(
+        (
+            rc["categories"][0]["category"].as_str(),
+            rc["categories"][0]["share"].as_f64()
+        ),
+        (Some("hardware"), Some(0.428571))
+    );
     let platform = &rc["categories"][1];
-    assert_eq!(platform["components"][0], json!({"component": "storage", "failures": 2, "share_of_category": 0.666667, "share_of_all": 0.285714}));
+    assert_eq!(
+        platform["components"][0],
+        json!({"component": "storage", "failures": 2, "share_of_category": 0.666667, "share_of_all": 0.285714})
+    );
     assert_eq!(rc["categories"][2]["failures"], 1);
     assert_eq!(rc["categories"][3]["failures"], 0);
-    let symptoms: Vec<(String, u64)> = rc["symptoms"].as_array().unwrap().iter().map(|s| (s["name"].as_str().unwrap().to_string(), s["failures"].as_u64().unwrap())).collect();
-    assert_eq!(symptoms, [("unspecified".to_string(), 5), ("job_crash".to_string(), 1), ("submission_failure".to_string(), 1)]);
+    let symptoms: Vec<(String, u64)> = rc["symptoms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap().to_string(), s["failures"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        symptoms,
+        [
+            ("unspecified".to_string(), 5),
+            ("job_crash".to_string(), 1),
+            ("submission_failure".to_string(), 1)
+        ]
+    );
 
     // Bad input and roles.
     assert_eq!(app.get(ADMIN_TOKEN, "/v1/analytics/failure-mix?by=color").await.0, 400);
-    assert_eq!(app.get(ADMIN_TOKEN, "/v1/analytics/mtbf?from=2026-11-08T00:00:00Z&to=2026-11-01T00:00:00Z").await.0, 400);
+    assert_eq!(
+        app.get(
+            ADMIN_TOKEN,
+            "/v1/analytics/mtbf?from=2026-11-08T00:00:00Z&to=2026-11-01T00:00:00Z"
+        )
+        .await
+        .0,
+        400
+    );
     assert_eq!(app.get(ADMIN_TOKEN, "/v1/analytics/mtbf?group_size=0").await.0, 400);
     let agent = app.token("agent", None).await;
     assert_eq!(app.get(&agent, "/v1/analytics/root-causes").await.0, 403);
@@ -269,11 +446,23 @@ async fn a_post_mortem_cause_overrides_the_automatic_one_in_root_causes() {
     let w = "from=2026-11-01T00:00:00Z&to=2026-11-08T00:00:00Z";
     let (_, rc) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/root-causes?{w}")).await;
     assert_eq!(rc["categories"][0]["failures"], 1);
-    let res = app.client.patch(app.url(&format!("/v1/failures/{id}"))).bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"root_cause": {"category": "platform", "component": "driver"}})).send().await.unwrap();
+    let res = app
+        .client
+        .patch(app.url(&format!("/v1/failures/{id}")))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"root_cause": {"category": "platform", "component": "driver"}}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 200);
     let (_, rc) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/root-causes?{w}")).await;
-    assert_eq!((rc["categories"][0]["failures"].as_u64(), rc["categories"][1]["failures"].as_u64()), (Some(0), Some(1)));
+    assert_eq!(
+        (
+            rc["categories"][0]["failures"].as_u64(),
+            rc["categories"][1]["failures"].as_u64()
+        ),
+        (Some(0), Some(1))
+    );
     assert_eq!(rc["categories"][1]["components"][0]["component"], "driver");
     let (_, mix) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/failure-mix?{w}")).await;
     assert_eq!(mix["rows"][0]["by_category"][0]["name"], "platform");
@@ -282,7 +471,14 @@ async fn a_post_mortem_cause_overrides_the_automatic_one_in_root_causes() {
 }
 
 async fn put_jobs(app: &TestApp, body: Value) {
-    let res = app.client.put(app.url("/v1/jobs")).bearer_auth(ADMIN_TOKEN).json(&body).send().await.unwrap();
+    let res = app
+        .client
+        .put(app.url("/v1/jobs"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     let (status, body) = crate::helpers::status_json(res).await;
     assert_eq!(status, 200, "{body}");
 }
@@ -300,36 +496,70 @@ fn cascade_without_job_on_the_xid() -> Vec<Value> {
     events
 }
 
-const FIELDS: [&str; 9] = ["id", "job_id", "root_cause", "root_signal", "root_node", "first_at", "last_at", "signal_count", "nodes"];
+const FIELDS: [&str; 9] = [
+    "id",
+    "job_id",
+    "root_cause",
+    "root_signal",
+    "root_node",
+    "first_at",
+    "last_at",
+    "signal_count",
+    "nodes",
+];
 
 #[tokio::test]
 async fn a_node_only_xid_folds_into_the_job_on_its_node_whether_the_job_comes_first_or_last() {
     let job_first = spawn_app().await;
     put_jobs(&job_first, job_j1("2026-11-02T19:00:00Z")).await;
-    job_first.post_events(ADMIN_TOKEN, &json!({"events": cascade_without_job_on_the_xid()})).await;
+    job_first
+        .post_events(ADMIN_TOKEN, &json!({"events": cascade_without_job_on_the_xid()}))
+        .await;
     let signals_first = spawn_app().await;
-    signals_first.post_events(ADMIN_TOKEN, &json!({"events": cascade_without_job_on_the_xid()})).await;
+    signals_first
+        .post_events(ADMIN_TOKEN, &json!({"events": cascade_without_job_on_the_xid()}))
+        .await;
     // Without the job record: a hardware failure of n07 and an unknown failure of j1.
     let split = failures(&signals_first, "").await;
     assert_eq!(split.len(), 2);
-    assert!(split.iter().any(|f| f["job_id"].is_null() && f["root_node"] == "n07" && f["signal_count"] == 1));
+    assert!(
+        split
+            .iter()
+            .any(|f| f["job_id"].is_null() && f["root_node"] == "n07" && f["signal_count"] == 1)
+    );
     put_jobs(&signals_first, job_j1("2026-11-02T19:00:00Z")).await;
     let a = failures(&job_first, "").await;
     let b = failures(&signals_first, "").await;
     // One failure: the XID (10:00, inside j1's run, n07 among its nodes) + 15 timeouts = 16 signals.
     assert_eq!((a.len(), b.len()), (1, 1));
     assert_eq!(a[0]["root_cause"], json!({"category": "hardware", "component": "gpu"}));
-    assert_eq!((a[0]["root_node"].as_str(), a[0]["job_id"].as_str(), a[0]["signal_count"].as_i64()), (Some("n07"), Some("j1"), Some(16)));
+    assert_eq!(
+        (
+            a[0]["root_node"].as_str(),
+            a[0]["job_id"].as_str(),
+            a[0]["signal_count"].as_i64()
+        ),
+        (Some("n07"), Some("j1"), Some(16))
+    );
     for field in FIELDS {
         assert_eq!(a[0][field], b[0][field], "{field}");
     }
     // The evidence is kept as sent: the stored XID still has no job_id.
-    assert_eq!(job_first.count("SELECT count(*) FROM events WHERE job_id IS NULL").await, 1);
+    assert_eq!(
+        job_first
+            .count("SELECT count(*) FROM events WHERE job_id IS NULL")
+            .await,
+        1
+    );
     // The job's record is corrected to end at 09:30, before the XID: the XID is n07's again.
     put_jobs(&signals_first, job_j1("2026-11-02T09:30:00Z")).await;
     let again = failures(&signals_first, "").await;
     assert_eq!(again.len(), 2);
-    assert!(again.iter().any(|f| f["job_id"].is_null() && f["root_node"] == "n07" && f["signal_count"] == 1));
+    assert!(
+        again
+            .iter()
+            .any(|f| f["job_id"].is_null() && f["root_node"] == "n07" && f["signal_count"] == 1)
+    );
     assert!(again.iter().any(|f| f["job_id"] == "j1" && f["signal_count"] == 15));
 }
 
@@ -337,12 +567,17 @@ async fn a_node_only_xid_folds_into_the_job_on_its_node_whether_the_job_comes_fi
 async fn a_node_only_signal_outside_every_run_still_folds_by_node() {
     let app = spawn_app().await;
     put_jobs(&app, job_j1("2026-11-02T19:00:00Z")).await;
-    let (status, _) = app.post_events(ADMIN_TOKEN, &json!({"events": [
-        // After j1 ended (19:00), on one of its nodes.
-        event(&uuid_n(1), json!({"node": "n07", "occurred_at": "2026-11-02T20:00:00Z"})),
-        // During j1's run, on a node it did not use.
-        event(&uuid_n(2), json!({"node": "a01", "occurred_at": "2026-11-02T10:00:00Z"})),
-    ]})).await;
+    let (status, _) = app
+        .post_events(
+            ADMIN_TOKEN,
+            &json!({"events": [
+                // After j1 ended (19:00), on one of its nodes.
+                event(&uuid_n(1), json!({"node": "n07", "occurred_at": "2026-11-02T20:00:00Z"})),
+                // During j1's run, on a node it did not use.
+                event(&uuid_n(2), json!({"node": "a01", "occurred_at": "2026-11-02T10:00:00Z"})),
+            ]}),
+        )
+        .await;
     assert_eq!(status, 200);
     let list = failures(&app, "").await;
     assert_eq!(list.len(), 2);
@@ -357,14 +592,24 @@ async fn a_catalog_rebuild_attributes_like_incremental_folding() {
     let app = spawn_app().await;
     put_jobs(&app, job_j1("2026-11-02T19:00:00Z")).await;
     let mut events = cascade_without_job_on_the_xid();
-    events.push(event(&uuid_n(100), json!({"node": "n07", "occurred_at": "2026-11-02T20:00:00Z"})));
+    events.push(event(
+        &uuid_n(100),
+        json!({"node": "n07", "occurred_at": "2026-11-02T20:00:00Z"}),
+    ));
     app.post_events(ADMIN_TOKEN, &json!({"events": events})).await;
     let before = failures(&app, "").await;
     // The cascade of j1 (16 signals) and the XID on n07 after j1 ended (1).
     assert_eq!(before.len(), 2);
     let rule = json!({"kind": "xid", "code": 79, "priority": 200, "category": "platform", "component": "driver", "severity": "high",
                       "transient": true, "secondary": false, "action": "reset_gpu", "description": "site override", "source": "post-mortem 42"});
-    let res = app.client.put(app.url("/v1/classification-rules/xid-79")).bearer_auth(ADMIN_TOKEN).json(&rule).send().await.unwrap();
+    let res = app
+        .client
+        .put(app.url("/v1/classification-rules/xid-79"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&rule)
+        .send()
+        .await
+        .unwrap();
     let (status, change) = crate::helpers::status_json(res).await;
     assert_eq!((status, change["failures"].as_u64()), (200, Some(2)), "{change}");
     let after = failures(&app, "").await;
@@ -376,5 +621,11 @@ async fn a_catalog_rebuild_attributes_like_incremental_folding() {
         assert_eq!(b["root_cause"], json!({"category": "platform", "component": "driver"}));
     }
     let cascade_failure = after.iter().find(|f| f["job_id"] == "j1").unwrap();
-    assert_eq!((cascade_failure["root_node"].as_str(), cascade_failure["signal_count"].as_i64()), (Some("n07"), Some(16)));
+    assert_eq!(
+        (
+            cascade_failure["root_node"].as_str(),
+            cascade_failure["signal_count"].as_i64()
+        ),
+        (Some("n07"), Some(16))
+    );
 }

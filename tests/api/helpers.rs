@@ -23,10 +23,16 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(limits: Limits) -> TestApp {
-    let server_url = faultline::embedded_pg::test_server_url().await.expect("a PostgreSQL server for tests");
+    let server_url = faultline::embedded_pg::test_server_url()
+        .await
+        .expect("a PostgreSQL server for tests");
     let db_name = format!("faultline_test_{}", uuid::Uuid::new_v4().simple());
-    ensure_database(&server_url, &db_name).await.expect("create the test database");
-    let db = faultline::storage::connect(&with_database(&server_url, &db_name)).await.expect("connect");
+    ensure_database(&server_url, &db_name)
+        .await
+        .expect("create the test database");
+    let db = faultline::storage::connect(&with_database(&server_url, &db_name))
+        .await
+        .expect("connect");
     faultline::storage::migrate(&db).await.expect("migrate");
     let config = AppConfig {
         admin_token: ADMIN_TOKEN.to_string(),
@@ -38,7 +44,13 @@ pub async fn spawn_app_with(limits: Limits) -> TestApp {
     let address = format!("http://{}", listener.local_addr().unwrap());
     let router = startup::build_router(ctx);
     tokio::spawn(startup::serve(listener, router, std::future::pending()));
-    TestApp { address, client: reqwest::Client::new(), db, db_name, server_url }
+    TestApp {
+        address,
+        client: reqwest::Client::new(),
+        db,
+        db_name,
+        server_url,
+    }
 }
 
 impl TestApp {
@@ -57,16 +69,33 @@ impl TestApp {
             .await
             .unwrap();
         assert_eq!(res.status(), 201);
-        res.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_string()
+        res.json::<Value>().await.unwrap()["token"]
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 
     pub async fn post_events(&self, token: &str, body: &Value) -> (u16, Value) {
-        let res = self.client.post(self.url("/v1/events")).bearer_auth(token).json(body).send().await.unwrap();
+        let res = self
+            .client
+            .post(self.url("/v1/events"))
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
         status_json(res).await
     }
 
     pub async fn put_nodes(&self, token: &str, body: &Value) -> (u16, Value) {
-        let res = self.client.put(self.url("/v1/nodes")).bearer_auth(token).json(body).send().await.unwrap();
+        let res = self
+            .client
+            .put(self.url("/v1/nodes"))
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
         status_json(res).await
     }
 
@@ -83,13 +112,23 @@ impl TestApp {
 /// Status and JSON body; panics when an error answer is not JSON (the contract says it must be).
 pub async fn status_json(res: reqwest::Response) -> (u16, Value) {
     let status = res.status().as_u16();
-    let ct = res.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    let ct = res
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
     let text = res.text().await.unwrap();
     if text.is_empty() {
         return (status, Value::Null);
     }
-    assert!(ct.starts_with("application/json"), "status {status}: content-type {ct:?}, body {text}");
-    (status, serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}")))
+    assert!(
+        ct.starts_with("application/json"),
+        "status {status}: content-type {ct:?}, body {text}"
+    );
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}")),
+    )
 }
 
 impl Drop for TestApp {
@@ -100,7 +139,10 @@ impl Drop for TestApp {
         // The pool's sockets belong to the test's runtime, which is blocked here: don't await them.
         // WITH (FORCE) terminates those connections server-side.
         std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
             rt.block_on(async move {
                 use sqlx::Connection;
                 if let Ok(mut conn) = sqlx::PgConnection::connect(&with_database(&server_url, "postgres")).await {
@@ -154,7 +196,11 @@ pub async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
                 }
             }
         }
-        if pending { std::task::Poll::Pending } else { std::task::Poll::Ready(()) }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
     })
     .await;
     out.into_iter().map(Option::unwrap).collect()

@@ -11,13 +11,26 @@ async fn a_valid_batch_is_stored_and_a_retry_counts_as_duplicates() {
     let batch = json!({"events": [event(&uuid_n(1), json!({})), event(&uuid_n(2), json!({"kind": "nccl_timeout", "code": null}))]});
     let (status, body) = app.post_events(&agent, &batch).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!((body["received"].as_u64(), body["accepted"].as_u64(), body["duplicates"].as_u64()), (Some(2), Some(2), Some(0)));
+    assert_eq!(
+        (
+            body["received"].as_u64(),
+            body["accepted"].as_u64(),
+            body["duplicates"].as_u64()
+        ),
+        (Some(2), Some(2), Some(0))
+    );
     let (status, body) = app.post_events(&agent, &batch).await;
     assert_eq!(status, 200);
-    assert_eq!((body["accepted"].as_u64(), body["duplicates"].as_u64()), (Some(0), Some(2)));
+    assert_eq!(
+        (body["accepted"].as_u64(), body["duplicates"].as_u64()),
+        (Some(0), Some(2))
+    );
     assert_eq!(app.count("SELECT count(*) FROM events").await, 2);
-    let (kind, code): (String, Option<i64>) =
-        sqlx::query_as("SELECT kind, code FROM events WHERE id = $1").bind(uuid::Uuid::parse_str(&uuid_n(1)).unwrap()).fetch_one(&app.db).await.unwrap();
+    let (kind, code): (String, Option<i64>) = sqlx::query_as("SELECT kind, code FROM events WHERE id = $1")
+        .bind(uuid::Uuid::parse_str(&uuid_n(1)).unwrap())
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
     assert_eq!((kind.as_str(), code), ("xid", Some(79)));
 }
 
@@ -28,10 +41,13 @@ async fn concurrent_retries_store_each_event_once() {
     // Distinct codes: identical signals would fold into one burst row (see logs.rs for bursts).
     let batch = json!({"events": (0..200).map(|i| event(&uuid_n(i), json!({"code": i}))).collect::<Vec<_>>()});
     let results = join_all((0..8).map(|_| app.post_events(&agent, &batch)).collect()).await;
-    let accepted: u64 = results.iter().map(|(s, b)| {
-        assert_eq!(*s, 200, "{b}");
-        b["accepted"].as_u64().unwrap()
-    }).sum();
+    let accepted: u64 = results
+        .iter()
+        .map(|(s, b)| {
+            assert_eq!(*s, 200, "{b}");
+            b["accepted"].as_u64().unwrap()
+        })
+        .sum();
     let duplicates: u64 = results.iter().map(|(_, b)| b["duplicates"].as_u64().unwrap()).sum();
     assert_eq!(accepted, 200);
     assert_eq!(duplicates, 7 * 200);
@@ -63,18 +79,36 @@ async fn invalid_items_are_rejected_alone_with_index_and_field() {
         .collect();
     assert_eq!(
         rejected,
-        vec![(1, Some("occurred_at")), (2, Some("root_cause.component")), (3, Some("symptom")), (4, None), (5, Some("gpu_index")), (6, Some("id"))]
+        vec![
+            (1, Some("occurred_at")),
+            (2, Some("root_cause.component")),
+            (3, Some("symptom")),
+            (4, None),
+            (5, Some("gpu_index")),
+            (6, Some("id"))
+        ]
     );
-    assert!(body["rejected"][3]["message"].as_str().unwrap().contains("cluster"), "{body}");
+    assert!(
+        body["rejected"][3]["message"].as_str().unwrap().contains("cluster"),
+        "{body}"
+    );
     assert_eq!(app.count("SELECT count(*) FROM events").await, 2);
-    let kind: String = sqlx::query_scalar("SELECT kind FROM events WHERE rc_component = 'storage'").fetch_one(&app.db).await.unwrap();
+    let kind: String = sqlx::query_scalar("SELECT kind FROM events WHERE rc_component = 'storage'")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
     assert_eq!(kind, "my_custom_kind");
 }
 
 #[tokio::test]
 async fn a_batch_of_only_invalid_items_is_422_with_details() {
     let app = spawn_app().await;
-    let (status, body) = app.post_events(ADMIN_TOKEN, &json!({"events": [event(&uuid_n(1), json!({"cluster": ""}))]})).await;
+    let (status, body) = app
+        .post_events(
+            ADMIN_TOKEN,
+            &json!({"events": [event(&uuid_n(1), json!({"cluster": ""}))]}),
+        )
+        .await;
     assert_eq!(status, 422);
     assert_eq!(body["error"], "validation_failed");
     assert_eq!(body["details"]["rejected"][0]["field"], "cluster");
@@ -84,7 +118,12 @@ async fn a_batch_of_only_invalid_items_is_422_with_details() {
 async fn malformed_bodies_get_json_4xx() {
     let app = spawn_app().await;
     let send = |body: &'static str, ct: &'static str| {
-        app.client.post(app.url("/v1/events")).bearer_auth(ADMIN_TOKEN).header("content-type", ct).body(body).send()
+        app.client
+            .post(app.url("/v1/events"))
+            .bearer_auth(ADMIN_TOKEN)
+            .header("content-type", ct)
+            .body(body)
+            .send()
     };
     let (status, body) = status_json(send("{\"events\": [", "application/json").await.unwrap()).await;
     assert_eq!((status, body["error"].as_str()), (400, Some("invalid_json")));
@@ -97,27 +136,54 @@ async fn malformed_bodies_get_json_4xx() {
     let (status, body) = status_json(send("id,kind\n1,xid", "text/csv").await.unwrap()).await;
     assert_eq!((status, body["error"].as_str()), (415, Some("unsupported_media_type")));
     let (status, body) = status_json(
-        app.client.post(app.url("/v1/events")).bearer_auth(ADMIN_TOKEN).header("content-type", "application/json")
-            .header("content-encoding", "gzip").body("this is not gzip").send().await.unwrap(),
-    ).await;
+        app.client
+            .post(app.url("/v1/events"))
+            .bearer_auth(ADMIN_TOKEN)
+            .header("content-type", "application/json")
+            .header("content-encoding", "gzip")
+            .body("this is not gzip")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(status, 400, "{body}");
     let (status, _) = status_json(
-        app.client.post(app.url("/v1/events")).bearer_auth(ADMIN_TOKEN).header("content-type", "application/json")
-            .header("content-encoding", "br").body("{}").send().await.unwrap(),
-    ).await;
+        app.client
+            .post(app.url("/v1/events"))
+            .bearer_auth(ADMIN_TOKEN)
+            .header("content-type", "application/json")
+            .header("content-encoding", "br")
+            .body("{}")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(status, 415);
 }
 
 #[tokio::test]
 async fn ndjson_and_gzip_are_accepted_and_bad_lines_fail_alone() {
     let app = spawn_app().await;
-    let lines = [event(&uuid_n(1), json!({})).to_string(), "{not json".to_string(), event(&uuid_n(2), json!({})).to_string()];
+    let lines = [
+        event(&uuid_n(1), json!({})).to_string(),
+        "{not json".to_string(),
+        event(&uuid_n(2), json!({})).to_string(),
+    ];
     let body = lines.join("\n") + "\n";
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(body.as_bytes()).unwrap();
-    let res = app.client.post(app.url("/v1/events")).bearer_auth(ADMIN_TOKEN)
-        .header("content-type", "application/x-ndjson").header("content-encoding", "gzip")
-        .body(gz.finish().unwrap()).send().await.unwrap();
+    let res = app
+        .client
+        .post(app.url("/v1/events"))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("content-type", "application/x-ndjson")
+        .header("content-encoding", "gzip")
+        .body(gz.finish().unwrap())
+        .send()
+        .await
+        .unwrap();
     let (status, body) = status_json(res).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["accepted"], 2);
@@ -127,7 +193,12 @@ async fn ndjson_and_gzip_are_accepted_and_bad_lines_fail_alone() {
 
 #[tokio::test]
 async fn oversize_bodies_batches_and_gzip_bombs_get_413() {
-    let app = spawn_app_with(faultline::configuration::Limits { max_body_bytes: 64 * 1024, max_batch_items: 50, max_inflight_ingest: 4 }).await;
+    let app = spawn_app_with(faultline::configuration::Limits {
+        max_body_bytes: 64 * 1024,
+        max_batch_items: 50,
+        max_inflight_ingest: 4,
+    })
+    .await;
     let big = json!({"events": (0..51).map(|i| event(&uuid_n(i), json!({}))).collect::<Vec<_>>()});
     let (status, body) = app.post_events(ADMIN_TOKEN, &big).await;
     assert_eq!((status, body["error"].as_str()), (413, Some("payload_too_large")));
@@ -139,8 +210,16 @@ async fn oversize_bodies_batches_and_gzip_bombs_get_413() {
     gz.write_all(&vec![b' '; 10 * 1024 * 1024]).unwrap();
     let bomb = gz.finish().unwrap();
     assert!(bomb.len() < 64 * 1024);
-    let res = app.client.post(app.url("/v1/events")).bearer_auth(ADMIN_TOKEN)
-        .header("content-type", "application/json").header("content-encoding", "gzip").body(bomb).send().await.unwrap();
+    let res = app
+        .client
+        .post(app.url("/v1/events"))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .body(bomb)
+        .send()
+        .await
+        .unwrap();
     let (status, body) = status_json(res).await;
     assert_eq!(status, 413, "{body}");
 }
@@ -158,9 +237,24 @@ async fn five_thousand_events_are_stored_in_one_request() {
 #[tokio::test]
 async fn metrics_count_events_by_outcome() {
     let app = spawn_app().await;
-    app.post_events(ADMIN_TOKEN, &json!({"events": [event(&uuid_n(1), json!({})), event(&uuid_n(2), json!({"cluster": ""}))]})).await;
-    let text = app.client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    app.post_events(
+        ADMIN_TOKEN,
+        &json!({"events": [event(&uuid_n(1), json!({})), event(&uuid_n(2), json!({"cluster": ""}))]}),
+    )
+    .await;
+    let text = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(text.contains("faultline_events_total{outcome=\"accepted\""), "{text}");
-    assert!(text.contains("faultline_events_total{outcome=\"rejected\",reason=\"invalid_field\"}"), "{text}");
+    assert!(
+        text.contains("faultline_events_total{outcome=\"rejected\",reason=\"invalid_field\"}"),
+        "{text}"
+    );
     assert!(text.contains("faultline_http_requests_total"), "{text}");
 }

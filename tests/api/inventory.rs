@@ -19,7 +19,12 @@ async fn nodes_are_upserted_with_generation_and_listed_with_pagination() {
     assert_eq!(body["rejected"][0]["field"], "gpu_count");
 
     // Re-registering without in_service_since keeps it; gpu_count changes.
-    let (status, _) = app.put_nodes(&agent, &json!({"nodes": [{"hostname": "n00", "cluster": "c1", "gpu_model": "H100", "gpu_count": 4}]})).await;
+    let (status, _) = app
+        .put_nodes(
+            &agent,
+            &json!({"nodes": [{"hostname": "n00", "cluster": "c1", "gpu_model": "H100", "gpu_count": 4}]}),
+        )
+        .await;
     assert_eq!(status, 200);
     let (status, page) = app.get(&agent, "/v1/nodes?cluster=c1&limit=2").await;
     assert_eq!(status, 200);
@@ -29,10 +34,24 @@ async fn nodes_are_upserted_with_generation_and_listed_with_pagination() {
     assert_eq!(page["nodes"][0]["in_service_since"], "2026-01-01T00:00:00Z");
     let mut seen = vec![];
     let mut cursor = page["next_cursor"].as_str().map(str::to_string);
-    seen.extend(page["nodes"].as_array().unwrap().iter().map(|n| n["hostname"].as_str().unwrap().to_string()));
+    seen.extend(
+        page["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["hostname"].as_str().unwrap().to_string()),
+    );
     while let Some(c) = cursor {
-        let (_, page) = app.get(&agent, &format!("/v1/nodes?cluster=c1&limit=2&cursor={c}")).await;
-        seen.extend(page["nodes"].as_array().unwrap().iter().map(|n| n["hostname"].as_str().unwrap().to_string()));
+        let (_, page) = app
+            .get(&agent, &format!("/v1/nodes?cluster=c1&limit=2&cursor={c}"))
+            .await;
+        seen.extend(
+            page["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n["hostname"].as_str().unwrap().to_string()),
+        );
         cursor = page["next_cursor"].as_str().map(str::to_string);
     }
     assert_eq!(seen, ["n00", "n01", "n02", "n03", "n04"]);

@@ -12,7 +12,10 @@ fn committed_openapi_matches_the_code() {
         std::fs::write(path, &generated).unwrap();
     }
     let committed = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(committed == generated, "api/openapi.json is stale: run `cargo run -- openapi > api/openapi.json`");
+    assert!(
+        committed == generated,
+        "api/openapi.json is stale: run `cargo run -- openapi > api/openapi.json`"
+    );
 }
 
 #[test]
@@ -40,7 +43,15 @@ fn every_response_has_a_description_and_errors_are_documented() {
 #[tokio::test]
 async fn served_document_is_the_generated_one() {
     let app = spawn_app().await;
-    let served: Value = app.client.get(app.url("/openapi.json")).send().await.unwrap().json().await.unwrap();
+    let served: Value = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let generated: Value = serde_json::from_str(&faultline::openapi::openapi_json()).unwrap();
     assert_eq!(served, generated);
 }

@@ -6,7 +6,10 @@ use faultline::simulate::{SimConfig, simulate};
 use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app};
 
 async fn failures_by_id(app: &TestApp) -> Vec<(uuid::Uuid, String, String, i32)> {
-    sqlx::query_as("SELECT id, category, component, signal_count FROM failures ORDER BY id").fetch_all(&app.db).await.unwrap()
+    sqlx::query_as("SELECT id, category, component, signal_count FROM failures ORDER BY id")
+        .fetch_all(&app.db)
+        .await
+        .unwrap()
 }
 
 /// The simulator knows how many failures it injected and their root categories; the server must
@@ -23,7 +26,10 @@ async fn a_simulated_fleet_forms_exactly_the_injected_failures_in_any_order() {
     assert_eq!(formed.len(), fleet.truth.failures);
 
     let (status, rc) = app
-        .get(ADMIN_TOKEN, "/v1/analytics/root-causes?from=2026-09-01T00:00:00Z&to=2026-12-01T00:00:00Z")
+        .get(
+            ADMIN_TOKEN,
+            "/v1/analytics/root-causes?from=2026-09-01T00:00:00Z&to=2026-12-01T00:00:00Z",
+        )
         .await;
     assert_eq!(status, 200);
     let by_category: BTreeMap<String, usize> = rc["categories"]
@@ -31,7 +37,12 @@ async fn a_simulated_fleet_forms_exactly_the_injected_failures_in_any_order() {
         .unwrap()
         .iter()
         .filter(|c| c["failures"].as_u64().unwrap() > 0)
-        .map(|c| (c["category"].as_str().unwrap().to_string(), c["failures"].as_u64().unwrap() as usize))
+        .map(|c| {
+            (
+                c["category"].as_str().unwrap().to_string(),
+                c["failures"].as_u64().unwrap() as usize,
+            )
+        })
         .collect();
     assert_eq!(by_category, fleet.truth.by_category);
 
