@@ -44,7 +44,11 @@ pub async fn gather(
         timeline: timeline(db, from, to, cluster).await?,
         recovery: recovery(db, from, to, cluster).await?,
         worst_nodes: worst_nodes(db, from, to, cluster).await?,
-        root_kinds: r::root_kinds(db, from, to, cluster).await?,
+        root_kinds: crate::storage::cost::root_errors(db, from, to, cluster)
+            .await?
+            .into_iter()
+            .map(|(kind, code, failures, _severity)| super::RootKindCount { kind, code, failures })
+            .collect(),
         clusters,
         window,
     })
@@ -99,9 +103,10 @@ async fn timeline(
     to: DateTime<Utc>,
     cluster: Option<&str>,
 ) -> Result<Timeline, sqlx::Error> {
+    // The cost timeline's daily counts (effective causes), summed into the report's buckets.
     let bucket = super::Bucket::for_window(from, to);
-    let counts = r::failures_per_bucket(db, bucket, from, to, cluster).await?;
-    Ok(fill_timeline(bucket, from, to, &counts))
+    let days = crate::storage::cost::daily_categories(db, from, to, cluster).await?;
+    Ok(fill_timeline(bucket, from, to, &days))
 }
 
 /// Downtime by recovery phase, from the failure lifecycles (PATCH /v1/failures/{id}); None when

@@ -127,7 +127,8 @@ pub struct Timeline {
     pub points: Vec<TimelinePoint>,
 }
 
-/// Fills every bucket of [from, to) (zero where nothing failed) from (bucket start, category, count).
+/// Fills every bucket of [from, to) (zero where nothing failed) from (day, category, count): days
+/// add up into the bucket that holds them.
 pub fn fill_timeline(
     bucket: Bucket,
     from: DateTime<Utc>,
@@ -148,14 +149,15 @@ pub fn fill_timeline(
     }
     for (start, category, n) in counts {
         let k = Category::ALL.iter().position(|c| c.as_str() == category).unwrap_or(3);
-        if let Some(p) = points.iter_mut().find(|p| p.start == *start) {
+        let start = bucket.start_of(start.and_time(chrono::NaiveTime::MIN).and_utc());
+        if let Some(p) = points.iter_mut().find(|p| p.start == start) {
             p.by_category[k] += n;
         }
     }
     Timeline { bucket, points }
 }
 
-/// Downtime by recovery phase, once failure lifecycles are recorded (issue 5's analytics).
+/// Downtime by recovery phase, from the failure lifecycles.
 #[derive(Debug, Clone)]
 pub struct RecoverySection {
     pub failures: u64,

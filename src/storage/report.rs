@@ -1,34 +1,10 @@
-//! Queries that only the report needs (timeline, worst nodes, root kinds, clusters). They aggregate
-//! over the failures table by first_at, like the headline analytics; when the cost analytics land,
-//! report::gather can use theirs instead.
+//! Queries that only the report needs (worst nodes, clusters); the rest comes from the headline and
+//! cost analytics' queries, so the report and the API never disagree.
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use crate::report::{Bucket, NodeCount, RootKindCount, WorstNodes};
-
-/// Failures per (bucket start, category), buckets in UTC (weeks start on Monday).
-pub async fn failures_per_bucket(
-    db: &PgPool,
-    bucket: Bucket,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-) -> Result<Vec<(NaiveDate, String, u64)>, sqlx::Error> {
-    let rows: Vec<(NaiveDate, String, i64)> = sqlx::query_as(
-        "SELECT (date_trunc($4, first_at, 'UTC') AT TIME ZONE 'UTC')::date, category, count(*)
-         FROM failures
-         WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
-         GROUP BY 1, 2",
-    )
-    .bind(from)
-    .bind(to)
-    .bind(cluster)
-    .bind(bucket.as_str())
-    .fetch_all(db)
-    .await?;
-    Ok(rows.into_iter().map(|(d, c, n)| (d, c, n as u64)).collect())
-}
+use crate::report::{NodeCount, WorstNodes};
 
 /// The `limit` root-cause nodes with the most failures, and the totals they are a share of.
 pub async fn worst_nodes(
@@ -69,33 +45,6 @@ pub async fn worst_nodes(
             })
             .collect(),
     })
-}
-
-/// Failures by the kind and code of their root signal.
-pub async fn root_kinds(
-    db: &PgPool,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-) -> Result<Vec<RootKindCount>, sqlx::Error> {
-    let rows: Vec<(String, Option<i64>, i64)> = sqlx::query_as(
-        "SELECT root_kind, root_code, count(*) FROM failures
-         WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
-         GROUP BY 1, 2",
-    )
-    .bind(from)
-    .bind(to)
-    .bind(cluster)
-    .fetch_all(db)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(kind, code, n)| RootKindCount {
-            kind,
-            code,
-            failures: n as u64,
-        })
-        .collect())
 }
 
 /// Clusters of the inventory (for the dashboard's picker).
