@@ -8,16 +8,18 @@ use crate::domain::event::Event;
 use crate::storage;
 use crate::storage::catalog::CatalogCache;
 
-/// What storing a batch of validated signals did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What storing a batch of validated signals did (part of every ingest answer).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct StoreOutcome {
-    /// Signals whose id was new.
+    /// Signals whose id was new: each is counted once, as a row of its own or in a burst.
     pub accepted: usize,
-    /// Signals whose id was already accepted (now or in an earlier request).
+    /// Signals whose id was already accepted (now, earlier in the request, or before): retries,
+    /// counted and not stored twice.
     pub duplicates: usize,
-    /// New rows of `events` (one per new burst).
+    /// New rows of signals: accepted minus those folded into a burst.
     pub stored: usize,
-    /// Accepted signals counted into a burst (`repeat_count`) instead of a row of their own.
+    /// Accepted signals that repeated an identical one (same cluster, node, GPU, job, kind, code)
+    /// within 60 s, in this request or already stored: they raise its `repeat_count`.
     pub folded: usize,
 }
 

@@ -33,15 +33,8 @@ pub struct EventBatch {
 pub struct IngestResponse {
     /// Items of the batch (JSON array elements or NDJSON lines).
     pub received: usize,
-    /// Valid items whose id was new: each is counted once, as a row of its own or in a burst.
-    pub accepted: usize,
-    /// Valid items whose id was already accepted (retries): counted, not stored twice.
-    pub duplicates: usize,
-    /// New rows: accepted items minus those folded into a burst.
-    pub stored: usize,
-    /// Accepted items that repeated an identical signal (same cluster, node, GPU, job, kind,
-    /// code) within 60 s, in this batch or already stored: they raise its `repeat_count`.
-    pub folded: usize,
+    #[serde(flatten)]
+    pub outcome: StoreOutcome,
     pub rejected: Vec<RejectedItem>,
 }
 
@@ -144,18 +137,16 @@ pub async fn ingest_events(
             }
         });
     }
-    let stored = store_events(&ctx, valid).await?;
-    let accepted = stored.accepted;
-    let duplicates = stored.duplicates + in_batch_duplicates;
-    metrics::counter!("faultline_events_total", "outcome" => "accepted", "reason" => "").increment(accepted as u64);
-    metrics::counter!("faultline_events_total", "outcome" => "duplicate", "reason" => "").increment(duplicates as u64);
+    let mut outcome = store_events(&ctx, valid).await?;
+    outcome.duplicates += in_batch_duplicates;
+    metrics::counter!("faultline_events_total", "outcome" => "accepted", "reason" => "")
+        .increment(outcome.accepted as u64);
+    metrics::counter!("faultline_events_total", "outcome" => "duplicate", "reason" => "")
+        .increment(outcome.duplicates as u64);
     metrics::histogram!("faultline_ingest_seconds", "endpoint" => "events").record(started.elapsed().as_secs_f64());
     Ok(Json(IngestResponse {
         received,
-        accepted,
-        duplicates,
-        stored: stored.stored,
-        folded: stored.folded,
+        outcome,
         rejected,
     }))
 }

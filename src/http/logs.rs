@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
-use super::events::{RejectedItem, store_events};
+use super::events::{RejectedItem, StoreOutcome, store_events};
 use super::extract::{AppQuery, Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::domain::event::{Event, FieldError};
@@ -82,14 +82,8 @@ pub struct LogIngestResponse {
     pub unmatched: usize,
     /// Lines longer than 64 KiB, cut to 64 KiB before parsing.
     pub truncated_lines: usize,
-    /// Signals whose id was new (see `/v1/events`).
-    pub accepted: usize,
-    /// Signals already accepted before (a resent line).
-    pub duplicates: usize,
-    /// New rows of signals.
-    pub stored: usize,
-    /// Signals folded into a burst of identical ones (`repeat_count`).
-    pub folded: usize,
+    #[serde(flatten)]
+    pub outcome: StoreOutcome,
     /// Records (index = record) or lines (index = line, for text/plain) that were refused.
     pub rejected: Vec<RejectedItem>,
 }
@@ -301,9 +295,7 @@ pub async fn ingest_logs(
         }
     }
     if !events.is_empty() {
-        let stored = store_events(&ctx, events).await?;
-        (out.accepted, out.duplicates, out.stored, out.folded) =
-            (stored.accepted, stored.duplicates, stored.stored, stored.folded);
+        out.outcome = store_events(&ctx, events).await?;
     }
     metrics::counter!("faultline_log_lines_total", "outcome" => "signal").increment(out.signals as u64);
     metrics::counter!("faultline_log_lines_total", "outcome" => "unmatched").increment(out.unmatched as u64);

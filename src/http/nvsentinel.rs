@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
-use super::events::{RejectedItem, split_ndjson, store_events};
+use super::events::{RejectedItem, StoreOutcome, split_ndjson, store_events};
 use super::extract::{AppQuery, Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::error::{ApiError, ApiResult, ErrorBody};
@@ -36,10 +36,8 @@ pub struct HealthEventsResponse {
     pub signals_by_kind: BTreeMap<String, usize>,
     /// Healthy events (`isHealthy: true`): stored with symptom `none`, they make no failure.
     pub healthy: usize,
-    pub accepted: usize,
-    pub duplicates: usize,
-    pub stored: usize,
-    pub folded: usize,
+    #[serde(flatten)]
+    pub outcome: StoreOutcome,
     pub rejected: Vec<RejectedItem>,
 }
 
@@ -148,8 +146,6 @@ pub async fn ingest_health_events(
             details: Some(serde_json::json!({ "rejected": out.rejected })),
         });
     }
-    let stored = store_events(&ctx, events).await?;
-    (out.accepted, out.duplicates, out.stored, out.folded) =
-        (stored.accepted, stored.duplicates, stored.stored, stored.folded);
+    out.outcome = store_events(&ctx, events).await?;
     Ok(Json(out))
 }
