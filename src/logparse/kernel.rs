@@ -41,18 +41,23 @@ fn first_hit(body: &str, needle: &str, f: fn(&str, usize) -> Option<ParsedSignal
     Outcome::Reject
 }
 
-/// `[.. ]NVRM: Xid (PCI:0000:3b:00[ GPU-I:05]): 79, pid=1234, name=python, <detail>`
-fn parse_xid(body: &str, i: usize) -> Option<ParsedSignal> {
-    let rest = body.get(i + 3..)?;
+/// The common head of Xid and SXid records after the keyword: ` (<device>): <code>`. Returns the
+/// device text, the code and what follows it; None when the shape or the number is missing.
+fn device_and_code(rest: &str) -> Option<(&str, u64, &str)> {
     let rest = skip_ws_bounded(rest, 4).strip_prefix('(')?;
     let close = rest.as_bytes().iter().take(96).position(|&c| c == b')')?;
     let dev = rest.get(..close)?;
-    let after_dev = rest.get(close + 1..)?.strip_prefix(':')?;
-    let after_dev = skip_ws_bounded(after_dev, 8);
+    let after_dev = skip_ws_bounded(rest.get(close + 1..)?.strip_prefix(':')?, 8);
     let (code, n) = parse_uint(after_dev)?;
     if code > 1_000_000 {
         return None;
     }
+    Some((dev, code, after_dev.get(n..)?))
+}
+
+/// `[.. ]NVRM: Xid (PCI:0000:3b:00[ GPU-I:05]): 79, pid=1234, name=python, <detail>`
+fn parse_xid(body: &str, i: usize) -> Option<ParsedSignal> {
+    let (dev, code, tail) = device_and_code(body.get(i + 3..)?)?;
     let mut s = ParsedSignal::new("xid");
     s.code = Some(code as i64);
 
@@ -73,7 +78,7 @@ fn parse_xid(body: &str, i: usize) -> Option<ParsedSignal> {
     }
 
     // pid= / name= fields (either order, each optional).
-    let mut d = after_dev.get(n..)?.trim_start_matches([',', ' ']);
+    let mut d = tail.trim_start_matches([',', ' ']);
     for _ in 0..2 {
         if let Some(r) = d.strip_prefix("pid=") {
             let (v, rest) = field(r, 64);
@@ -229,16 +234,7 @@ pub(crate) fn fatality(h: &str) -> Option<bool> {
 /// (`..., 20034, Severity 5 Engine instance 31 ...`, `..., 12028, Data {0x...}`),
 /// which are flagged `continuation: true` so they can be de-duplicated.
 fn parse_sxid(body: &str, i: usize) -> Option<ParsedSignal> {
-    let rest = body.get(i + 4..)?;
-    let rest = skip_ws_bounded(rest, 4).strip_prefix('(')?;
-    let close = rest.as_bytes().iter().take(96).position(|&c| c == b')')?;
-    let dev = rest.get(..close)?;
-    let after_dev = rest.get(close + 1..)?.strip_prefix(':')?;
-    let after_dev = skip_ws_bounded(after_dev, 8);
-    let (code, n) = parse_uint(after_dev)?;
-    if code > 1_000_000 {
-        return None;
-    }
+    let (dev, code, tail) = device_and_code(body.get(i + 4..)?)?;
     let mut s = ParsedSignal::new("sxid");
     s.code = Some(code as i64);
     s.pci_bus_id = normalise_pci(dev.trim());
@@ -247,7 +243,7 @@ fn parse_sxid(body: &str, i: usize) -> Option<ParsedSignal> {
     {
         s.set("nvswitch", sw);
     }
-    let detail = after_dev.get(n..)?.trim_start_matches([',', ' ']).trim();
+    let detail = tail.trim_start_matches([',', ' ']).trim();
     if detail.starts_with("Data {") || detail.starts_with("Severity ") {
         s.set("continuation", true);
         if let Some(v) = uint_after(detail, "Severity ") {
