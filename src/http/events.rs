@@ -84,10 +84,7 @@ pub async fn ingest_events(
     body: Body,
 ) -> ApiResult<Json<IngestResponse>> {
     caller.require(Permission::Ingest)?;
-    let _permit = ctx.ingest_permits.clone().try_acquire_owned().map_err(|_| {
-        metrics::counter!("faultline_ingest_shed_total", "endpoint" => "events").increment(1);
-        ApiError::Unavailable { retry_after_secs: 1 }
-    })?;
+    let _permit = ctx.ingest_permit("events")?;
     let started = Instant::now();
     let limits = &ctx.config.limits;
     let items = match content_type(&headers).as_deref() {

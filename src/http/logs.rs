@@ -129,10 +129,7 @@ pub async fn ingest_logs(
     body: Body,
 ) -> ApiResult<Json<LogIngestResponse>> {
     caller.require(Permission::Ingest)?;
-    let _permit = ctx.ingest_permits.clone().try_acquire_owned().map_err(|_| {
-        metrics::counter!("faultline_ingest_shed_total", "endpoint" => "logs").increment(1);
-        ApiError::Unavailable { retry_after_secs: 1 }
-    })?;
+    let _permit = ctx.ingest_permit("logs")?;
     let started = Instant::now();
     let limits = &ctx.config.limits;
     let is_text = match content_type(&headers).as_deref() {

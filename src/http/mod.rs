@@ -35,6 +35,20 @@ pub struct ApiContext {
     pub catalog: crate::storage::catalog::CatalogCache,
 }
 
+impl ApiContext {
+    /// A slot for one ingest request, or 503 + Retry-After when all are taken (the request is
+    /// shed before its body is read, and counted by endpoint).
+    pub fn ingest_permit(
+        &self,
+        endpoint: &'static str,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, crate::error::ApiError> {
+        self.ingest_permits.clone().try_acquire_owned().map_err(|_| {
+            metrics::counter!("faultline_ingest_shed_total", "endpoint" => endpoint).increment(1);
+            crate::error::ApiError::Unavailable { retry_after_secs: 1 }
+        })
+    }
+}
+
 pub fn api_router() -> Router<ApiContext> {
     Router::new()
         .merge(events::router())

@@ -75,10 +75,7 @@ pub async fn ingest_health_events(
     body: Body,
 ) -> ApiResult<Json<HealthEventsResponse>> {
     caller.require(Permission::Ingest)?;
-    let _permit = ctx.ingest_permits.clone().try_acquire_owned().map_err(|_| {
-        metrics::counter!("faultline_ingest_shed_total", "endpoint" => "nvsentinel").increment(1);
-        ApiError::Unavailable { retry_after_secs: 1 }
-    })?;
+    let _permit = ctx.ingest_permit("nvsentinel")?;
     if !caller.may_write(&query.cluster) {
         return Err(ApiError::Forbidden(format!(
             "this token may not write cluster '{}'",

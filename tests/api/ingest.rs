@@ -258,3 +258,38 @@ async fn metrics_count_events_by_outcome() {
     );
     assert!(text.contains("faultline_http_requests_total"), "{text}");
 }
+
+#[tokio::test]
+async fn ingest_beyond_the_inflight_bound_is_shed_with_503_and_retry_after() {
+    // No ingest slot at all: every ingest request is shed before its body is read.
+    let app = spawn_app_with(faultline::configuration::Limits {
+        max_inflight_ingest: 0,
+        ..Default::default()
+    })
+    .await;
+    let res = app
+        .client
+        .post(app.url("/v1/events"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"events": [event(&uuid_n(1), json!({}))]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["retry-after"], "1");
+    let (status, body) = status_json(res).await;
+    assert_eq!((status, body["error"].as_str()), (503, Some("unavailable")));
+    assert_eq!(app.count("SELECT count(*) FROM events").await, 0);
+    let text = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("faultline_ingest_shed_total{endpoint=\"events\"}"),
+        "{text}"
+    );
+}
