@@ -25,6 +25,27 @@ impl CorrelationKey {
         }
     }
 
+    pub fn job(&self) -> Option<&str> {
+        match self {
+            CorrelationKey::Job(j) => Some(j),
+            _ => None,
+        }
+    }
+
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            CorrelationKey::Node(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    pub fn alone(&self) -> Option<Uuid> {
+        match self {
+            CorrelationKey::Alone(id) => Some(*id),
+            _ => None,
+        }
+    }
+
     /// Stored form, e.g. `job:job-17`, `node:gpu-007`, `alone:<uuid>`.
     pub fn as_string(&self) -> String {
         match self {

@@ -177,7 +177,7 @@ pub async fn refold(
     // when two keys hash to the same id).
     let lock_keys: Vec<String> = touched
         .keys()
-        .filter(|(_, k)| !matches!(k, CorrelationKey::Alone(_)))
+        .filter(|(_, k)| k.alone().is_none())
         .map(|(c, k)| format!("{c}\n{}", k.as_string()))
         .collect();
     if !lock_keys.is_empty() {
@@ -227,36 +227,9 @@ pub async fn refold(
     .execute(&mut *conn)
     .await?;
     // All signals of all touched keys within their ranges, in one statement.
-    let jobs: Vec<Option<&str>> = touched
-        .keys()
-        .map(|(_, k)| {
-            if let CorrelationKey::Job(j) = k {
-                Some(j.as_str())
-            } else {
-                None
-            }
-        })
-        .collect();
-    let nodes: Vec<Option<&str>> = touched
-        .keys()
-        .map(|(_, k)| {
-            if let CorrelationKey::Node(n) = k {
-                Some(n.as_str())
-            } else {
-                None
-            }
-        })
-        .collect();
-    let alone: Vec<Uuid> = touched
-        .keys()
-        .filter_map(|(_, k)| {
-            if let CorrelationKey::Alone(id) = k {
-                Some(*id)
-            } else {
-                None
-            }
-        })
-        .collect();
+    let jobs: Vec<Option<&str>> = touched.keys().map(|(_, k)| k.job()).collect();
+    let nodes: Vec<Option<&str>> = touched.keys().map(|(_, k)| k.node()).collect();
+    let alone: Vec<Uuid> = touched.keys().filter_map(|(_, k)| k.alone()).collect();
     let cols = SIGNAL_COLUMNS
         .split(", ")
         .map(|c| format!("e.{c}"))
@@ -376,10 +349,7 @@ async fn insert_rows<'a>(
         c.id.push(d.id);
         c.cluster.push(cluster.to_string());
         c.key.push(key.as_string());
-        c.job.push(match key {
-            CorrelationKey::Job(j) => Some(j.clone()),
-            _ => None,
-        });
+        c.job.push(key.job().map(str::to_string));
         c.first.push(d.first_at);
         c.last.push(d.last_at);
         c.nodes.push(d.nodes.join("\u{1f}"));
