@@ -24,6 +24,7 @@ use crate::openapi::ApiDoc;
 pub fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
     ApiContext {
         ingest_permits: Arc::new(Semaphore::new(config.limits.max_inflight_ingest)),
+        admin_token_hash: crate::domain::auth::hash_secret(&config.admin_token).into(),
         config: Arc::new(config),
         db,
         metrics: crate::telemetry::metrics_handle(),

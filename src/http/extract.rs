@@ -160,8 +160,7 @@ impl FromRequestParts<ApiContext> for Caller {
             .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
             .map(str::trim)
             .ok_or_else(|| ApiError::Unauthorized("Authorization header must be `Bearer <token>`".into()))?;
-        let admin_hash = crate::domain::auth::hash_secret(&ctx.config.admin_token);
-        if secret_matches(token, &admin_hash) {
+        if secret_matches(token, &ctx.admin_token_hash) {
             return Ok(Caller {
                 role: Role::Admin,
                 cluster: None,

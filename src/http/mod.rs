@@ -33,6 +33,8 @@ pub struct ApiContext {
     pub ingest_permits: Arc<Semaphore>,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     pub catalog: crate::storage::catalog::CatalogCache,
+    /// SHA-256 of the configured admin token, computed once at start-up.
+    pub admin_token_hash: Arc<[u8]>,
 }
 
 impl ApiContext {
