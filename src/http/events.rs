@@ -1,6 +1,5 @@
 //! `POST /v1/events`: batches of signals as JSON or NDJSON, optionally gzip-encoded.
 
-use std::collections::HashSet;
 use std::time::Instant;
 
 use axum::body::Body;
@@ -115,7 +114,7 @@ pub async fn ingest_events(
     }
 
     let received = items.len();
-    let (valid, rejected, in_batch_duplicates) = validate_batch(items, &caller);
+    let (valid, rejected) = validate_batch(items, &caller);
     for r in &rejected {
         metrics::counter!("faultline_events_total", "outcome" => "rejected", "reason" => r.reason.clone()).increment(1);
     }
@@ -134,8 +133,7 @@ pub async fn ingest_events(
             }
         });
     }
-    let mut outcome = store_events(&ctx, valid).await?;
-    outcome.duplicates += in_batch_duplicates;
+    let outcome = store_events(&ctx, valid).await?;
     metrics::counter!("faultline_events_total", "outcome" => "accepted", "reason" => "")
         .increment(outcome.accepted as u64);
     metrics::counter!("faultline_events_total", "outcome" => "duplicate", "reason" => "")
@@ -181,10 +179,10 @@ pub fn split_ndjson(bytes: &[u8]) -> Vec<RawItem> {
         .collect()
 }
 
-fn validate_batch(items: Vec<RawItem>, caller: &Caller) -> (Vec<Event>, Vec<RejectedItem>, usize) {
-    let mut in_batch_duplicates = 0;
+/// Validates each item alone. The same id twice in a batch is left to the store, which counts the
+/// second as a duplicate like any retry.
+fn validate_batch(items: Vec<RawItem>, caller: &Caller) -> (Vec<Event>, Vec<RejectedItem>) {
     let now = Utc::now();
-    let mut seen = HashSet::with_capacity(items.len());
     let mut valid = Vec::with_capacity(items.len());
     let mut rejected = Vec::new();
     for (index, item) in items.into_iter().enumerate() {
@@ -217,14 +215,9 @@ fn validate_batch(items: Vec<RawItem>, caller: &Caller) -> (Vec<Event>, Vec<Reje
             ));
             continue;
         }
-        if !seen.insert(event.id) {
-            // The same id twice in one batch is a retry folded into the batch: a duplicate, not an error.
-            in_batch_duplicates += 1;
-            continue;
-        }
         valid.push(event);
     }
-    (valid, rejected, in_batch_duplicates)
+    (valid, rejected)
 }
 
 #[cfg(test)]

@@ -293,3 +293,21 @@ async fn ingest_beyond_the_inflight_bound_is_shed_with_503_and_retry_after() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn the_same_id_twice_in_one_batch_is_one_event_and_one_duplicate() {
+    let app = spawn_app().await;
+    let e = event(&uuid_n(1), json!({}));
+    let (status, body) = app.post_events(ADMIN_TOKEN, &json!({"events": [e, e]})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (
+            body["received"].as_u64(),
+            body["accepted"].as_u64(),
+            body["duplicates"].as_u64()
+        ),
+        (Some(2), Some(1), Some(1))
+    );
+    assert_eq!(body["rejected"], json!([]));
+    assert_eq!(app.count("SELECT count(*) FROM events").await, 1);
+}
