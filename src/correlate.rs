@@ -5,7 +5,7 @@ use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
 use crate::classify::{Classification, Severity};
-use crate::domain::taxonomy::{Category, Symptom};
+use crate::domain::taxonomy::Symptom;
 
 /// Signals of one key closer than the window belong to the same failure.
 /// Key: the job when the signal names one, else the node, else the signal stands alone.
@@ -174,14 +174,14 @@ fn draft(cluster: &str, key: &CorrelationKey, session: &[Signal]) -> FailureDraf
     }
 }
 
-/// True when the category should be reported as a hardware interruption etc. (helper for tests).
-pub fn category_of(d: &FailureDraft) -> Category {
-    d.classification.root_cause.category
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::taxonomy::Category;
+
+    fn category_of(d: &FailureDraft) -> Category {
+        d.classification.root_cause.category
+    }
     use crate::classify::tests::small_catalog;
 
     fn at(min: i64) -> DateTime<Utc> {
