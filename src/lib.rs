@@ -1,23 +1,18 @@
 //! Faultline: failure-telemetry warehouse for GPU training clusters.
+//!
+//! Every request runs one way: `http` (thin, one module per resource) -> a use case (`ingest` for
+//! writes, `queries` for reads) -> `storage` (SQL only). The use cases call the pure code:
+//! `domain`, `classify`, `fold`, `analytics`, `logparse`.
 pub mod analytics;
-pub mod bench;
-pub mod burst;
+pub mod app;
 pub mod classify;
-pub mod client;
-pub mod configuration;
-pub mod correlate;
-pub mod database;
-pub mod demo;
+pub mod db;
+pub mod devtools;
 pub mod domain;
-pub mod embedded_pg;
-pub mod error;
+pub mod fold;
 pub mod http;
 pub mod ingest;
-pub mod integrations;
 pub mod logparse;
-pub mod openapi;
+pub mod queries;
 pub mod report;
-pub mod simulate;
-pub mod startup;
 pub mod storage;
-pub mod telemetry;

@@ -3,9 +3,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use faultline::configuration::{AppConfig, DatabaseSettings, ServeSettings};
+use faultline::app::configuration::{AppConfig, DatabaseSettings, ServeSettings};
+use faultline::app::{startup, telemetry};
+use faultline::db::database;
 use faultline::domain::auth::generate_admin_token;
-use faultline::{database, startup, telemetry};
 
 #[derive(Parser)]
 #[command(
@@ -112,7 +113,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Openapi => {
-            print!("{}", faultline::openapi::openapi_json());
+            print!("{}", faultline::http::openapi::openapi_json());
             Ok(())
         }
         Command::BenchParse { lines } => {
@@ -144,8 +145,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Bench(args) => {
             telemetry::init_tracing();
             let server =
-                faultline::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir).await?;
-            let report = faultline::bench::run(faultline::bench::BenchOptions {
+                faultline::db::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir)
+                    .await?;
+            let report = faultline::devtools::bench::run(faultline::devtools::bench::BenchOptions {
                 server_url: server.url().to_string(),
                 signals: args.signals,
                 batch: args.batch,
@@ -175,7 +177,7 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
     let ctx = startup::api_context(config, database.pool.clone());
     if settings.demo {
         let window = chrono::Duration::seconds(settings.correlation_window_secs.into());
-        match faultline::demo::load_if_empty(&database.pool, &ctx.catalog, window).await? {
+        match faultline::devtools::demo::load_if_empty(&database.pool, &ctx.catalog, window).await? {
             Some(l) => tracing::info!(
                 nodes = l.nodes,
                 events = l.events,
@@ -203,7 +205,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
             .unwrap()
             .and_utc()
     });
-    let fleet = faultline::simulate::simulate(&faultline::simulate::SimConfig {
+    let fleet = faultline::devtools::simulate::simulate(&faultline::devtools::simulate::SimConfig {
         seed: args.seed,
         start,
         days: args.days,
@@ -216,7 +218,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
         fleet.truth.failures,
         fleet.truth.by_category
     );
-    let client = faultline::client::Client::new(&args.server, &args.token)?;
+    let client = faultline::devtools::client::Client::new(&args.server, &args.token)?;
     let nodes = client.put_nodes(&fleet.nodes, 1000).await?;
     eprintln!("  nodes upserted: {}", nodes.accepted);
     let sent = client.post_events(&fleet.events, args.batch, true).await?;
@@ -228,7 +230,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
 }
 
 async fn report(args: ReportArgs) -> anyhow::Result<()> {
-    let client = faultline::client::Client::new(&args.server, &args.token)?;
+    let client = faultline::devtools::client::Client::new(&args.server, &args.token)?;
     let format = match args.format {
         ReportFormat::Html => "html",
         ReportFormat::Markdown => "markdown",

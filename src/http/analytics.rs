@@ -13,7 +13,7 @@ use crate::analytics::headline::{
     self, CategoryShare, FleetMtbf, JobProjection, MixKey, MixRow, MtbfGroup, Share, ratio, round6,
 };
 use crate::domain::auth::Permission;
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::storage::analytics::{self as q, MixDimension};
 
 pub fn router() -> Router<ApiContext> {

@@ -24,7 +24,7 @@ use crate::analytics::cost::{
 };
 use crate::analytics::headline::{NodeService, ratio, round6};
 use crate::domain::auth::Permission;
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::storage;
 use crate::storage::analytics as q;
 use crate::storage::cost as cq;

@@ -15,7 +15,7 @@ use super::ApiContext;
 use super::extract::{Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::domain::event::{Event, EventInput, FieldError, parse_event};
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 
 pub fn router() -> Router<ApiContext> {
     Router::new().route("/v1/events", post(ingest_events))

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::ApiContext;
 use crate::domain::auth::{Permission, Role, secret_matches, split_token};
-use crate::error::{ApiError, ErrorBody};
+use crate::http::error::{ApiError, ErrorBody};
 use crate::storage;
 
 /// JSON body extractor: rejections become `ApiError`s with where the JSON went wrong.

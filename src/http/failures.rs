@@ -12,7 +12,7 @@ use super::ApiContext;
 use super::extract::{AppQuery, Caller};
 use crate::domain::auth::{Permission, hex};
 use crate::domain::taxonomy::{Category, Component, RootCause};
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::storage;
 use crate::storage::failure_queries::{FailureFilter, FailureRow};
 

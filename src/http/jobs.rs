@@ -14,7 +14,7 @@ use super::extract::{AppJson, Caller};
 use crate::domain::auth::Permission;
 use crate::domain::event::FieldError;
 use crate::domain::job::{JobInput, parse_job};
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::storage;
 
 pub fn router() -> Router<ApiContext> {

@@ -19,7 +19,7 @@ use crate::domain::auth::Permission;
 use crate::domain::event::optional_text;
 use crate::domain::lifecycle::{self, LifecyclePatch, Resolution};
 use crate::domain::taxonomy::{Category, Component, RootCause};
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::storage::lifecycle::{self as store, FailureAnchor, LifecycleRow, NewTransition};
 
 pub fn router() -> Router<ApiContext> {

@@ -17,7 +17,7 @@ use super::events::{RejectedItem, StoreOutcome, store_events};
 use super::extract::{AppQuery, Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::domain::event::{Event, FieldError};
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::logparse::records::{
     FieldNames, LineOutcome, LineSource, Occurrences, bound_line, ingest_line, read_record,
 };

@@ -3,6 +3,7 @@
 pub mod analytics;
 pub mod cost;
 pub mod dashboard;
+pub mod error;
 pub mod events;
 pub mod extract;
 pub mod failures;
@@ -12,6 +13,7 @@ pub mod lifecycle;
 pub mod logs;
 pub mod nodes;
 pub mod nvsentinel;
+pub mod openapi;
 pub mod report;
 pub mod rules;
 pub mod tokens;
@@ -22,7 +24,7 @@ use axum::Router;
 use sqlx::PgPool;
 use tokio::sync::Semaphore;
 
-use crate::configuration::AppConfig;
+use crate::app::configuration::AppConfig;
 
 /// Shared state, passed explicitly to every handler.
 #[derive(Clone)]
@@ -43,10 +45,10 @@ impl ApiContext {
     pub fn ingest_permit(
         &self,
         endpoint: &'static str,
-    ) -> Result<tokio::sync::OwnedSemaphorePermit, crate::error::ApiError> {
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, crate::http::error::ApiError> {
         self.ingest_permits.clone().try_acquire_owned().map_err(|_| {
             metrics::counter!("faultline_ingest_shed_total", "endpoint" => endpoint).increment(1);
-            crate::error::ApiError::Unavailable { retry_after_secs: 1 }
+            crate::http::error::ApiError::Unavailable { retry_after_secs: 1 }
         })
     }
 }

@@ -16,7 +16,7 @@ use crate::domain::auth::{Permission, hex};
 use crate::domain::event::FieldError;
 use crate::domain::gpu::GpuGeneration;
 use crate::domain::node::{NodeInput, parse_node};
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::storage;
 use crate::storage::nodes::NodeFilter;
 

@@ -15,8 +15,8 @@ use super::ApiContext;
 use super::events::{RejectedItem, StoreOutcome, split_ndjson, store_events};
 use super::extract::{AppQuery, Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
-use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::integrations::nvsentinel::{map_health_event, split_body};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::ingest::nvsentinel::{map_health_event, split_body};
 
 pub fn router() -> Router<ApiContext> {
     Router::new().route("/v1/integrations/nvsentinel/health-events", post(ingest_health_events))

@@ -14,7 +14,7 @@ use super::ApiContext;
 use super::analytics::{WindowQuery, resolve_window};
 use super::extract::{AppQuery, Caller};
 use crate::domain::auth::Permission;
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::report;
 
 pub fn router() -> Router<ApiContext> {

@@ -14,7 +14,7 @@ use super::extract::{AppJson, AppQuery, Caller};
 use crate::classify::{Catalog, Rule, Severity};
 use crate::domain::auth::Permission;
 use crate::domain::taxonomy::{Category, Component};
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::storage;
 
 pub fn router() -> Router<ApiContext> {

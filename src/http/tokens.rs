@@ -13,7 +13,7 @@ use super::ApiContext;
 use super::extract::{AppJson, Caller};
 use crate::domain::auth::{Permission, Role, mint_token};
 use crate::domain::event::{optional_text, required_text};
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::storage;
 
 pub fn router() -> Router<ApiContext> {

@@ -8,10 +8,10 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::classify::Catalog;
-use crate::correlate::{CorrelationKey, FailureDraft, Signal, fold};
 use crate::domain::event::Event;
 use crate::domain::gpu::generation_of;
 use crate::domain::taxonomy::{Category, Component, RootCause, Symptom};
+use crate::fold::{CorrelationKey, FailureDraft, Signal, fold};
 
 #[derive(sqlx::FromRow)]
 struct SignalRow {
@@ -122,7 +122,7 @@ pub async fn correlate(
     let events: Vec<&Event> = events
         .iter()
         .copied()
-        .filter(|e| crate::correlate::participates(&e.kind, e.symptom))
+        .filter(|e| crate::fold::participates(&e.kind, e.symptom))
         .collect();
     // Node-only signals fold under the job that ran on their node: one statement for the batch.
     let node_only: Vec<&Event> = events

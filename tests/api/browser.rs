@@ -14,8 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use faultline::client::Client;
-use faultline::simulate::{SimConfig, simulate};
+use faultline::devtools::client::Client;
+use faultline::devtools::simulate::{SimConfig, simulate};
 use serde_json::{Value, json};
 
 use crate::helpers::{ADMIN_TOKEN, spawn_app};

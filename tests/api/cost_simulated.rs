@@ -11,7 +11,7 @@ use crate::helpers::{ADMIN_TOKEN, spawn_app};
 /// order: the simulator is calibrated on the same literature (shared/domain.md).
 #[tokio::test]
 async fn a_simulated_fleet_shows_figures_of_the_published_order() {
-    use faultline::simulate::{SimConfig, simulate};
+    use faultline::devtools::simulate::{SimConfig, simulate};
     let cfg = SimConfig::default();
     let fleet = simulate(&cfg);
     let app = spawn_app().await;

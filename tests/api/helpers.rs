@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use faultline::configuration::{AppConfig, Limits};
-use faultline::database::{ensure_database, with_database};
-use faultline::startup;
+use faultline::app::configuration::{AppConfig, Limits};
+use faultline::app::startup;
+use faultline::db::database::{ensure_database, with_database};
 use serde_json::Value;
 use sqlx::PgPool;
 
@@ -23,7 +23,7 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(limits: Limits) -> TestApp {
-    let server_url = faultline::embedded_pg::test_server_url()
+    let server_url = faultline::db::embedded_pg::test_server_url()
         .await
         .expect("a PostgreSQL server for tests");
     let db_name = format!("faultline_test_{}", uuid::Uuid::new_v4().simple());

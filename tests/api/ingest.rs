@@ -193,7 +193,7 @@ async fn ndjson_and_gzip_are_accepted_and_bad_lines_fail_alone() {
 
 #[tokio::test]
 async fn oversize_bodies_batches_and_gzip_bombs_get_413() {
-    let app = spawn_app_with(faultline::configuration::Limits {
+    let app = spawn_app_with(faultline::app::configuration::Limits {
         max_body_bytes: 64 * 1024,
         max_batch_items: 50,
         max_inflight_ingest: 4,
@@ -262,7 +262,7 @@ async fn metrics_count_events_by_outcome() {
 #[tokio::test]
 async fn ingest_beyond_the_inflight_bound_is_shed_with_503_and_retry_after() {
     // No ingest slot at all: every ingest request is shed before its body is read.
-    let app = spawn_app_with(faultline::configuration::Limits {
+    let app = spawn_app_with(faultline::app::configuration::Limits {
         max_inflight_ingest: 0,
         ..Default::default()
     })

@@ -6,7 +6,7 @@ use crate::helpers::spawn_app;
 /// `cargo run -- openapi > api/openapi.json` (or `UPDATE_OPENAPI=1 cargo nextest run openapi`).
 #[test]
 fn committed_openapi_matches_the_code() {
-    let generated = faultline::openapi::openapi_json();
+    let generated = faultline::http::openapi::openapi_json();
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/api/openapi.json");
     if std::env::var_os("UPDATE_OPENAPI").is_some() {
         std::fs::write(path, &generated).unwrap();
@@ -20,7 +20,7 @@ fn committed_openapi_matches_the_code() {
 
 #[test]
 fn every_response_has_a_description_and_errors_are_documented() {
-    let doc: Value = serde_json::from_str(&faultline::openapi::openapi_json()).unwrap();
+    let doc: Value = serde_json::from_str(&faultline::http::openapi::openapi_json()).unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
     let mut operations = 0;
     for (path, item) in doc["paths"].as_object().unwrap() {
@@ -52,6 +52,6 @@ async fn served_document_is_the_generated_one() {
         .json()
         .await
         .unwrap();
-    let generated: Value = serde_json::from_str(&faultline::openapi::openapi_json()).unwrap();
+    let generated: Value = serde_json::from_str(&faultline::http::openapi::openapi_json()).unwrap();
     assert_eq!(served, generated);
 }

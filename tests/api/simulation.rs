@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
-use faultline::client::Client;
-use faultline::simulate::{SimConfig, simulate};
+use faultline::devtools::client::Client;
+use faultline::devtools::simulate::{SimConfig, simulate};
 
 use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app};
 

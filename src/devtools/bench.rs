@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 
-use crate::client::Client;
-use crate::configuration::{AppConfig, Limits};
-use crate::database::{ensure_database, with_database};
-use crate::simulate::{SimConfig, simulate};
-use crate::startup;
+use crate::app::configuration::{AppConfig, Limits};
+use crate::app::startup;
+use crate::db::database::{ensure_database, with_database};
+use crate::devtools::client::Client;
+use crate::devtools::simulate::{SimConfig, simulate};
 
 pub struct BenchOptions {
     pub server_url: String,

@@ -277,7 +277,7 @@ pub fn map_health_event(value: &Value, cluster: &str, now: DateTime<Utc>) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::correlate::participates;
+    use crate::fold::participates;
     use serde_json::json;
 
     fn now() -> DateTime<Utc> {

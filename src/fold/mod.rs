@@ -1,6 +1,8 @@
 //! Folding signals into failures. Pure: storage hands in the signals of one correlation key and
 //! stores the drafts. The result depends only on the set of signals, never on arrival order.
 
+pub mod burst;
+
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context;
 use sqlx::PgPool;
 
-use crate::embedded_pg::{self, DatabaseServer};
+use crate::db::embedded_pg::{self, DatabaseServer};
 
 pub const DEFAULT_DATABASE: &str = "faultline";
 

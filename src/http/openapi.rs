@@ -52,7 +52,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::health::metrics_text,
     ),
     components(schemas(
-        crate::error::ErrorBody,
+        crate::http::error::ErrorBody,
         crate::domain::taxonomy::Category,
         crate::domain::taxonomy::Component,
         crate::domain::taxonomy::Symptom,

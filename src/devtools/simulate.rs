@@ -14,7 +14,7 @@
 //! signals) are more than [`SEPARATION`] apart on every node and job they touch, so a server that folds
 //! the signals of one job (else node) with gaps up to 10 minutes forms exactly `truth.failures` failures,
 //! whose root categories are `truth.by_category` under the built-in catalog. Benign signals (slowdown,
-//! low_utilization, symptom `none`) never take part in failures (`crate::correlate::participates`).
+//! low_utilization, symptom `none`) never take part in failures (`crate::fold::participates`).
 
 use std::collections::BTreeMap;
 

@@ -16,10 +16,10 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::configuration::AppConfig;
-use crate::error::ApiError;
+use crate::app::configuration::AppConfig;
+use crate::http::error::ApiError;
+use crate::http::openapi::ApiDoc;
 use crate::http::{self, ApiContext, extract::json_errors};
-use crate::openapi::ApiDoc;
 
 pub fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
     ApiContext {
@@ -27,7 +27,7 @@ pub fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
         admin_token_hash: crate::domain::auth::hash_secret(&config.admin_token).into(),
         config: Arc::new(config),
         db,
-        metrics: crate::telemetry::metrics_handle(),
+        metrics: crate::app::telemetry::metrics_handle(),
         catalog: Default::default(),
     }
 }

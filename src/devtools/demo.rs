@@ -4,9 +4,9 @@
 use chrono::{Duration, Utc};
 use sqlx::PgPool;
 
+use crate::devtools::simulate::{SimConfig, SimulatedFleet, simulate};
 use crate::domain::event::parse_event;
 use crate::domain::node::parse_node;
-use crate::simulate::{SimConfig, SimulatedFleet, simulate};
 use crate::storage;
 
 /// A demo fleet whose 28 days end now, so the analytics' default window (30 days) shows it.

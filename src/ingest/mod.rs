@@ -1,5 +1,7 @@
 //! The one write path for signals: shared by the HTTP handlers, `serve --demo` and the benchmark.
 
+pub mod nvsentinel;
+
 use std::collections::HashSet;
 
 use sqlx::PgPool;
@@ -47,9 +49,9 @@ pub async fn store_events(
     let accepted = events.len();
     // Two batches extending the same burst must not both insert it: serialise per node.
     storage::events::lock_burst_sources(&mut tx, &events).await?;
-    let bursts = crate::burst::collapse(events, crate::burst::burst_gap());
-    let targets = storage::events::extend_stored(&mut tx, &bursts, crate::burst::burst_gap()).await?;
-    let fresh: Vec<&crate::burst::Burst> = bursts
+    let bursts = crate::fold::burst::collapse(events, crate::fold::burst::burst_gap());
+    let targets = storage::events::extend_stored(&mut tx, &bursts, crate::fold::burst::burst_gap()).await?;
+    let fresh: Vec<&crate::fold::burst::Burst> = bursts
         .iter()
         .zip(&targets)
         .filter(|(_, t)| t.is_none())

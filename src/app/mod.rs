@@ -1,0 +1,5 @@
+//! Configuration, start-up (the one `Application::build` used by main, the benchmark and the
+//! tests) and telemetry.
+pub mod configuration;
+pub mod startup;
+pub mod telemetry;

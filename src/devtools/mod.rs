@@ -1,0 +1,6 @@
+//! Tooling that ships in the binary but serves no request: the fleet simulator, its HTTP client,
+//! the benchmark and the demo loader.
+pub mod bench;
+pub mod client;
+pub mod demo;
+pub mod simulate;
