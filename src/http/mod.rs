@@ -1,7 +1,7 @@
 //! HTTP layer: one module per resource, each exposing `router()`.
 
 pub mod analytics;
-pub mod cost;
+pub mod csv;
 pub mod dashboard;
 pub mod error;
 pub mod events;
@@ -65,6 +65,5 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(analytics::router())
         .merge(lifecycle::router())
         .merge(jobs::router())
-        .merge(cost::router())
         .merge(report::router())
 }

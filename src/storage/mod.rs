@@ -8,7 +8,6 @@ pub mod failures;
 pub mod jobs;
 pub mod lifecycle;
 pub mod nodes;
-pub mod report;
 pub mod tokens;
 
 use sqlx::PgPool;

@@ -93,3 +93,10 @@ pub async fn list(db: &PgPool, f: &NodeFilter) -> Result<Vec<NodeRow>, sqlx::Err
     .fetch_all(db)
     .await
 }
+
+/// Clusters of the inventory (for the dashboard's picker).
+pub async fn clusters(db: &PgPool) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT DISTINCT cluster FROM nodes ORDER BY 1")
+        .fetch_all(db)
+        .await
+}
