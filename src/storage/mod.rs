@@ -7,6 +7,7 @@ pub mod failure_queries;
 pub mod failures;
 pub mod jobs;
 pub mod lifecycle;
+pub mod locks;
 pub mod nodes;
 pub mod tokens;
 
