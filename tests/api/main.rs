@@ -4,6 +4,7 @@ mod browser;
 mod cost;
 mod cost_simulated;
 mod failures;
+mod fold_order;
 mod helpers;
 mod ingest;
 mod inventory;
