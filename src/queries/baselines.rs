@@ -6,11 +6,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
-use super::{Computed, computed};
+use super::{Computed, computed, inputs};
 use crate::analytics::baselines::{self as b, BASELINE_DEFINITIONS, Baseline, BaselineInputs, Part, RootKind};
 use crate::domain::window::Window;
-use crate::storage::analytics as q;
-use crate::storage::cost as cq;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct BaselinesResponse {
@@ -21,9 +19,9 @@ pub struct BaselinesResponse {
 
 /// The inputs of every baseline row over `w`, read through the analyses that define them.
 pub async fn inputs(db: &PgPool, w: &Window) -> Result<BaselineInputs, sqlx::Error> {
-    let causes = q::cause_counts(db, w.from, w.to, w.cluster()).await?;
-    let symptoms = q::symptom_counts(db, w.from, w.to, w.cluster()).await?;
-    let root_kinds = cq::root_errors(db, w.from, w.to, w.cluster())
+    let causes = inputs::cause_counts(db, w).await?;
+    let symptoms = inputs::symptom_counts(db, w).await?;
+    let root_kinds = inputs::root_errors(db, w)
         .await?
         .into_iter()
         .map(|(kind, code, failures, _severity)| RootKind { kind, code, failures })
@@ -31,7 +29,7 @@ pub async fn inputs(db: &PgPool, w: &Window) -> Result<BaselineInputs, sqlx::Err
     let rec = super::recovery::recovery_data(db, w, Duration::hours(24)).await?;
     let sm = &rec.summary;
     let js = super::job_size::job_size_data(db, w, 0.05).await?;
-    let inventory = q::node_service(db, w.cluster()).await?;
+    let inventory = inputs::node_service(db, w).await?;
     let gpu_hours: f64 = inventory
         .iter()
         .map(|n| n.exposure_hours(w.from, w.to) * f64::from(n.gpu_count))

@@ -7,14 +7,12 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
-use super::{Computed, computed};
+use super::{Computed, computed, inputs};
 use uuid::Uuid;
 
 use crate::analytics::cost::{self as c, ConcentrationTier, NodeFailureCount};
 use crate::analytics::headline::{ratio, round6};
 use crate::domain::window::Window;
-use crate::storage::analytics as q;
-use crate::storage::cost as cq;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct OffenderFailure {
@@ -75,9 +73,9 @@ pub struct ConcentrationData {
 }
 
 pub async fn concentration_data(db: &PgPool, w: &Window) -> Result<ConcentrationData, sqlx::Error> {
-    let inventory = q::node_service(db, w.cluster()).await?;
+    let inventory = inputs::node_service(db, w).await?;
     let population = super::in_service(&inventory, w).len() as u64;
-    let (per_node, without_node) = q::failures_per_node(db, w.from, w.to, w.cluster()).await?;
+    let (per_node, without_node) = inputs::failures_per_node(db, w).await?;
     let per_node: Vec<((String, String), u64)> = per_node.into_iter().collect();
     let with_node: u64 = per_node.iter().map(|(_, n)| n).sum();
     let (ranked, tiers) = c::concentration(&per_node, population, &[0.01, 0.05, 0.10]);
@@ -105,7 +103,7 @@ pub async fn node_concentration(
         .map(|r| (r.cluster.clone(), r.hostname.clone()))
         .collect();
     let mut history: BTreeMap<(String, String), Vec<OffenderFailure>> = BTreeMap::new();
-    for f in cq::failures_of_nodes(db, w.from, w.to, &offenders).await? {
+    for f in inputs::failures_of_nodes(db, w, &offenders).await? {
         history
             .entry((f.cluster, f.root_node))
             .or_default()

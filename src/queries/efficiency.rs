@@ -4,10 +4,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
-use super::{Computed, computed};
+use super::{Computed, computed, inputs};
 use crate::analytics::cost::{self as c, CauseShare};
 use crate::domain::window::Window;
-use crate::storage::cost as cq;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct EfficiencyResponse {
@@ -28,7 +27,7 @@ host_to_device_transfer, data_exchange, data; any other cause is `other`, a miss
 share = incidents / all incidents; hours = sum of attributes.duration_seconds when sent.";
 
 pub async fn efficiency(db: &PgPool, w: &Window) -> Result<EfficiencyResponse, sqlx::Error> {
-    let rows = cq::low_utilization(db, w.from, w.to, w.cluster()).await?;
+    let rows = inputs::low_utilization(db, w).await?;
     let (fine, coarse) = c::efficiency_mix(&rows);
     Ok(EfficiencyResponse {
         window: computed(db, w).await?,

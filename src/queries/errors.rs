@@ -4,12 +4,11 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
-use super::{Computed, computed};
+use super::{Computed, computed, inputs};
 use crate::analytics::cost::{self as c, ErrorRow};
 use crate::domain::window::Window;
 use crate::storage;
 use crate::storage::catalog::CatalogCache;
-use crate::storage::cost as cq;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TopErrorsResponse {
@@ -37,15 +36,15 @@ pub async fn top_errors(
     w: &Window,
     limit: usize,
 ) -> Result<TopErrorsResponse, sqlx::Error> {
-    let (failures, signals) = cq::failure_totals(db, w.from, w.to, w.cluster()).await?;
-    let root = cq::root_errors(db, w.from, w.to, w.cluster()).await?;
+    let (failures, signals) = inputs::failure_totals(db, w).await?;
+    let root = inputs::root_errors(db, w).await?;
     let root = c::top_errors(
         root.into_iter().map(|(k, code, n, sev)| (k, code, n, n, sev)).collect(),
         failures,
         failures,
         limit,
     );
-    let all = cq::signal_errors(db, w.from, w.to, w.cluster()).await?;
+    let all = inputs::signal_errors(db, w).await?;
     let catalog = {
         let mut conn = db.acquire().await?;
         storage::catalog::lock_shared(&mut conn, catalog_cache).await?

@@ -6,12 +6,12 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
+use super::inputs::{self, MixDimension};
 use super::{Computed, computed};
 use crate::analytics::headline::{
     self, CategoryShare, FleetMtbf, JobProjection, MixKey, MixRow, MtbfGroup, Share, ratio, round6,
 };
 use crate::domain::window::Window;
-use crate::storage::analytics::{self as q, MixDimension};
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct MixTotals {
@@ -41,8 +41,8 @@ pub async fn failure_mix(db: &PgPool, w: &Window, key: MixKey) -> Result<Failure
         MixKey::Model => ("gpu_model", MixDimension::Model),
         MixKey::Cluster => ("cluster", MixDimension::Cluster),
     };
-    let nodes = q::node_service(db, w.cluster()).await?;
-    let counts = q::failure_counts(db, dim, w.from, w.to, w.cluster()).await?;
+    let nodes = inputs::node_service(db, w).await?;
+    let counts = inputs::failure_counts(db, dim, w).await?;
     let rows = headline::failure_mix(&nodes, &counts, key, w.from, w.to);
     let gpu_days: f64 = rows.iter().map(|r| r.gpu_days).sum();
     let failures: u64 = rows.iter().map(|r| r.failures).sum();
@@ -91,8 +91,8 @@ pub async fn mtbf(
     group_size: u32,
     job_gpus: Option<u64>,
 ) -> Result<MtbfResponse, sqlx::Error> {
-    let nodes = q::node_service(db, w.cluster()).await?;
-    let (per_node, without_node) = q::failures_per_node(db, w.from, w.to, w.cluster()).await?;
+    let nodes = inputs::node_service(db, w).await?;
+    let (per_node, without_node) = inputs::failures_per_node(db, w).await?;
     let known: HashSet<(&str, &str)> = nodes
         .iter()
         .map(|n| (n.cluster.as_str(), n.hostname.as_str()))
@@ -133,9 +133,9 @@ unknown, any specific cause over an NCCL timeout. share = failures of the catego
 share_of_all for each component (the literature quotes both).";
 
 pub async fn root_causes(db: &PgPool, w: &Window) -> Result<RootCausesResponse, sqlx::Error> {
-    let counts = q::cause_counts(db, w.from, w.to, w.cluster()).await?;
+    let counts = inputs::cause_counts(db, w).await?;
     let (total, categories) = headline::root_causes(&counts);
-    let symptom_counts = q::symptom_counts(db, w.from, w.to, w.cluster()).await?;
+    let symptom_counts = inputs::symptom_counts(db, w).await?;
     let mut symptoms: Vec<Share> = symptom_counts
         .into_iter()
         .map(|(name, failures)| Share {

@@ -7,12 +7,10 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
-use super::{Computed, computed};
+use super::{Computed, computed, inputs};
 use crate::analytics::cost::{self as c, JobOutcome, LargestJobs, MttfProjection, SizeBucket};
 use crate::analytics::headline::round6;
 use crate::domain::window::Window;
-use crate::storage::analytics as q;
-use crate::storage::cost as cq;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Projection {
@@ -55,8 +53,8 @@ pub struct JobSizeData {
 }
 
 pub async fn job_size_data(db: &PgPool, w: &Window, fraction: f64) -> Result<JobSizeData, sqlx::Error> {
-    let jobs = cq::jobs_in_window(db, w.from, w.to, w.cluster()).await?;
-    let failures = cq::recovery_failures(db, w.from, w.to, w.cluster(), Duration::zero()).await?;
+    let jobs = inputs::jobs_in_window(db, w).await?;
+    let failures = inputs::recovery_failures(db, w, Duration::zero()).await?;
     let mut per_job: HashMap<(&str, &str), u64> = HashMap::new();
     for f in &failures {
         if let Some(j) = &f.job_id {
@@ -74,7 +72,7 @@ pub async fn job_size_data(db: &PgPool, w: &Window, fraction: f64) -> Result<Job
         })
         .collect();
     let (buckets, largest) = c::job_size(&outcomes, w.from, w.to, fraction);
-    let inventory = q::node_service(db, w.cluster()).await?;
+    let inventory = inputs::node_service(db, w).await?;
     let serving = super::in_service(&inventory, w);
     let node_days: f64 = serving.iter().map(|n| n.exposure_hours(w.from, w.to) / 24.0).sum();
     let gpus: u64 = serving.iter().map(|n| u64::from(n.gpu_count)).sum();
@@ -82,7 +80,7 @@ pub async fn job_size_data(db: &PgPool, w: &Window, fraction: f64) -> Result<Job
         .iter()
         .map(|n| (n.cluster.as_str(), n.hostname.as_str()))
         .collect();
-    let (per_node, _) = q::failures_per_node(db, w.from, w.to, w.cluster()).await?;
+    let (per_node, _) = inputs::failures_per_node(db, w).await?;
     let node_failures: u64 = per_node
         .iter()
         .filter(|((c_, h), _)| known.contains(&(c_.as_str(), h.as_str())))

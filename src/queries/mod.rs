@@ -6,6 +6,7 @@ pub mod concentration;
 pub mod efficiency;
 pub mod errors;
 pub mod headline;
+pub mod inputs;
 pub mod job_size;
 pub mod recovery;
 pub mod report;
@@ -39,7 +40,10 @@ pub async fn computed(db: &PgPool, w: &Window) -> Result<Computed, sqlx::Error> 
         from: w.from,
         to: w.to,
         cluster: w.cluster.clone(),
-        catalog_version: storage::analytics::catalog_version(db).await?,
+        catalog_version: {
+            let mut conn = db.acquire().await?;
+            storage::catalog::version(&mut conn).await?
+        },
     })
 }
 

@@ -7,12 +7,10 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
-use super::{Computed, computed};
+use super::{Computed, computed, inputs};
 use crate::analytics::cost::{self as c, FleetEttr, JobEttr, RecoveryFailure, RecoverySummary};
 use crate::analytics::headline::round6;
 use crate::domain::window::Window;
-use crate::storage::analytics as q;
-use crate::storage::cost as cq;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct OutOfService {
@@ -63,11 +61,11 @@ pub struct RecoveryData {
 }
 
 pub async fn recovery_data(db: &PgPool, w: &Window, horizon: Duration) -> Result<RecoveryData, sqlx::Error> {
-    let failures = cq::recovery_failures(db, w.from, w.to, w.cluster(), horizon).await?;
+    let failures = inputs::recovery_failures(db, w, horizon).await?;
     let summary = c::recovery(&failures);
-    let jobs = cq::jobs_in_window(db, w.from, w.to, w.cluster()).await?;
+    let jobs = inputs::jobs_in_window(db, w).await?;
     let (rows, fleet) = c::ettr(&jobs, &failures, w.from, w.to);
-    let nodes = q::node_service(db, w.cluster()).await?;
+    let nodes = inputs::node_service(db, w).await?;
     let gpus: HashMap<(&str, &str), u32> = nodes
         .iter()
         .map(|n| ((n.cluster.as_str(), n.hostname.as_str()), n.gpu_count))

@@ -7,12 +7,10 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
-use super::{Computed, computed};
+use super::{Computed, computed, inputs};
 use crate::analytics::cost::{self as c, StragglerEpisode};
 use crate::analytics::headline::{ratio, round6};
 use crate::domain::window::Window;
-use crate::storage::analytics as q;
-use crate::storage::cost as cq;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct StragglersResponse {
@@ -52,7 +50,7 @@ pub async fn straggler_data(
     sample: f64,
     gap: f64,
 ) -> Result<StragglerData, sqlx::Error> {
-    let (signals, without_ratio) = cq::slowdowns(db, w.from, w.to, w.cluster()).await?;
+    let (signals, without_ratio) = inputs::slowdowns(db, w).await?;
     let episodes = c::straggler_episodes(
         &signals,
         min_ratio,
@@ -60,7 +58,7 @@ pub async fn straggler_data(
         Duration::milliseconds((gap * 60_000.0) as i64),
     );
     let straggling: BTreeSet<(&str, &str)> = episodes.iter().map(|e| (e.cluster.as_str(), e.node.as_str())).collect();
-    let inventory = q::node_service(db, w.cluster()).await?;
+    let inventory = inputs::node_service(db, w).await?;
     let nodes = (super::in_service(&inventory, w).len() as u64).max(straggling.len() as u64);
     Ok(StragglerData {
         nodes,

@@ -4,10 +4,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
-use super::{Computed, computed};
+use super::{Computed, computed, inputs};
 use crate::analytics::cost::{self as c, Period, TimelinePoint};
 use crate::domain::window::Window;
-use crate::storage::cost as cq;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TimelineResponse {
@@ -22,7 +21,7 @@ effective root-cause category (the post-mortem's when recorded, else the automat
 empty ones with zeros; the first and last may be partial.";
 
 pub async fn timeline(db: &PgPool, w: &Window, period: Period) -> Result<TimelineResponse, sqlx::Error> {
-    let counts = cq::daily_categories(db, w.from, w.to, w.cluster()).await?;
+    let counts = inputs::daily_categories(db, w).await?;
     Ok(TimelineResponse {
         window: computed(db, w).await?,
         period: match period {
@@ -37,5 +36,5 @@ pub async fn timeline(db: &PgPool, w: &Window, period: Period) -> Result<Timelin
 
 /// Failures per UTC day and effective category over `w` (the report sums them into its buckets).
 pub async fn daily_categories(db: &PgPool, w: &Window) -> Result<Vec<(chrono::NaiveDate, String, u64)>, sqlx::Error> {
-    cq::daily_categories(db, w.from, w.to, w.cluster()).await
+    inputs::daily_categories(db, w).await
 }

@@ -1,14 +1,14 @@
 //! Storage: all SQL lives here, one module per table family. No HTTP types.
-pub mod analytics;
 pub mod catalog;
-pub mod cost;
 pub mod events;
 pub mod failure_queries;
+pub mod failure_stats;
 pub mod failures;
 pub mod jobs;
 pub mod lifecycle;
 pub mod locks;
 pub mod nodes;
+pub mod signal_stats;
 pub mod tokens;
 
 use sqlx::PgPool;
