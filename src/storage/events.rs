@@ -13,11 +13,11 @@ pub async fn claim_ids(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<Uuid
     }
     let mut sorted = ids.to_vec();
     sorted.sort();
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "INSERT INTO event_ids (id) SELECT * FROM UNNEST($1::uuid[]) ORDER BY 1
          ON CONFLICT (id) DO NOTHING RETURNING id",
+        &sorted,
     )
-    .bind(sorted)
     .fetch_all(&mut *conn)
     .await
 }
@@ -44,7 +44,8 @@ pub async fn extend_stored(
     for (i, b) in &candidates {
         c.push(*i as i32, b);
     }
-    let rows: Vec<(i32, Uuid)> = sqlx::query_as(
+    let gap_secs = gap.num_milliseconds() as f64 / 1000.0;
+    let rows = sqlx::query!(
         "WITH t AS (
              SELECT * FROM UNNEST($1::int[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::bigint[],
                                   $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::int[])
@@ -57,8 +58,8 @@ pub async fn extend_stored(
                         AND e.code IS NOT DISTINCT FROM t.code AND e.symptom IS NOT DISTINCT FROM t.symptom
                         AND e.rc_category IS NOT DISTINCT FROM t.rc_category
                         AND e.rc_component IS NOT DISTINCT FROM t.rc_component
-                        AND e.occurred_at <= t.last_at + $14::interval
-                        AND COALESCE(e.last_occurred_at, e.occurred_at) >= t.first_at - $14::interval
+                        AND e.occurred_at <= t.last_at + make_interval(secs => $14)
+                        AND COALESCE(e.last_occurred_at, e.occurred_at) >= t.first_at - make_interval(secs => $14)
                       ORDER BY COALESCE(e.last_occurred_at, e.occurred_at), e.id LIMIT 1) AS target
              FROM t
          ), agg AS (
@@ -72,26 +73,26 @@ pub async fn extend_stored(
                FROM agg WHERE e.id = agg.target
              RETURNING e.id
          )
-         SELECT idx, target FROM matched WHERE target IS NOT NULL",
+         SELECT idx AS \"idx!\", target AS \"target!\" FROM matched WHERE target IS NOT NULL",
+        &c.idx,
+        &c.cluster as &[&str],
+        &c.node as &[Option<&str>],
+        &c.job_id as &[Option<&str>],
+        &c.gpu_index as &[Option<i32>],
+        &c.kind as &[&str],
+        &c.code as &[Option<i64>],
+        &c.symptom as &[Option<&str>],
+        &c.rc_category as &[Option<&str>],
+        &c.rc_component as &[Option<&str>],
+        &c.first_at,
+        &c.last_at,
+        &c.count,
+        gap_secs,
     )
-    .bind(c.idx)
-    .bind(c.cluster)
-    .bind(c.node)
-    .bind(c.job_id)
-    .bind(c.gpu_index)
-    .bind(c.kind)
-    .bind(c.code)
-    .bind(c.symptom)
-    .bind(c.rc_category)
-    .bind(c.rc_component)
-    .bind(c.first_at)
-    .bind(c.last_at)
-    .bind(c.count)
-    .bind(gap)
     .fetch_all(&mut *conn)
     .await?;
-    for (idx, target) in rows {
-        out[idx as usize] = Some(target);
+    for r in rows {
+        out[r.idx as usize] = Some(r.target);
     }
     Ok(out)
 }
@@ -182,7 +183,7 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
         // A single signal has no "last" time of its own.
         last_occurred_at.push((b.count > 1).then_some(b.last_at));
     }
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "INSERT INTO events (id, occurred_at, cluster, node, gpu_index, gpu_uuid, gpu_model, job_id, job_gpus,
                              kind, code, symptom, rc_category, rc_component, message, attributes,
                              repeat_count, last_occurred_at)
@@ -191,25 +192,25 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
                               $13::text[], $14::text[], $15::text[], $16::jsonb[], $17::int[], $18::timestamptz[])
          ON CONFLICT (id) DO NOTHING
          RETURNING id",
+        &id,
+        &occurred_at,
+        &cluster as &[&str],
+        &node as &[Option<&str>],
+        &gpu_index as &[Option<i32>],
+        &gpu_uuid as &[Option<&str>],
+        &gpu_model as &[Option<&str>],
+        &job_id as &[Option<&str>],
+        &job_gpus as &[Option<i32>],
+        &kind as &[&str],
+        &code as &[Option<i64>],
+        &symptom as &[Option<&str>],
+        &rc_category as &[Option<&str>],
+        &rc_component as &[Option<&str>],
+        &message as &[Option<&str>],
+        &attributes,
+        &repeat_count,
+        &last_occurred_at as &[Option<DateTime<Utc>>],
     )
-    .bind(id)
-    .bind(occurred_at)
-    .bind(cluster)
-    .bind(node)
-    .bind(gpu_index)
-    .bind(gpu_uuid)
-    .bind(gpu_model)
-    .bind(job_id)
-    .bind(job_gpus)
-    .bind(kind)
-    .bind(code)
-    .bind(symptom)
-    .bind(rc_category)
-    .bind(rc_component)
-    .bind(message)
-    .bind(attributes)
-    .bind(repeat_count)
-    .bind(last_occurred_at)
     .fetch_all(&mut *conn)
     .await
 }

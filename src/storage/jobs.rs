@@ -17,13 +17,16 @@ pub struct StoredRun {
 
 /// The stored runs of `jobs` (those already known), in one statement.
 pub async fn stored_runs(conn: &mut PgConnection, jobs: &[Job]) -> Result<Vec<StoredRun>, sqlx::Error> {
-    sqlx::query_as(
+    let clusters: Vec<&str> = jobs.iter().map(|j| j.cluster.as_str()).collect();
+    let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+    sqlx::query_as!(
+        StoredRun,
         "SELECT j.cluster, j.job_id, j.nodes, j.started_at, j.ended_at
          FROM UNNEST($1::text[], $2::text[]) AS k(cluster, job_id)
          JOIN jobs j ON j.cluster = k.cluster AND j.job_id = k.job_id",
+        &clusters as &[&str],
+        &ids as &[&str],
     )
-    .bind(jobs.iter().map(|j| j.cluster.as_str()).collect::<Vec<_>>())
-    .bind(jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>())
     .fetch_all(&mut *conn)
     .await
 }
@@ -34,7 +37,14 @@ pub async fn upsert(conn: &mut PgConnection, jobs: &[Job]) -> Result<u64, sqlx::
     if jobs.is_empty() {
         return Ok(0);
     }
-    let done = sqlx::query(
+    let clusters: Vec<&str> = jobs.iter().map(|j| j.cluster.as_str()).collect();
+    let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+    let gpus: Vec<i32> = jobs.iter().map(|j| j.gpus).collect();
+    let nodes: Vec<String> = jobs.iter().map(|j| j.nodes.join("\u{1f}")).collect();
+    let starts: Vec<DateTime<Utc>> = jobs.iter().map(|j| j.start).collect();
+    let ends: Vec<Option<DateTime<Utc>>> = jobs.iter().map(|j| j.end).collect();
+    let states: Vec<&str> = jobs.iter().map(|j| j.state.as_str()).collect();
+    let done = sqlx::query!(
         "INSERT INTO jobs (cluster, job_id, gpus, nodes, started_at, ended_at, state)
          SELECT cluster, job_id, gpus,
                 CASE WHEN nodes = '' THEN '{}'::text[] ELSE string_to_array(nodes, E'\\x1f') END,
@@ -44,14 +54,14 @@ pub async fn upsert(conn: &mut PgConnection, jobs: &[Job]) -> Result<u64, sqlx::
          ON CONFLICT (cluster, job_id) DO UPDATE SET
              gpus = EXCLUDED.gpus, nodes = EXCLUDED.nodes, started_at = EXCLUDED.started_at,
              ended_at = EXCLUDED.ended_at, state = EXCLUDED.state, updated_at = now()",
+        &clusters as &[&str],
+        &ids as &[&str],
+        &gpus,
+        &nodes,
+        &starts,
+        &ends as &[Option<DateTime<Utc>>],
+        &states as &[&str],
     )
-    .bind(jobs.iter().map(|j| j.cluster.as_str()).collect::<Vec<_>>())
-    .bind(jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>())
-    .bind(jobs.iter().map(|j| j.gpus).collect::<Vec<_>>())
-    .bind(jobs.iter().map(|j| j.nodes.join("\u{1f}")).collect::<Vec<_>>())
-    .bind(jobs.iter().map(|j| j.start).collect::<Vec<_>>())
-    .bind(jobs.iter().map(|j| j.end).collect::<Vec<_>>())
-    .bind(jobs.iter().map(|j| j.state.as_str()).collect::<Vec<_>>())
     .execute(&mut *conn)
     .await?;
     Ok(done.rows_affected())

@@ -20,10 +20,11 @@ pub struct FailureAnchor {
 }
 
 pub async fn failure_anchor(conn: &mut PgConnection, id: Uuid) -> Result<Option<FailureAnchor>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        FailureAnchor,
         "SELECT id, cluster, correlation_key, first_at, last_at, category, component FROM failures WHERE id = $1",
+        id,
     )
-    .bind(id)
     .fetch_optional(conn)
     .await
 }
@@ -66,41 +67,45 @@ impl LifecycleRow {
     }
 }
 
-const LIFECYCLE_COLUMNS: &str =
-    "failure_id, resolved_at, resolution, detection_minutes, resubmission_minutes, setup_minutes,
-     recomputation_minutes, pm_category, pm_component, note, updated_at, updated_by";
-
 /// Every lifecycle row whose anchor lies in the failure's span, latest-updated first (the first is
 /// the one in force; more than one only after a late signal merged two patched failures).
 pub async fn for_failure(conn: &mut PgConnection, f: &FailureAnchor) -> Result<Vec<LifecycleRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {LIFECYCLE_COLUMNS} FROM failure_lifecycle
+    sqlx::query_as!(
+        LifecycleRow,
+        "SELECT failure_id, resolved_at, resolution, detection_minutes, resubmission_minutes, setup_minutes,
+                recomputation_minutes, pm_category, pm_component, note, updated_at, updated_by
+         FROM failure_lifecycle
          WHERE cluster = $1 AND correlation_key = $2 AND anchor_at BETWEEN $3 AND $4
-         ORDER BY updated_at DESC, failure_id"
-    )))
-    .bind(&f.cluster)
-    .bind(&f.correlation_key)
-    .bind(f.first_at)
-    .bind(f.last_at)
+         ORDER BY updated_at DESC, failure_id",
+        &f.cluster,
+        &f.correlation_key,
+        f.first_at,
+        f.last_at,
+    )
     .fetch_all(conn)
     .await
 }
 
 pub async fn by_lifecycle_id(conn: &mut PgConnection, id: Uuid) -> Result<Option<LifecycleRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {LIFECYCLE_COLUMNS} FROM failure_lifecycle WHERE failure_id = $1"
-    )))
-    .bind(id)
+    sqlx::query_as!(
+        LifecycleRow,
+        "SELECT failure_id, resolved_at, resolution, detection_minutes, resubmission_minutes, setup_minutes,
+                recomputation_minutes, pm_category, pm_component, note, updated_at, updated_by
+         FROM failure_lifecycle WHERE failure_id = $1",
+        id,
+    )
     .fetch_optional(conn)
     .await
 }
 
 /// Serialises patches of one failure session (transaction-scoped).
 pub async fn lock(conn: &mut PgConnection, f: &FailureAnchor) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 1))")
-        .bind(format!("lifecycle\n{}\n{}", f.cluster, f.correlation_key))
-        .execute(conn)
-        .await?;
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 1))",
+        format!("lifecycle\n{}\n{}", f.cluster, f.correlation_key),
+    )
+    .fetch_one(conn)
+    .await?;
     Ok(())
 }
 
@@ -114,7 +119,7 @@ pub async fn save(
     changes: &[FieldChange],
     by: &str,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO failure_lifecycle (failure_id, cluster, correlation_key, anchor_at, resolved_at, resolution, detection_minutes,
                                         resubmission_minutes, setup_minutes, recomputation_minutes, pm_category, pm_component,
                                         note, updated_by)
@@ -125,33 +130,35 @@ pub async fn save(
              setup_minutes = EXCLUDED.setup_minutes, recomputation_minutes = EXCLUDED.recomputation_minutes,
              pm_category = EXCLUDED.pm_category, pm_component = EXCLUDED.pm_component, note = EXCLUDED.note,
              updated_at = now(), updated_by = EXCLUDED.updated_by",
+        lifecycle_id,
+        &f.cluster,
+        &f.correlation_key,
+        f.first_at,
+        l.resolved_at,
+        l.resolution.map(|r| r.as_str()),
+        l.detection_minutes,
+        l.resubmission_minutes,
+        l.setup_minutes,
+        l.recomputation_minutes,
+        l.post_mortem.map(|r| r.category.as_str()),
+        l.post_mortem.map(|r| r.component.as_str()),
+        l.note.as_deref(),
+        by,
     )
-    .bind(lifecycle_id)
-    .bind(&f.cluster)
-    .bind(&f.correlation_key)
-    .bind(f.first_at)
-    .bind(l.resolved_at)
-    .bind(l.resolution.map(|r| r.as_str()))
-    .bind(l.detection_minutes)
-    .bind(l.resubmission_minutes)
-    .bind(l.setup_minutes)
-    .bind(l.recomputation_minutes)
-    .bind(l.post_mortem.map(|r| r.category.as_str()))
-    .bind(l.post_mortem.map(|r| r.component.as_str()))
-    .bind(&l.note)
-    .bind(by)
     .execute(&mut *conn)
     .await?;
     let map: serde_json::Map<String, serde_json::Value> = changes
         .iter()
         .map(|c| (c.field.to_string(), serde_json::json!({"from": c.from, "to": c.to})))
         .collect();
-    sqlx::query("INSERT INTO failure_lifecycle_changes (failure_id, changed_by, changes) VALUES ($1, $2, $3)")
-        .bind(lifecycle_id)
-        .bind(by)
-        .bind(serde_json::Value::Object(map))
-        .execute(conn)
-        .await?;
+    sqlx::query!(
+        "INSERT INTO failure_lifecycle_changes (failure_id, changed_by, changes) VALUES ($1, $2, $3)",
+        lifecycle_id,
+        by,
+        serde_json::Value::Object(map),
+    )
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
@@ -164,11 +171,12 @@ pub struct ChangeRow {
 }
 
 pub async fn changes(conn: &mut PgConnection, lifecycle_ids: &[Uuid]) -> Result<Vec<ChangeRow>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        ChangeRow,
         "SELECT failure_id, changed_at, changed_by, changes FROM failure_lifecycle_changes
          WHERE failure_id = ANY($1) ORDER BY id",
+        lifecycle_ids,
     )
-    .bind(lifecycle_ids)
     .fetch_all(conn)
     .await
 }
@@ -178,11 +186,13 @@ pub async fn changes(conn: &mut PgConnection, lifecycle_ids: &[Uuid]) -> Result<
 // ---------------------------------------------------------------------------
 
 pub async fn node_gpus(db: &PgPool, cluster: &str, hostname: &str) -> Result<Option<i32>, sqlx::Error> {
-    sqlx::query_scalar("SELECT gpu_count FROM nodes WHERE cluster = $1 AND hostname = $2")
-        .bind(cluster)
-        .bind(hostname)
-        .fetch_optional(db)
-        .await
+    sqlx::query_scalar!(
+        "SELECT gpu_count FROM nodes WHERE cluster = $1 AND hostname = $2",
+        cluster,
+        hostname,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 pub struct NewTransition<'a> {
@@ -196,17 +206,17 @@ pub struct NewTransition<'a> {
 }
 
 pub async fn insert_transition(db: &PgPool, t: &NewTransition<'_>) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "INSERT INTO node_state_changes (cluster, hostname, state, at, reason, failure_id, recorded_by)
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        t.cluster,
+        t.hostname,
+        if t.drained { "drained" } else { "returned" },
+        t.at,
+        t.reason,
+        t.failure_id,
+        t.by,
     )
-    .bind(t.cluster)
-    .bind(t.hostname)
-    .bind(if t.drained { "drained" } else { "returned" })
-    .bind(t.at)
-    .bind(t.reason)
-    .bind(t.failure_id)
-    .bind(t.by)
     .fetch_one(db)
     .await
 }
@@ -233,8 +243,9 @@ pub async fn transitions(
     cluster: Option<&str>,
     hostname: Option<&str>,
 ) -> Result<Vec<TransitionRow>, sqlx::Error> {
-    sqlx::query_as(
-        "WITH t AS (
+    sqlx::query_as!(
+        TransitionRow,
+        r#"WITH t AS (
              SELECT cluster, hostname, state, at, reason, 'api' AS source FROM node_state_changes
              WHERE at < $2 AND ($3::text IS NULL OR cluster = $3) AND ($4::text IS NULL OR hostname = $4)
              UNION ALL
@@ -246,14 +257,15 @@ pub async fn transitions(
          before AS (
              SELECT DISTINCT ON (cluster, hostname) * FROM t WHERE at < $1 ORDER BY cluster, hostname, at DESC
          )
-         SELECT * FROM before
-         UNION ALL SELECT * FROM t WHERE at >= $1
-         ORDER BY cluster, hostname, at, state",
+         SELECT cluster AS "cluster!", hostname AS "hostname!", state AS "state!", at AS "at!", reason,
+                source AS "source!" FROM before
+         UNION ALL SELECT cluster, hostname, state, at, reason, source FROM t WHERE at >= $1
+         ORDER BY 1, 2, 4, 3"#,
+        from,
+        to,
+        cluster,
+        hostname,
     )
-    .bind(from)
-    .bind(to)
-    .bind(cluster)
-    .bind(hostname)
     .fetch_all(db)
     .await
 }

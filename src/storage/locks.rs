@@ -10,15 +10,15 @@ pub async fn lock_stripes(
     stripes: i32,
     keys: &[String],
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "SELECT count(pg_advisory_xact_lock($1, s))
          FROM (SELECT DISTINCT (((hashtextextended(k, 0) % $2) + $2) % $2)::int AS s
                FROM UNNEST($3::text[]) AS k ORDER BY s) AS stripes",
+        namespace,
+        i64::from(stripes),
+        keys,
     )
-    .bind(namespace)
-    .bind(i64::from(stripes))
-    .bind(keys)
-    .execute(&mut *conn)
+    .fetch_one(&mut *conn)
     .await?;
     Ok(())
 }

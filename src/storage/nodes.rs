@@ -12,7 +12,7 @@ pub async fn upsert(db: &PgPool, nodes: &[Node]) -> Result<u64, sqlx::Error> {
     let col = |f: fn(&Node) -> String| nodes.iter().map(f).collect::<Vec<_>>();
     let opt = |f: fn(&Node) -> Option<String>| nodes.iter().map(f).collect::<Vec<_>>();
     let time = |f: fn(&Node) -> Option<DateTime<Utc>>| nodes.iter().map(f).collect::<Vec<_>>();
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "INSERT INTO nodes (cluster, hostname, gpu_model, gpu_generation, gpu_count, group_label, rack,
                             in_service_since, retired_at)
          SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[],
@@ -26,16 +26,16 @@ pub async fn upsert(db: &PgPool, nodes: &[Node]) -> Result<u64, sqlx::Error> {
              in_service_since = COALESCE(EXCLUDED.in_service_since, nodes.in_service_since),
              retired_at = EXCLUDED.retired_at,
              updated_at = now()",
+        &col(|n| n.cluster.clone()),
+        &col(|n| n.hostname.clone()),
+        &col(|n| n.gpu_model.clone()),
+        &col(|n| n.gpu_generation.as_str().to_string()),
+        &nodes.iter().map(|n| n.gpu_count).collect::<Vec<i32>>(),
+        &opt(|n| n.group.clone()) as &[Option<String>],
+        &opt(|n| n.rack.clone()) as &[Option<String>],
+        &time(|n| n.in_service_since) as &[Option<DateTime<Utc>>],
+        &time(|n| n.retired_at) as &[Option<DateTime<Utc>>],
     )
-    .bind(col(|n| n.cluster.clone()))
-    .bind(col(|n| n.hostname.clone()))
-    .bind(col(|n| n.gpu_model.clone()))
-    .bind(col(|n| n.gpu_generation.as_str().to_string()))
-    .bind(nodes.iter().map(|n| n.gpu_count).collect::<Vec<_>>())
-    .bind(opt(|n| n.group.clone()))
-    .bind(opt(|n| n.rack.clone()))
-    .bind(time(|n| n.in_service_since))
-    .bind(time(|n| n.retired_at))
     .execute(db)
     .await?;
     Ok(done.rows_affected())
@@ -69,9 +69,10 @@ pub struct NodeFilter {
 
 pub async fn list(db: &PgPool, f: &NodeFilter) -> Result<Vec<NodeRow>, sqlx::Error> {
     let (after_cluster, after_host) = f.after.clone().unzip();
-    sqlx::query_as(
+    sqlx::query_as!(
+        NodeRow,
         "SELECT cluster, hostname, gpu_model, gpu_generation, gpu_count, group_label, rack,
-                COALESCE(in_service_since, first_registered_at) AS in_service_since, retired_at, updated_at
+                COALESCE(in_service_since, first_registered_at) AS \"in_service_since!\", retired_at, updated_at
          FROM nodes
          WHERE ($1::text IS NULL OR cluster = $1)
            AND ($2::text IS NULL OR gpu_generation = $2)
@@ -81,22 +82,22 @@ pub async fn list(db: &PgPool, f: &NodeFilter) -> Result<Vec<NodeRow>, sqlx::Err
            AND ($6::text IS NULL OR (cluster, hostname) > ($6, $7))
          ORDER BY cluster, hostname
          LIMIT $8",
+        f.cluster.as_deref(),
+        f.generation.as_deref(),
+        f.group.as_deref(),
+        f.rack.as_deref(),
+        f.gpu_model.as_deref(),
+        after_cluster,
+        after_host,
+        f.limit,
     )
-    .bind(&f.cluster)
-    .bind(&f.generation)
-    .bind(&f.group)
-    .bind(&f.rack)
-    .bind(&f.gpu_model)
-    .bind(after_cluster)
-    .bind(after_host)
-    .bind(f.limit)
     .fetch_all(db)
     .await
 }
 
 /// Clusters of the inventory (for the dashboard's picker).
 pub async fn clusters(db: &PgPool) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT DISTINCT cluster FROM nodes ORDER BY 1")
+    sqlx::query_scalar!("SELECT DISTINCT cluster FROM nodes ORDER BY 1",)
         .fetch_all(db)
         .await
 }

@@ -19,17 +19,13 @@ pub struct TokenRow {
 }
 
 pub async fn find_active(db: &PgPool, id: Uuid) -> Result<Option<StoredToken>, sqlx::Error> {
-    let row: Option<(Vec<u8>, String, Option<String>, String)> =
-        sqlx::query_as("SELECT secret_hash, role, cluster, name FROM api_tokens WHERE id = $1 AND revoked_at IS NULL")
-            .bind(id)
-            .fetch_optional(db)
-            .await?;
-    Ok(row.map(|(secret_hash, role, cluster, name)| StoredToken {
-        secret_hash,
-        role,
-        cluster,
-        name,
-    }))
+    sqlx::query_as!(
+        StoredToken,
+        "SELECT secret_hash, role, cluster, name FROM api_tokens WHERE id = $1 AND revoked_at IS NULL",
+        id,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 pub async fn insert(
@@ -40,21 +36,23 @@ pub async fn insert(
     cluster: Option<&str>,
     secret_hash: &[u8],
 ) -> Result<TokenRow, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        TokenRow,
         "INSERT INTO api_tokens (id, name, role, cluster, secret_hash) VALUES ($1, $2, $3, $4, $5)
          RETURNING id, name, role, cluster, created_at",
+        id,
+        name,
+        role,
+        cluster,
+        secret_hash,
     )
-    .bind(id)
-    .bind(name)
-    .bind(role)
-    .bind(cluster)
-    .bind(secret_hash)
     .fetch_one(db)
     .await
 }
 
 pub async fn list_active(db: &PgPool) -> Result<Vec<TokenRow>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        TokenRow,
         "SELECT id, name, role, cluster, created_at FROM api_tokens WHERE revoked_at IS NULL ORDER BY created_at, id",
     )
     .fetch_all(db)
@@ -63,9 +61,11 @@ pub async fn list_active(db: &PgPool) -> Result<Vec<TokenRow>, sqlx::Error> {
 
 /// Returns false when there was no active token with that id.
 pub async fn revoke(db: &PgPool, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL")
-        .bind(id)
-        .execute(db)
-        .await?;
+    let done = sqlx::query!(
+        "UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+        id,
+    )
+    .execute(db)
+    .await?;
     Ok(done.rows_affected() == 1)
 }
