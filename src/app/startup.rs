@@ -59,19 +59,38 @@ async fn not_found(uri: axum::http::Uri) -> ApiError {
 
 async fn track_requests(req: Request, next: Next) -> Response {
     let started = Instant::now();
+    // Labels from closed sets only, so no client can mint new series: the route template the
+    // router matched (or `unmatched`), and a known method (or `other`).
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".into());
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     let response = next.run(req).await;
     let status = response.status().as_u16().to_string();
-    metrics::counter!("faultline_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status)
+    metrics::counter!("faultline_http_requests_total", "method" => method, "route" => route.clone(), "status" => status)
         .increment(1);
     metrics::histogram!("faultline_http_request_seconds", "method" => method, "route" => route)
         .record(started.elapsed().as_secs_f64());
     response
+}
+
+/// The `method` label of the request metrics: one of the standard methods, else `other`.
+pub fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
 }
 
 /// Serves until `shutdown` resolves, then drains in-flight requests.

@@ -51,6 +51,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        // Postgres text cannot hold NUL: refuse it here, naming the parameter, rather than as a
+        // 500 from the database.
+        for (key, value) in form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()) {
+            if key.contains('\0') || value.contains('\0') {
+                return Err(nul_error("query parameter", &key));
+            }
+        }
         // An empty value (`?cluster=&by=`, as HTML forms send them) means the parameter is absent.
         let query: String = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(
@@ -65,6 +72,39 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
             )
         })
     }
+}
+
+/// Path-parameter extractor: JSON rejections, and NUL refused (400 naming the parameter) like
+/// [`AppQuery`] does, so no route hands a NUL to Postgres.
+pub struct AppPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for AppPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        if let Ok(raw) = axum::extract::RawPathParams::from_request_parts(parts, state).await {
+            for (key, value) in raw.iter() {
+                if value.contains('\0') {
+                    return Err(nul_error("path parameter", key));
+                }
+            }
+        }
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(AppPath(v)),
+            Err(e) => Err(ApiError::bad_request(
+                "invalid_path",
+                format!("path parameter: {}", e.body_text()),
+            )),
+        }
+    }
+}
+
+fn nul_error(what: &str, name: &str) -> ApiError {
+    let name: String = name.chars().filter(|c| *c != '\0').collect();
+    ApiError::bad_request(
+        "invalid_parameter",
+        format!("{what} `{name}` contains a NUL character (%00), which is not allowed"),
+    )
 }
 
 fn serde_urlencoded_deserializer(query: &str) -> serde_urlencoded::Deserializer<'_> {
