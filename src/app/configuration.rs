@@ -25,6 +25,8 @@ pub struct ServeSettings {
     pub admin_token: Option<String>,
     #[command(flatten)]
     pub limits: Limits,
+    #[command(flatten)]
+    pub edge: crate::app::edge::EdgeSettings,
     /// Signals of the same job (or node) closer than this fold into one failure.
     #[arg(long, env = "FAULTLINE_CORRELATION_WINDOW_SECS", default_value_t = 600)]
     pub correlation_window_secs: u32,
@@ -63,4 +65,6 @@ pub struct AppConfig {
     pub admin_token: String,
     pub limits: Limits,
     pub correlation_window: Duration,
+    /// Pool, body-byte budget and shutdown deadline (`FAULTLINE_DB_*`, `FAULTLINE_MAX_INFLIGHT_BODY_BYTES`, ...).
+    pub edge: crate::app::edge::EdgeSettings,
 }

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use std::future::IntoFuture;
+
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::middleware::{self, Next};
@@ -23,7 +25,13 @@ use crate::http::{self, ApiContext, extract::json_errors};
 
 pub fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
     ApiContext {
-        ingest_permits: Arc::new(Semaphore::new(config.limits.max_inflight_ingest)),
+        // Admission matches the pool: no more ingest requests run than can hold a connection.
+        ingest_permits: Arc::new(Semaphore::new(
+            config
+                .limits
+                .max_inflight_ingest
+                .min(crate::app::edge::ingest_slots(db.options().get_max_connections())),
+        )),
         admin_token_hash: crate::domain::auth::hash_secret(&config.admin_token).into(),
         config: Arc::new(config),
         db,
@@ -93,11 +101,45 @@ pub fn method_label(method: &axum::http::Method) -> &'static str {
     }
 }
 
-/// Serves until `shutdown` resolves, then drains in-flight requests.
+/// Serves until `shutdown` resolves, then drains in-flight requests for at most the default
+/// deadline (30 s).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+    let deadline = crate::app::edge::EdgeSettings::default().shutdown_timeout();
+    serve_with_deadline(listener, router, shutdown, deadline).await
+}
+
+/// Serves until `shutdown` resolves; then stops accepting, lets in-flight requests finish for at
+/// most `deadline`, and returns even if some have not (a client that sent half a body and stalls
+/// would otherwise keep the process alive as long as it likes). Connections still open then are
+/// dropped when the runtime ends.
+pub async fn serve_with_deadline(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    deadline: std::time::Duration,
+) -> std::io::Result<()> {
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = started_tx.send(());
+        })
+        .into_future();
+    let expired = async move {
+        match started_rx.await {
+            Ok(()) => tokio::time::sleep(deadline).await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        served = server => served,
+        () = expired => {
+            tracing::warn!(deadline_secs = deadline.as_secs_f64(), "shutdown deadline reached with requests still in flight; exiting anyway");
+            Ok(())
+        }
+    }
 }
