@@ -42,7 +42,13 @@ pub fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
 
 pub fn build_router(ctx: ApiContext) -> Router {
     let body_limit = ctx.config.limits.max_body_bytes;
+    let budget = http::body_budget::BodyBudget::new(ctx.config.edge.max_inflight_body_bytes, body_limit);
     let api = http::api_router()
+        // Inside decompression, so gzip bodies are counted decompressed, as they arrive.
+        .layer(middleware::from_fn_with_state(
+            budget,
+            http::body_budget::limit_inflight_bodies,
+        ))
         // Decompression sits inside the body limit, so the limit counts decompressed bytes.
         .layer(RequestDecompressionLayer::new())
         .layer(DefaultBodyLimit::max(body_limit));

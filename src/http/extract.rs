@@ -24,9 +24,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
                 "expected Content-Type: application/json".into(),
             ));
         }
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e| body_error(e.status(), e.body_text()))?;
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if crate::http::body_budget::is_budget_exceeded(&e) {
+                return ApiError::Unavailable {
+                    retry_after_secs: crate::http::body_budget::RETRY_AFTER_SECS,
+                };
+            }
+            body_error(e.status(), e.body_text())
+        })?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let path = e.path().to_string();
@@ -147,6 +152,11 @@ pub async fn read_body_limited(headers: &HeaderMap, body: Body, limit: usize) ->
             while let Some(s) = source {
                 if s.is::<http_body_util::LengthLimitError>() {
                     return Err(too_large());
+                }
+                if s.is::<crate::http::body_budget::BudgetExceeded>() {
+                    return Err(ApiError::Unavailable {
+                        retry_after_secs: crate::http::body_budget::RETRY_AFTER_SECS,
+                    });
                 }
                 source = s.source();
             }
