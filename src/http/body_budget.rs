@@ -141,9 +141,34 @@ pub async fn limit_inflight_bodies(State(budget): State<BodyBudget>, req: Reques
         }
     };
     let response = next.run(req).await;
+    let large = reservation.held.load(Ordering::Relaxed) >= TRIM_AFTER_BYTES;
     drop(reservation);
+    // The last large body is gone: hand the freed heap back to the OS (see `release_memory`).
+    if large && budget.available() == budget.total {
+        release_memory();
+    }
     response
 }
+
+/// Bodies at least this large trigger [`release_memory`] when they are the last in flight.
+const TRIM_AFTER_BYTES: usize = 1024 * 1024;
+
+/// glibc keeps freed memory in its per-thread arenas: after 64 clients sent 16 MiB bodies, RSS
+/// stayed at the peak (166 MB of a 20 MB idle) though nothing was in use. `malloc_trim` returns
+/// the free pages; it runs only when no large body is in flight, off the async workers.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn release_memory() {
+    unsafe extern "C" {
+        fn malloc_trim(pad: usize) -> i32;
+    }
+    tokio::task::spawn_blocking(|| {
+        // SAFETY: malloc_trim only releases free heap pages; it takes no pointers.
+        unsafe { malloc_trim(0) };
+    });
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn release_memory() {}
 
 /// A body that reserves each frame's bytes from the budget as it arrives.
 struct CountedBody {
