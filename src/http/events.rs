@@ -117,6 +117,8 @@ pub async fn ingest_events(
 
     let received = items.len();
     let (valid, rejected) = validate_batch(items, &caller);
+    // The body is no longer needed once its items are typed events: free it before storing.
+    drop(bytes);
     for r in &rejected {
         metrics::counter!("faultline_events_total", "outcome" => "rejected", "reason" => r.reason.clone()).increment(1);
     }
