@@ -164,7 +164,12 @@ async fn main() -> anyhow::Result<()> {
 async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
     std::fs::create_dir_all(&settings.database.data_dir)
         .with_context(|| format!("creating data directory {}", settings.database.data_dir.display()))?;
-    let database = database::open(settings.database.database_url.as_deref(), &settings.database.data_dir).await?;
+    let database = database::open_with(
+        settings.database.database_url.as_deref(),
+        &settings.database.data_dir,
+        &settings.edge.pool,
+    )
+    .await?;
     let admin_token = match settings.admin_token.clone() {
         Some(t) if !t.trim().is_empty() => t,
         _ => load_or_create_admin_token(&settings.database.data_dir)?,
@@ -173,6 +178,7 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
         admin_token,
         limits: settings.limits.clone(),
         correlation_window: Duration::from_secs(settings.correlation_window_secs.into()),
+        edge: settings.edge.clone(),
     };
     let ctx = startup::api_context(config, database.pool.clone());
     if settings.demo {
@@ -191,8 +197,20 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", settings.addr))?;
     tracing::info!(addr = %listener.local_addr()?, "faultline listening; API docs at /docs");
-    let served = startup::serve(listener, startup::build_router(ctx), shutdown_signal()).await;
-    database.pool.close().await;
+    let served = startup::serve_with_deadline(
+        listener,
+        startup::build_router(ctx),
+        shutdown_signal(),
+        settings.edge.shutdown_timeout(),
+    )
+    .await;
+    // A request still running past the deadline may hold a connection, which `close` would wait for.
+    if tokio::time::timeout(Duration::from_secs(2), database.pool.close())
+        .await
+        .is_err()
+    {
+        tracing::warn!("database connections still in use at exit");
+    }
     database.server.stop().await?;
     Ok(served?)
 }

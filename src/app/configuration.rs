@@ -25,6 +25,8 @@ pub struct ServeSettings {
     pub admin_token: Option<String>,
     #[command(flatten)]
     pub limits: Limits,
+    #[command(flatten)]
+    pub edge: crate::app::edge::EdgeSettings,
     /// Signals of the same job (or node) closer than this fold into one failure.
     #[arg(long, env = "FAULTLINE_CORRELATION_WINDOW_SECS", default_value_t = 600)]
     pub correlation_window_secs: u32,
@@ -42,7 +44,8 @@ pub struct Limits {
     /// Most items in one batch.
     #[arg(long, env = "FAULTLINE_MAX_BATCH_ITEMS", default_value_t = 10_000)]
     pub max_batch_items: usize,
-    /// Ingest requests processed at once; beyond that the answer is 503 with Retry-After.
+    /// Ingest requests processed at once (never more than the pool less a quarter, see
+    /// `app::edge::ingest_slots`); beyond that the answer is 503 with Retry-After.
     #[arg(long, env = "FAULTLINE_MAX_INFLIGHT_INGEST", default_value_t = 32)]
     pub max_inflight_ingest: usize,
 }
@@ -63,6 +66,8 @@ pub struct AppConfig {
     pub admin_token: String,
     pub limits: Limits,
     pub correlation_window: Duration,
+    /// Pool, body-byte budget and shutdown deadline (`FAULTLINE_DB_*`, `FAULTLINE_MAX_INFLIGHT_BODY_BYTES`, ...).
+    pub edge: crate::app::edge::EdgeSettings,
 }
 
 impl AppConfig {

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use std::future::IntoFuture;
+
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::middleware::{self, Next};
@@ -23,7 +25,13 @@ use crate::http::{self, ApiContext, extract::json_errors};
 
 pub fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
     ApiContext {
-        ingest_permits: Arc::new(Semaphore::new(config.limits.max_inflight_ingest)),
+        // Admission matches the pool: no more ingest requests run than can hold a connection.
+        ingest_permits: Arc::new(Semaphore::new(
+            config
+                .limits
+                .max_inflight_ingest
+                .min(crate::app::edge::ingest_slots(db.options().get_max_connections())),
+        )),
         admin_token_hash: crate::domain::auth::hash_secret(&config.admin_token).into(),
         config: Arc::new(config),
         db,
@@ -34,7 +42,13 @@ pub fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
 
 pub fn build_router(ctx: ApiContext) -> Router {
     let body_limit = ctx.config.limits.max_body_bytes;
+    let budget = http::body_budget::BodyBudget::new(ctx.config.edge.max_inflight_body_bytes, body_limit);
     let api = http::api_router()
+        // Inside decompression, so gzip bodies are counted decompressed, as they arrive.
+        .layer(middleware::from_fn_with_state(
+            budget,
+            http::body_budget::limit_inflight_bodies,
+        ))
         // Decompression sits inside the body limit, so the limit counts decompressed bytes.
         .layer(RequestDecompressionLayer::new())
         .layer(DefaultBodyLimit::max(body_limit));
@@ -59,26 +73,79 @@ async fn not_found(uri: axum::http::Uri) -> ApiError {
 
 async fn track_requests(req: Request, next: Next) -> Response {
     let started = Instant::now();
+    // Labels from closed sets only, so no client can mint new series: the route template the
+    // router matched (or `unmatched`), and a known method (or `other`).
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".into());
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     let response = next.run(req).await;
     let status = response.status().as_u16().to_string();
-    metrics::counter!("faultline_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status)
+    metrics::counter!("faultline_http_requests_total", "method" => method, "route" => route.clone(), "status" => status)
         .increment(1);
     metrics::histogram!("faultline_http_request_seconds", "method" => method, "route" => route)
         .record(started.elapsed().as_secs_f64());
     response
 }
 
-/// Serves until `shutdown` resolves, then drains in-flight requests.
+/// The `method` label of the request metrics: one of the standard methods, else `other`.
+pub fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
+/// Serves until `shutdown` resolves, then drains in-flight requests for at most the default
+/// deadline (30 s).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+    let deadline = crate::app::edge::EdgeSettings::default().shutdown_timeout();
+    serve_with_deadline(listener, router, shutdown, deadline).await
+}
+
+/// Serves until `shutdown` resolves; then stops accepting, lets in-flight requests finish for at
+/// most `deadline`, and returns even if some have not (a client that sent half a body and stalls
+/// would otherwise keep the process alive as long as it likes). Connections still open then are
+/// dropped when the runtime ends.
+pub async fn serve_with_deadline(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    deadline: std::time::Duration,
+) -> std::io::Result<()> {
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = started_tx.send(());
+        })
+        .into_future();
+    let expired = async move {
+        match started_rx.await {
+            Ok(()) => tokio::time::sleep(deadline).await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        served = server => served,
+        () = expired => {
+            tracing::warn!(deadline_secs = deadline.as_secs_f64(), "shutdown deadline reached with requests still in flight; exiting anyway");
+            Ok(())
+        }
+    }
 }

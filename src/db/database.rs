@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::Context;
 use sqlx::PgPool;
 
+use crate::app::edge::PoolSettings;
 use crate::db::embedded_pg::{self, DatabaseServer};
 
 pub const DEFAULT_DATABASE: &str = "faultline";
@@ -17,6 +18,11 @@ pub struct Database {
 }
 
 pub async fn open(explicit_url: Option<&str>, data_dir: &Path) -> anyhow::Result<Database> {
+    open_with(explicit_url, data_dir, &PoolSettings::default()).await
+}
+
+/// [`open`] with the pool sized and timed by `pool`.
+pub async fn open_with(explicit_url: Option<&str>, data_dir: &Path, pool: &PoolSettings) -> anyhow::Result<Database> {
     let server = embedded_pg::resolve(explicit_url, data_dir).await?;
     let url = match &server {
         // An explicit URL names its database; use it as it is.
@@ -26,7 +32,7 @@ pub async fn open(explicit_url: Option<&str>, data_dir: &Path) -> anyhow::Result
             with_database(other.url(), DEFAULT_DATABASE)
         }
     };
-    let pool = crate::storage::connect(&url)
+    let pool = crate::db::pool::connect(&url, pool)
         .await
         .with_context(|| format!("connecting to {}", redact(&url)))?;
     crate::storage::migrate(&pool).await.context("running migrations")?;

@@ -183,8 +183,15 @@ impl PrivateCluster {
             info!(pgdata = %cluster.pgdata.display(), url = %cluster.url, "reusing running private PostgreSQL cluster");
             return Ok(cluster);
         }
-        cluster.start_server(extra_options).await?;
+        cluster.start_server(extra_options, None).await?;
         Ok(cluster)
+    }
+
+    /// Starts the stopped server again on the port it had, so URLs (and pools) that name it
+    /// stay valid: how the outage tests bring the database back.
+    pub async fn start_again(&mut self) -> Result<()> {
+        let port = self.port;
+        self.start_server("", Some(port)).await
     }
 
     /// Stops the server (`pg_ctl stop -m fast`: open sessions are rolled back). Not running
@@ -294,7 +301,7 @@ impl PrivateCluster {
         None
     }
 
-    async fn start_server(&mut self, extra_options: &str) -> Result<()> {
+    async fn start_server(&mut self, extra_options: &str, fixed_port: Option<u16>) -> Result<()> {
         let log = self.pgdata.join("server.log");
         let socket_dir = self
             .socket_dir
@@ -303,7 +310,10 @@ impl PrivateCluster {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let port = free_port()?;
+            let port = match fixed_port {
+                Some(port) => port,
+                None => free_port()?,
+            };
             // pg_ctl pastes -o into a shell command line, hence the quoting.
             let options = format!(
                 "-p {port} -c listen_addresses=127.0.0.1 -k {} {extra_options}",
@@ -335,7 +345,7 @@ impl PrivateCluster {
                 log.display()
             );
             // Someone may have taken the port between our probe and the postmaster's bind.
-            if attempts < 3 && tail.contains("could not bind") {
+            if fixed_port.is_none() && attempts < 3 && tail.contains("could not bind") {
                 warn!(port, "port taken while starting PostgreSQL; retrying on another");
                 continue;
             }

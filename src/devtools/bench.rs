@@ -65,6 +65,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         admin_token: token.clone(),
         limits: Limits::default(),
         correlation_window: Duration::from_secs(600),
+        edge: Default::default(),
     };
     let ctx = startup::api_context(config, db.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -39,12 +39,64 @@ pub enum ApiError {
         message: String,
         details: Option<serde_json::Value>,
     },
-    #[error("service overloaded, retry after {retry_after_secs} s")]
+    #[error("service unavailable (overloaded, or the database does not answer); retry after {retry_after_secs} s")]
     Unavailable { retry_after_secs: u32 },
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     #[error("internal error: {0}")]
-    Internal(#[from] anyhow::Error),
+    Internal(anyhow::Error),
+}
+
+/// Seconds a client should wait when the pool had no connection for it in time.
+pub const RETRY_AFTER_POOL_SECS: u32 = 1;
+/// Seconds a client should wait when the database does not answer at all.
+pub const RETRY_AFTER_OUTAGE_SECS: u32 = 2;
+
+/// When the error says the database is busy or away (not that the request or the code is wrong),
+/// the seconds after which a retry may succeed.
+pub fn unavailable_retry_after(e: &sqlx::Error) -> Option<u32> {
+    match e {
+        // No connection within the acquire timeout: the pool is busy, or every attempt to
+        // connect was refused (sqlx retries a refused connect until the timeout).
+        sqlx::Error::PoolTimedOut => Some(RETRY_AFTER_POOL_SECS),
+        // Closed while shutting down; a connection lost or refused; the server went away.
+        sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => Some(RETRY_AFTER_OUTAGE_SECS),
+        sqlx::Error::Database(db) => {
+            let code = db.code()?;
+            // 08xxx connection exception; 57P01-57P03 admin/crash shutdown, cannot connect
+            // now (starting up / shutting down); 53300 too many connections.
+            (code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300"))
+                .then_some(RETRY_AFTER_OUTAGE_SECS)
+        }
+        _ => None,
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(e: sqlx::Error) -> Self {
+        match unavailable_retry_after(&e) {
+            Some(retry_after_secs) => {
+                tracing::warn!(error = %e, retry_after_secs, "database unavailable; answering 503");
+                metrics::counter!("faultline_db_unavailable_total").increment(1);
+                ApiError::Unavailable { retry_after_secs }
+            }
+            None => ApiError::Database(e),
+        }
+    }
+}
+
+impl From<anyhow::Error> for ApiError {
+    fn from(e: anyhow::Error) -> Self {
+        // A database outage wrapped in context is still an outage.
+        if let Some(retry_after_secs) = e
+            .chain()
+            .find_map(|c| c.downcast_ref::<sqlx::Error>().and_then(unavailable_retry_after))
+        {
+            tracing::warn!(error = ?e, retry_after_secs, "database unavailable; answering 503");
+            return ApiError::Unavailable { retry_after_secs };
+        }
+        ApiError::Internal(e)
+    }
 }
 
 impl ApiError {

@@ -14,9 +14,9 @@ use utoipa::ToSchema;
 use super::ApiContext;
 use super::extract::{Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
-use crate::domain::event::{Event, EventInput, FieldError, parse_event};
+use crate::domain::event::{Event, EventInput, FieldError, validate_event};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::ingest::batch::{Batch, RejectReason, Route, count_stored};
+use crate::ingest::batch::{Batch, RejectReason, Rejection, Route, count_stored};
 
 pub fn router() -> Router<ApiContext> {
     Router::new().route("/v1/events", post(ingest_events))
@@ -64,7 +64,8 @@ pub use crate::ingest::batch::RejectedItem;
         (status = 413, description = "Body or batch larger than the documented limits", body = ErrorBody),
         (status = 415, description = "Content-Type is neither application/json nor application/x-ndjson, or the encoding is not gzip/identity", body = ErrorBody),
         (status = 422, description = "Every item of the batch was invalid; `details.rejected` lists why", body = ErrorBody),
-        (status = 503, description = "Too many ingest requests in flight; retry after the Retry-After header", body = ErrorBody),
+        (status = 503, description = "Not admitted: too many ingest requests or request body bytes in flight, no database connection free within the acquire timeout, or the database does not answer. Nothing was stored; retry after the Retry-After header", body = ErrorBody,
+            headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))),
     ),
     security(("bearer" = []))
 )]
@@ -78,14 +79,15 @@ pub async fn ingest_events(
     let _permit = ctx.ingest_permit("events")?;
     let started = Instant::now();
     let limits = &ctx.config.limits;
+    let bytes;
     let items = match content_type(&headers).as_deref() {
         Some("application/json") => {
-            let bytes = read_body_limited(&headers, body, limits.max_body_bytes).await?;
-            parse_json_batch(&bytes)?
+            bytes = read_body_limited(&headers, body, limits.max_body_bytes).await?;
+            json_batch_items(&bytes)?
         }
         Some("application/x-ndjson" | "application/ndjson" | "application/jsonlines") => {
-            let bytes = read_body_limited(&headers, body, limits.max_body_bytes).await?;
-            split_ndjson(&bytes)
+            bytes = read_body_limited(&headers, body, limits.max_body_bytes).await?;
+            ndjson_items(&bytes)
         }
         other => {
             return Err(ApiError::UnsupportedMediaType(format!(
@@ -96,15 +98,16 @@ pub async fn ingest_events(
     };
     let now = Utc::now();
     let batch = Batch::new(Route::Events, items, limits.max_batch_items)?
-        .parse(|item| match item {
-            Err(message) => Err((RejectReason::InvalidJson, FieldError { field: None, message })),
-            Ok(value) => parse_event(value, now).map_err(|e| (RejectReason::InvalidField, e)),
+        .parse(|item| {
+            parse_item(item).and_then(|input| validate_event(input, now).map_err(|e| (RejectReason::InvalidField, e)))
         })
         .scoped(|e| e.cluster.as_str(), |c| caller.may_write(c))
         // The same id twice in a batch is left to the store, which counts the second as a
         // duplicate like any retry.
         .finish(caller.cluster.as_deref())?;
     let (received, rejected) = (batch.received, batch.rejected);
+    // The body is no longer needed once its items are typed events: free it before storing.
+    drop(bytes);
     let outcome = store_events(&ctx, Route::Events, batch.items).await?;
     metrics::histogram!("faultline_ingest_seconds", "endpoint" => "events").record(started.elapsed().as_secs_f64());
     Ok(Json(IngestResponse {
@@ -124,21 +127,73 @@ pub async fn store_events(ctx: &ApiContext, route: Route, events: Vec<Event>) ->
 
 pub use crate::ingest::StoreOutcome;
 
-/// One batch item before validation: a parsed JSON value, or why its line was not JSON.
-pub type RawItem = Result<serde_json::Value, String>;
+/// A JSON batch as slices of the body: the items are parsed one at a time straight into
+/// [`EventInput`], so the batch never exists as a `serde_json::Value` tree (which took several
+/// times the body's size) and an item's memory is its typed fields only.
+#[derive(Deserialize)]
+struct BorrowedBatch<'a> {
+    #[serde(borrow)]
+    events: Vec<&'a serde_json::value::RawValue>,
+}
 
-fn parse_json_batch(bytes: &[u8]) -> ApiResult<Vec<RawItem>> {
+fn json_batch_items(bytes: &[u8]) -> ApiResult<Vec<&[u8]>> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request("empty_body", "the request body is empty"));
     }
-    let batch: EventBatch = serde_json::from_slice(bytes).map_err(|e| {
+    let batch: BorrowedBatch<'_> = serde_json::from_slice(bytes).map_err(|e| {
         ApiError::bad_request(
             "invalid_json",
             format!("body is not a JSON object {{\"events\": [...]}}: {e}"),
         )
     })?;
-    Ok(batch.events.into_iter().map(Ok).collect())
+    Ok(batch.events.into_iter().map(|raw| raw.get().as_bytes()).collect())
 }
+
+/// NDJSON lines (non-blank), each parsed later on its own.
+fn ndjson_items(bytes: &[u8]) -> Vec<&[u8]> {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+        .collect()
+}
+
+/// One item into an [`EventInput`]: `invalid_json` when it is not JSON, else `invalid_field`
+/// with the path of the field that does not fit.
+fn parse_item(text: &[u8]) -> Result<EventInput, Rejection> {
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let result = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| (e.path().to_string(), e.into_inner()))
+        .and_then(|v: EventInput| de.end().map(|()| v).map_err(|e| (String::new(), e)));
+    result.map_err(|(path, inner)| {
+        // Messages as a parsed value gives them: without the position inside the item.
+        let mut message = inner.to_string();
+        if inner.line() > 0
+            && let Some(m) = message.strip_suffix(&format!(" at line {} column {}", inner.line(), inner.column()))
+        {
+            message = m.to_string();
+        }
+        if inner.is_syntax() || inner.is_eof() {
+            (
+                RejectReason::InvalidJson,
+                FieldError {
+                    field: None,
+                    message: format!("line is not JSON: {message}"),
+                },
+            )
+        } else {
+            (
+                RejectReason::InvalidField,
+                FieldError {
+                    field: (path != "." && !path.is_empty()).then_some(path),
+                    message,
+                },
+            )
+        }
+    })
+}
+
+/// One batch item before validation: a parsed JSON value, or why its line was not JSON.
+pub type RawItem = Result<serde_json::Value, String>;
 
 /// NDJSON: every non-blank line is one item; a malformed line is rejected alone.
 pub fn split_ndjson(bytes: &[u8]) -> Vec<RawItem> {
@@ -152,6 +207,25 @@ pub fn split_ndjson(bytes: &[u8]) -> Vec<RawItem> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn items_parse_typed_with_the_reason_and_field_of_a_failure() {
+        let ok = br#"{"id":"00000000-0000-4000-8000-000000000001","occurred_at":"2026-11-02T10:00:00Z","cluster":"c1","kind":"xid","code":79}"#;
+        assert_eq!(parse_item(ok).unwrap().code, Some(79));
+        let (reason, e) = parse_item(b"not json").unwrap_err();
+        assert_eq!((reason, e.field), (RejectReason::InvalidJson, None));
+        let bad_field = br#"{"id":"00000000-0000-4000-8000-000000000001","occurred_at":"x","cluster":"c1","kind":"xid","code":"seven"}"#;
+        let (reason, e) = parse_item(bad_field).unwrap_err();
+        assert_eq!((reason, e.field.as_deref()), (RejectReason::InvalidField, Some("code")));
+        assert!(!e.message.contains("column"), "{}", e.message);
+        let (reason, _) = parse_item(&[&ok[..], b" {}"].concat()).unwrap_err();
+        assert_eq!(reason, RejectReason::InvalidJson);
+        // A JSON batch is cut into items without parsing them.
+        let body = [&b"{\"events\": ["[..], ok, b", 5]}"].concat();
+        let items = json_batch_items(&body).unwrap();
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[1], b"5");
+    }
 
     #[test]
     fn ndjson_lines_fail_alone() {

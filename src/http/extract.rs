@@ -24,9 +24,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
                 "expected Content-Type: application/json".into(),
             ));
         }
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e| body_error(e.status(), e.body_text()))?;
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if crate::http::body_budget::is_budget_exceeded(&e) {
+                return ApiError::Unavailable {
+                    retry_after_secs: crate::http::body_budget::RETRY_AFTER_SECS,
+                };
+            }
+            body_error(e.status(), e.body_text())
+        })?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let path = e.path().to_string();
@@ -51,6 +56,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        // Postgres text cannot hold NUL: refuse it here, naming the parameter, rather than as a
+        // 500 from the database.
+        for (key, value) in form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()) {
+            if key.contains('\0') || value.contains('\0') {
+                return Err(nul_error("query parameter", &key));
+            }
+        }
         // An empty value (`?cluster=&by=`, as HTML forms send them) means the parameter is absent.
         let query: String = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(
@@ -65,6 +77,39 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
             )
         })
     }
+}
+
+/// Path-parameter extractor: JSON rejections, and NUL refused (400 naming the parameter) like
+/// [`AppQuery`] does, so no route hands a NUL to Postgres.
+pub struct AppPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for AppPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        if let Ok(raw) = axum::extract::RawPathParams::from_request_parts(parts, state).await {
+            for (key, value) in raw.iter() {
+                if value.contains('\0') {
+                    return Err(nul_error("path parameter", key));
+                }
+            }
+        }
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(AppPath(v)),
+            Err(e) => Err(ApiError::bad_request(
+                "invalid_path",
+                format!("path parameter: {}", e.body_text()),
+            )),
+        }
+    }
+}
+
+fn nul_error(what: &str, name: &str) -> ApiError {
+    let name: String = name.chars().filter(|c| *c != '\0').collect();
+    ApiError::bad_request(
+        "invalid_parameter",
+        format!("{what} `{name}` contains a NUL character (%00), which is not allowed"),
+    )
 }
 
 fn serde_urlencoded_deserializer(query: &str) -> serde_urlencoded::Deserializer<'_> {
@@ -107,6 +152,11 @@ pub async fn read_body_limited(headers: &HeaderMap, body: Body, limit: usize) ->
             while let Some(s) = source {
                 if s.is::<http_body_util::LengthLimitError>() {
                     return Err(too_large());
+                }
+                if s.is::<crate::http::body_budget::BudgetExceeded>() {
+                    return Err(ApiError::Unavailable {
+                        retry_after_secs: crate::http::body_budget::RETRY_AFTER_SECS,
+                    });
                 }
                 source = s.source();
             }

@@ -1,6 +1,6 @@
 //! `GET /v1/failures` and `GET /v1/failures/{id}`.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
@@ -9,7 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiContext;
-use super::extract::{AppQuery, Caller};
+use super::extract::{AppPath, AppQuery, Caller};
 use crate::domain::auth::{Permission, hex};
 use crate::domain::taxonomy::{Category, Component, RootCause};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -216,7 +216,7 @@ pub struct FailureDetail {
 pub async fn get_failure(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    Path(id): Path<String>,
+    AppPath(id): AppPath<String>,
 ) -> ApiResult<Json<FailureDetail>> {
     caller.require(Permission::Query)?;
     let id = Uuid::try_parse(&id)

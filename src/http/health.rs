@@ -30,18 +30,31 @@ pub async fn healthz() -> Json<Health> {
     Json(Health { status: "ok".into() })
 }
 
-/// Readiness: the database answers.
+/// Longest a readiness probe waits for the database: probes time out after 1 s by default.
+pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(800);
+
+/// Readiness: the database answers within 0.8 s.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
         (status = 200, description = "Ready: the database answers", body = Health),
-        (status = 503, description = "The database does not answer", body = ErrorBody),
+        (status = 503, description = "The database does not answer within 0.8 s (or the pool has no connection free); retry after the Retry-After header", body = ErrorBody,
+            headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))),
     ))]
 pub async fn readyz(State(ctx): State<ApiContext>) -> Result<Json<Health>, ApiError> {
-    match sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&ctx.db).await {
-        Ok(_) => Ok(Json(Health { status: "ready".into() })),
-        Err(e) => {
+    let probe = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&ctx.db);
+    match tokio::time::timeout(READY_TIMEOUT, probe).await {
+        Ok(Ok(_)) => Ok(Json(Health { status: "ready".into() })),
+        Ok(Err(e)) => {
             tracing::warn!(error = %e, "readiness check failed");
-            Err(ApiError::Unavailable { retry_after_secs: 5 })
+            Err(ApiError::Unavailable {
+                retry_after_secs: crate::http::error::RETRY_AFTER_OUTAGE_SECS,
+            })
+        }
+        Err(_) => {
+            tracing::warn!("readiness check timed out");
+            Err(ApiError::Unavailable {
+                retry_after_secs: crate::http::error::RETRY_AFTER_OUTAGE_SECS,
+            })
         }
     }
 }

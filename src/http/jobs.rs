@@ -47,6 +47,8 @@ pub struct JobUpsertResponse {
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not ingest, or every job is outside the token's cluster scope", body = ErrorBody),
         (status = 413, description = "More jobs or bytes than the limits", body = ErrorBody),
+        (status = 503, description = "Not admitted: too many request body bytes in flight, no database connection free within the acquire timeout, or the database does not answer. Nothing was stored; retry after the Retry-After header", body = ErrorBody,
+            headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))),
         (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
         (status = 422, description = "Every job of the batch was invalid; `details.rejected` says why", body = ErrorBody),
     ),

@@ -1,7 +1,7 @@
 //! The failure lifecycle (`PATCH /v1/failures/{id}`, `GET /v1/failures/{id}/history`) and node
 //! service state (`POST`/`GET /v1/nodes/{cluster}/{hostname}/state`).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, patch};
 use axum::{Json, Router};
@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::ApiContext;
 use super::analytics::WindowQuery;
-use super::extract::{AppJson, AppQuery, Caller};
+use super::extract::{AppJson, AppPath, AppQuery, Caller};
 use crate::analytics::cost::{Phases, downtime_minutes, out_of_service_hours};
 use crate::analytics::headline::round6;
 use crate::domain::auth::Permission;
@@ -132,7 +132,7 @@ fn parse_id(id: &str) -> ApiResult<Uuid> {
 pub async fn patch_failure(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    Path(id): Path<String>,
+    AppPath(id): AppPath<String>,
     AppJson(p): AppJson<LifecyclePatch>,
 ) -> ApiResult<Json<LifecycleView>> {
     caller.require(Permission::Ingest)?;
@@ -206,7 +206,7 @@ pub struct FailureHistory {
 pub async fn failure_history(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    Path(id): Path<String>,
+    AppPath(id): AppPath<String>,
 ) -> ApiResult<Json<FailureHistory>> {
     if caller.require(Permission::Query).is_err() {
         caller.require(Permission::Ingest)?;
@@ -340,7 +340,7 @@ async fn node_state_view(
 pub async fn record_node_state(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    Path((cluster, hostname)): Path<(String, String)>,
+    AppPath((cluster, hostname)): AppPath<(String, String)>,
     AppJson(input): AppJson<NodeStateInput>,
 ) -> ApiResult<(StatusCode, Json<NodeStateView>)> {
     caller.require(Permission::Ingest)?;
@@ -396,7 +396,7 @@ pub async fn record_node_state(
 pub async fn node_state(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    Path((cluster, hostname)): Path<(String, String)>,
+    AppPath((cluster, hostname)): AppPath<(String, String)>,
     AppQuery(wq): AppQuery<WindowQuery>,
 ) -> ApiResult<Json<NodeStateView>> {
     caller.require(Permission::ReadInventory)?;

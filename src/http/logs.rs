@@ -118,7 +118,8 @@ pub struct LogIngestResponse {
         (status = 413, description = "Body or line count larger than the documented limits", body = ErrorBody),
         (status = 415, description = "Content-Type is not text/plain, application/x-ndjson or application/json", body = ErrorBody),
         (status = 422, description = "Every record was invalid; `details.rejected` lists why", body = ErrorBody),
-        (status = 503, description = "Too many ingest requests in flight; retry after the Retry-After header", body = ErrorBody),
+        (status = 503, description = "Not admitted: too many ingest requests or request body bytes in flight, no database connection free within the acquire timeout, or the database does not answer. Nothing was stored; retry after the Retry-After header", body = ErrorBody,
+            headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))),
     ),
     security(("bearer" = []))
 )]

@@ -1,6 +1,7 @@
 //! HTTP layer: one module per resource, each exposing `router()`.
 
 pub mod analytics;
+pub mod body_budget;
 pub mod csv;
 pub mod dashboard;
 pub mod error;

@@ -65,7 +65,8 @@ pub struct HealthEventsResponse {
         (status = 413, description = "Body or batch larger than the documented limits", body = ErrorBody),
         (status = 415, description = "Content-Type is neither application/json nor application/x-ndjson", body = ErrorBody),
         (status = 422, description = "Every event was invalid; `details.rejected` lists why", body = ErrorBody),
-        (status = 503, description = "Too many ingest requests in flight; retry after the Retry-After header", body = ErrorBody),
+        (status = 503, description = "Not admitted: too many ingest requests or request body bytes in flight, no database connection free within the acquire timeout, or the database does not answer. Nothing was stored; retry after the Retry-After header", body = ErrorBody,
+            headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))),
     ),
     security(("bearer" = []))
 )]

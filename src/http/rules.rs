@@ -1,14 +1,14 @@
 //! The classification catalog: readable by readers, editable by admins. Every edit re-classifies
 //! all failures in the same transaction, so no analysis ever mixes two versions of the rules.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::routing::{get, put};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
-use super::extract::{AppJson, AppQuery, Caller};
+use super::extract::{AppJson, AppPath, AppQuery, Caller};
 use crate::classify::{Rule, Severity};
 use crate::domain::auth::Permission;
 use crate::domain::taxonomy::{Category, Component};
@@ -107,7 +107,7 @@ pub struct CatalogChange {
 pub async fn put_rule(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    Path(rule_id): Path<String>,
+    AppPath(rule_id): AppPath<String>,
     AppJson(input): AppJson<RuleInput>,
 ) -> ApiResult<Json<CatalogChange>> {
     caller.require(Permission::Admin)?;
@@ -158,7 +158,7 @@ pub async fn put_rule(
 pub async fn delete_rule(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    Path(rule_id): Path<String>,
+    AppPath(rule_id): AppPath<String>,
 ) -> ApiResult<Json<CatalogChange>> {
     caller.require(Permission::Admin)?;
     let edit = RuleEdit::Delete {

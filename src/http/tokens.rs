@@ -1,6 +1,6 @@
 //! Token management (admin only): create, list, revoke.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, post};
 use axum::{Json, Router};
@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::ApiContext;
-use super::extract::{AppJson, Caller};
+use super::extract::{AppJson, AppPath, Caller};
 use crate::domain::auth::{Permission, Role, mint_token};
 use crate::domain::event::{optional_text, required_text};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -139,7 +139,7 @@ pub async fn list_tokens(State(ctx): State<ApiContext>, caller: Caller) -> ApiRe
 pub async fn revoke_token(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    Path(id): Path<String>,
+    AppPath(id): AppPath<String>,
 ) -> ApiResult<StatusCode> {
     caller.require(Permission::Admin)?;
     let id = Uuid::try_parse(&id)

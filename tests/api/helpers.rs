@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use faultline::app::configuration::{AppConfig, Limits};
+use faultline::app::edge::EdgeSettings;
 use faultline::app::startup;
 use faultline::db::database::{ensure_database, with_database};
 use serde_json::Value;
@@ -26,11 +27,18 @@ pub async fn spawn_app_with(limits: Limits) -> TestApp {
     let server_url = faultline::db::embedded_pg::test_server_url()
         .await
         .expect("a PostgreSQL server for tests");
+    spawn_app_on(&server_url, limits, EdgeSettings::default()).await
+}
+
+/// The app on the Postgres server at `server_url` (no database path), with `edge` settings (pool
+/// size and timeout, body budget).
+pub async fn spawn_app_on(server_url: &str, limits: Limits, edge: EdgeSettings) -> TestApp {
+    let server_url = server_url.to_string();
     let db_name = format!("faultline_test_{}", uuid::Uuid::new_v4().simple());
     ensure_database(&server_url, &db_name)
         .await
         .expect("create the test database");
-    let db = faultline::storage::connect(&with_database(&server_url, &db_name))
+    let db = faultline::db::pool::connect(&with_database(&server_url, &db_name), &edge.pool)
         .await
         .expect("connect");
     faultline::storage::migrate(&db).await.expect("migrate");
@@ -38,6 +46,7 @@ pub async fn spawn_app_with(limits: Limits) -> TestApp {
         admin_token: ADMIN_TOKEN.to_string(),
         limits,
         correlation_window: Duration::from_secs(600),
+        edge,
     };
     let ctx = startup::api_context(config, db.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
