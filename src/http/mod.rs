@@ -1,6 +1,7 @@
 //! HTTP layer: one module per resource, each exposing `router()`.
 
 pub mod analytics;
+pub mod classify;
 pub mod cost;
 pub mod dashboard;
 pub mod error;
@@ -16,6 +17,7 @@ pub mod nvsentinel;
 pub mod openapi;
 pub mod report;
 pub mod rules;
+pub mod terms;
 pub mod tokens;
 
 use std::sync::Arc;
@@ -61,6 +63,8 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(nodes::router())
         .merge(tokens::router())
         .merge(rules::router())
+        .merge(terms::router())
+        .merge(classify::router())
         .merge(failures::router())
         .merge(analytics::router())
         .merge(lifecycle::router())

@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
 use super::extract::{AppJson, AppQuery, Caller};
-use crate::classify::{Catalog, Rule, Severity};
+use crate::classify::{Rule, Severity};
 use crate::domain::auth::Permission;
 use crate::domain::taxonomy::{Category, Component};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -179,11 +179,12 @@ pub async fn delete_rule(
     }))
 }
 
-type EditFuture<'c> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, sqlx::Error>> + Send + 'c>>;
+pub(crate) type EditFuture<'c> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, sqlx::Error>> + Send + 'c>>;
 
 /// Runs `edit` and the rebuild in one transaction that holds the catalog version row: ingest waits
 /// for it and then sees the new rules. `edit` returning false (nothing changed) rolls back.
-async fn change_catalog<F>(ctx: &ApiContext, edit: F) -> ApiResult<(i64, usize)>
+pub(crate) async fn change_catalog<F>(ctx: &ApiContext, edit: F) -> ApiResult<(i64, usize)>
 where
     F: for<'c> FnOnce(&'c mut sqlx::PgConnection) -> EditFuture<'c>,
 {
@@ -192,7 +193,7 @@ where
     if !edit(&mut tx).await? {
         return Err(ApiError::Conflict("nothing to change".into()));
     }
-    let catalog = Arc::new(Catalog::new(version, storage::catalog::load_rules(&mut tx).await?));
+    let catalog = Arc::new(storage::catalog::load_catalog(&mut tx, version).await?);
     let window = chrono::Duration::from_std(ctx.config.correlation_window).unwrap_or(chrono::Duration::minutes(10));
     let failures = storage::failures::rebuild_all(&mut tx, &catalog, window).await?;
     tx.commit().await?;

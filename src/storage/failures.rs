@@ -372,6 +372,7 @@ async fn insert_rows<'a>(
         c.transient.push(d.classification.transient);
         c.action.push(d.classification.action.clone());
         c.rule.push(d.classification.rule_id.clone());
+        c.explanation.push(d.classification.explanation.clone());
         c.explicit.push(d.classification.explicit);
         c.symptom.push(d.symptom.map(|s| s.as_str()));
     }
@@ -381,17 +382,18 @@ async fn insert_rows<'a>(
     sqlx::query(
         "INSERT INTO failures (id, cluster, correlation_key, job_id, first_at, last_at, nodes, signal_ids, signal_count,
                                root_signal, root_node, root_kind, root_code, signal_generation, category, component,
-                               severity, transient, action, rule_id, explicit_cause, symptom, catalog_version)
+                               severity, transient, action, rule_id, explicit_cause, symptom, catalog_version, explanation)
          SELECT id, cluster, key, job, first_at, last_at,
                 CASE WHEN nodes = '' THEN '{}'::text[] ELSE string_to_array(nodes, E'\\x1f') END,
                 string_to_array(signals, ',')::uuid[], cnt, root, root_node, root_kind, root_code, generation,
-                category, component, severity, transient, action, rule_id, explicit, symptom, $23
+                category, component, severity, transient, action, rule_id, explicit, symptom, $23, explanation
          FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[],
                      $8::text[], $9::int[], $10::uuid[], $11::text[], $12::text[], $13::bigint[], $14::text[],
                      $15::text[], $16::text[], $17::text[], $18::bool[], $19::text[], $20::text[], $21::bool[],
-                     $22::text[])
+                     $22::text[], $24::text[])
               AS t(id, cluster, key, job, first_at, last_at, nodes, signals, cnt, root, root_node, root_kind,
-                   root_code, generation, category, component, severity, transient, action, rule_id, explicit, symptom)",
+                   root_code, generation, category, component, severity, transient, action, rule_id, explicit, symptom,
+                   explanation)",
     )
     .bind(c.id)
     .bind(c.cluster)
@@ -416,6 +418,7 @@ async fn insert_rows<'a>(
     .bind(c.explicit)
     .bind(c.symptom)
     .bind(version)
+    .bind(c.explanation)
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -443,6 +446,7 @@ struct Cols {
     transient: Vec<bool>,
     action: Vec<String>,
     rule: Vec<Option<String>>,
+    explanation: Vec<String>,
     explicit: Vec<bool>,
     symptom: Vec<Option<&'static str>>,
 }

@@ -6,6 +6,7 @@ pub mod events;
 pub mod failure_queries;
 pub mod failures;
 pub mod jobs;
+pub mod lexicon;
 pub mod lifecycle;
 pub mod nodes;
 pub mod report;
