@@ -13,8 +13,14 @@
 //!    substring anywhere: "uncorrectable" says nothing about whether a GPU or a DIMM failed);
 //! 5. the best rule, else unknown.
 
+#[cfg(test)]
+mod corpus_test;
 pub mod lexicon;
+#[cfg(test)]
+pub(crate) mod seed;
 pub mod text;
+#[cfg(test)]
+mod text_tests;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

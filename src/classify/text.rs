@@ -24,7 +24,7 @@ use crate::domain::taxonomy::{Category, Component, RootCause};
 pub const MAX_SCORED_BYTES: usize = 4096;
 /// The best component needs at least this much evidence.
 pub const MIN_SCORE: f64 = 1.0;
-/// Unknown when a component of another category scores at least this share of the best.
+/// Unknown when a component of another category scores more than this share of the best.
 pub const CONTRADICTION: f64 = 0.75;
 /// Longest lexicon phrase, in tokens.
 const MAX_PHRASE: usize = 6;
@@ -164,6 +164,8 @@ fn canonical(tok: &str) -> Option<&'static [&'static str]> {
         "oom" => &["out", "of", "memory"],
         "oomkilled" | "oomkill" => &["out", "of", "memory", "kill"],
         "outofmemory" | "outofmemoryerror" => &["out", "of", "memory"],
+        "eccuncorrectable" => &["uncorrectable", "ecc"],
+        "ecccorrectable" => &["correctable", "ecc"],
         "ib" | "infinband" | "infiniban" => &["infiniband"],
         "ibport" => &["infiniband", "port"],
         "fs" | "filesys" => &["filesystem"],
@@ -207,9 +209,9 @@ fn canonical(tok: &str) -> Option<&'static [&'static str]> {
 
 /// Device names with an index ("gpu0", "mlx5", "eth1", "psu2", "fan3a") fold to the device word.
 fn strip_device_index(tok: &str) -> &str {
-    const PREFIXES: [&str; 21] = [
+    const PREFIXES: [&str; 22] = [
         "gpu", "cpu", "psu", "fan", "dimm", "eth", "ens", "enp", "ib", "mlx", "nvme", "port", "hca", "ps", "nic", "sd",
-        "ssd", "hdd", "nvlink", "bond", "node",
+        "ssd", "hdd", "nvlink", "bond", "node", "ata",
     ];
     let letters = tok.bytes().take_while(|c| c.is_ascii_alphabetic()).count();
     if letters == 0 || letters == tok.len() {
@@ -243,6 +245,9 @@ fn merge_pair(a: &str, b: &str) -> Option<&'static str> {
         ("infini", "band") => "infiniband",
         ("ro", "ce") => "roce",
         ("info", "rom") => "inforom",
+        ("nv", "link") => "nvlink",
+        ("nv", "switch") => "nvswitch",
+        ("nv", "lnk") => "nvlink",
         ("connect", "x") => "connectx",
         ("blue", "field") => "bluefield",
         ("file", "system") => "filesystem",
@@ -289,8 +294,11 @@ pub fn normalise(text: &str) -> Normalised {
             flush(&mut cur, &mut words, clause);
             let next = chars.get(i + 1).copied();
             let dash_break = c == '-' && prev == Some(' ') && next == Some(' ');
-            let colon_break = c == ':' && next.is_none_or(|n| n == ' ');
-            if is_clause_break(c) || dash_break || colon_break {
+            // ".", "," and ":" end a clause before a space or the end only: "1200.00",
+            // "0000:3b:00.0" and "NIC.Slot.3" stay one clause.
+            let spaced = next.is_none_or(|n| n.is_whitespace());
+            let soft_break = matches!(c, '.' | ',' | ':') && spaced;
+            if is_clause_break(c) || dash_break || soft_break {
                 clause += 1;
             }
         }
@@ -346,6 +354,8 @@ pub fn truncate(s: &str, max: usize) -> &str {
 }
 
 const NEGATORS: [&str; 7] = ["no", "not", "without", "zero", "0", "never", "none"];
+/// A clause that only guesses ("possibly due to a network error") is not evidence.
+const HEDGES: [&str; 5] = ["possibly", "perhaps", "maybe", "might", "potentially"];
 const CAUSE_CONNECTORS: [&[&str]; 6] = [
     &["due", "to"],
     &["caused", "by"],
@@ -415,7 +425,7 @@ pub fn find_terms(lex: &Lexicon, n: &Normalised) -> Vec<Hit> {
             }
             let key = toks[i..i + len].join(" ");
             if let Some(t) = lex.by_phrase.get(&key) {
-                let negated = matches!(t.kind, TermKind::Failure | TermKind::Fault)
+                let negated = matches!(t.kind, TermKind::Failure | TermKind::Fault | TermKind::Healthy)
                     && (1..=2).any(|back| {
                         i >= back
                             && n.clause[i - back] == n.clause[i]
@@ -424,9 +434,15 @@ pub fn find_terms(lex: &Lexicon, n: &Normalised) -> Vec<Hit> {
                             && (back == 1 || !lex.by_phrase.contains_key(&toks[i - 1]) || lex.by_phrase[&toks[i - 1]].kind.has_component())
                     });
                 let cause = cause_clause == Some(n.clause[i]);
+                // "not healthy" is a failure.
+                let (kind, negated) = if t.kind == TermKind::Healthy && negated {
+                    (TermKind::Failure, false)
+                } else {
+                    (t.kind, negated)
+                };
                 hits.push(Hit {
                     phrase: key,
-                    kind: t.kind,
+                    kind,
                     component: t.component,
                     weight: if cause { t.weight * 2.0 } else { t.weight },
                     negated,
@@ -464,18 +480,46 @@ pub fn classify_text(lex: &Lexicon, text: &str) -> TextVerdict {
     if hits.is_empty() {
         return unknown("text: no known term".into());
     }
-    // A clause is healthy when it has a healthy (or negated failure) term and no live failure.
-    let clauses: std::collections::BTreeSet<u32> = hits.iter().map(|h| h.clause).collect();
-    let failing: Vec<u32> = clauses
-        .into_iter()
-        .filter(|c| {
-            let in_c = || hits.iter().filter(move |h| h.clause == *c);
-            let live_failure = in_c().any(|h| matches!(h.kind, TermKind::Failure | TermKind::Fault) && !h.negated);
-            let healthy = in_c().any(|h| h.kind == TermKind::Healthy || h.negated);
-            live_failure && !healthy
-        })
+    // Hedged clauses are dropped. A clause is silenced when it has a healthy (or negated
+    // failure) term and no live failure; a silenced clause without a component term states the
+    // health of the whole message ("... | Failure detected | Deasserted", "Link recovered").
+    let hedged: std::collections::BTreeSet<u32> = n
+        .tokens
+        .iter()
+        .zip(&n.clause)
+        .filter(|(t, _)| HEDGES.contains(&t.as_str()))
+        .map(|(_, c)| *c)
         .collect();
-    let live: Vec<&Hit> = hits.iter().filter(|h| failing.contains(&h.clause)).collect();
+    let hits: Vec<Hit> = hits.into_iter().filter(|h| !hedged.contains(&h.clause)).collect();
+    let clauses: std::collections::BTreeSet<u32> = hits.iter().map(|h| h.clause).collect();
+    let mut silenced = Vec::new();
+    let mut whole_message_healthy = false;
+    for c in clauses {
+        let in_c = || hits.iter().filter(move |h| h.clause == c);
+        let live_failure = in_c().any(|h| matches!(h.kind, TermKind::Failure | TermKind::Fault) && !h.negated);
+        let healthy = in_c().any(|h| h.kind == TermKind::Healthy || h.negated);
+        if healthy && !live_failure {
+            silenced.push(c);
+            if !in_c().any(|h| h.kind.has_component()) {
+                whole_message_healthy = true;
+            }
+        }
+    }
+    let any_failure = hits
+        .iter()
+        .any(|h| matches!(h.kind, TermKind::Failure | TermKind::Fault) && !h.negated && !silenced.contains(&h.clause));
+    let mut live: Vec<&Hit> = if any_failure && !whole_message_healthy {
+        hits.iter().filter(|h| !silenced.contains(&h.clause)).collect()
+    } else {
+        Vec::new()
+    };
+    // A root-cause label ("GPU HBM3 Memory", "Power Supply", "NIC"): a short text that is all
+    // component terms names the failed part without a failure word (post-mortems, drain reasons).
+    let mut label = false;
+    if live.is_empty() && !whole_message_healthy && is_label(&n, &hits) {
+        live = hits.iter().collect();
+        label = true;
+    }
     let describe = |hs: &[&Hit]| -> String {
         hs.iter()
             .map(|h| {
@@ -495,6 +539,8 @@ pub fn classify_text(lex: &Lexicon, text: &str) -> TextVerdict {
         let why = if healthy { "healthy" } else { "no failure term" };
         return unknown(format!("text: {why}: {}", describe(&all)));
     }
+    let live: Vec<Hit> = memory_context(live.into_iter().cloned().collect());
+    let live: Vec<&Hit> = live.iter().collect();
     let mut scores: HashMap<Component, f64> = HashMap::new();
     for h in &live {
         if h.kind.has_component() {
@@ -530,7 +576,7 @@ pub fn classify_text(lex: &Lexicon, text: &str) -> TextVerdict {
         return verdict;
     }
     if let Some(&(rival, rival_score)) = ranked.iter().find(|(c, _)| c.category() != best.category())
-        && rival_score >= CONTRADICTION * best_score
+        && rival_score > CONTRADICTION * best_score
     {
         verdict.explanation = format!(
             "text: contradictory ({} {best_score} vs {} {rival_score}): {}",
@@ -551,8 +597,47 @@ pub fn classify_text(lex: &Lexicon, text: &str) -> TextVerdict {
         component: best,
     };
     verdict.score = best_score;
-    verdict.explanation = format!("terms: {}", describe(&shown));
+    let head = if label { "label terms" } else { "terms" };
+    verdict.explanation = format!("{head}: {}", describe(&shown));
     verdict
+}
+
+/// At most [`MAX_LABEL_TOKENS`] tokens, every hit a component term, and at most one token (a
+/// number, an index, a connective) outside the hits.
+fn is_label(n: &Normalised, hits: &[Hit]) -> bool {
+    let covered: usize = hits.iter().map(|h| h.phrase.split(' ').count()).sum();
+    n.tokens.len() <= MAX_LABEL_TOKENS
+        && !hits.is_empty()
+        && hits.iter().all(|h| h.kind == TermKind::Component)
+        && n.tokens.len() - covered <= 1
+}
+
+/// Longest text read as a root-cause label.
+pub const MAX_LABEL_TOKENS: usize = 5;
+
+/// "Memory" and "ECC" name different parts by context: beside a GPU term and no host-memory
+/// term, "memory" is GPU memory ("faulty memory on GPU 2"); beside a host-memory term (DIMM,
+/// system memory, the bare "memory" of a BMC sensor) and no GPU term, ECC is DIMM ECC
+/// ("Memory DIMM_A1 | Uncorrectable ECC").
+fn memory_context(mut hits: Vec<Hit>) -> Vec<Hit> {
+    const HOST_MEMORY: [&str; 6] = ["dimm", "system memory", "host memory", "ram", "realmemory", "memory"];
+    let is_ecc =
+        |h: &Hit| h.component == Component::GpuMemory && (h.phrase.contains("ecc") || h.phrase.contains(" bit"));
+    let gpu_ctx = hits.iter().any(|h| {
+        h.kind.has_component() && (h.component == Component::Gpu || (h.component == Component::GpuMemory && !is_ecc(h)))
+    });
+    let host_mem_ctx = hits
+        .iter()
+        .any(|h| HOST_MEMORY.contains(&h.phrase.as_str()) && h.phrase != "memory");
+    let bare_memory = hits.iter().any(|h| h.phrase == "memory");
+    for h in hits.iter_mut() {
+        if h.phrase == "memory" && gpu_ctx && !host_mem_ctx {
+            h.component = Component::GpuMemory;
+        } else if is_ecc(h) && !gpu_ctx && (host_mem_ctx || bare_memory) {
+            h.component = Component::Host;
+        }
+    }
+    hits
 }
 
 /// Severity and action for a cause found in text (no rule to take them from).
