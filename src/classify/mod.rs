@@ -199,7 +199,7 @@ impl Catalog {
 
     /// The best matching rule for (kind, code, message), if any.
     pub fn best_rule(&self, kind: &str, code: Option<i64>, message: Option<&str>) -> Option<&Rule> {
-        let lowered = message.map(str::to_lowercase);
+        let lowered = message.map(|m| text::scored(m).to_lowercase());
         let matches = |r: &&CompiledRule| {
             r.rule.code.is_none_or(|c| Some(c) == code)
                 && (r.keywords.is_empty()
@@ -296,6 +296,23 @@ impl Catalog {
                     explanation: format!("{}{over}", v.explanation),
                 };
             }
+        }
+        // The text says the part is fine: a keyword rule matched a word, not a failure
+        // ("Power Supply AC lost - Deasserted", "no uncorrectable ECC errors").
+        if let (Some(v), Some(r)) = (&verdict, rule)
+            && v.healthy
+            && r.pattern.is_some()
+        {
+            return Classification {
+                rule_id: None,
+                root_cause: RootCause::UNKNOWN,
+                severity: Severity::Info,
+                transient: true,
+                secondary: false,
+                action: "none".to_string(),
+                explicit: false,
+                explanation: format!("{} (over rule {})", v.explanation, r.rule_id),
+            };
         }
         let why_text = verdict.map(|v| v.explanation);
         match rule {

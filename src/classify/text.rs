@@ -158,7 +158,7 @@ pub struct Normalised {
 /// Abbreviations and spelling variants, after lower-casing and plural folding.
 fn canonical(tok: &str) -> Option<&'static [&'static str]> {
     Some(match tok {
-        "psu" | "ps" | "powersupply" => &["power", "supply"],
+        "psu" | "psus" | "ps" | "powersupply" => &["power", "supply"],
         "dbe" => &["double", "bit", "ecc"],
         "sbe" => &["single", "bit", "ecc"],
         "oom" => &["out", "of", "memory"],
@@ -257,6 +257,8 @@ fn merge_pair(a: &str, b: &str) -> Option<&'static str> {
         ("read", "only") => "readonly",
         ("not", "ready") => "notready",
         ("nvidia", "smi") => "nvidia-smi",
+        // LBNL NHC's process checks (check_ps_service), not a power supply.
+        ("check", "ps") => "check_ps",
         _ => return None,
     })
 }
@@ -270,7 +272,7 @@ fn is_clause_break(c: char) -> bool {
 
 /// Lower-cases, splits camelCase, folds plurals and variants, expands abbreviations.
 pub fn normalise(text: &str) -> Normalised {
-    let text = truncate(text, MAX_SCORED_BYTES);
+    let text = truncate(text, MAX_SCORED_BYTES + 3);
     // Raw words with clause numbers. A word is a run of ASCII letters and digits; "." between
     // digits is kept out (versions, bus ids stay separate numbers, which match nothing).
     let mut words: Vec<(String, u32)> = Vec::new();
@@ -341,6 +343,21 @@ pub fn normalise(text: &str) -> Normalised {
     out
 }
 
+/// The part of a message that is scored: all of it up to [`MAX_SCORED_BYTES`], else its first and
+/// last halves of that (a traceback names its error at the end), joined by a clause break.
+pub fn scored(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= MAX_SCORED_BYTES {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let half = MAX_SCORED_BYTES / 2;
+    let head = truncate(s, half);
+    let mut start = s.len() - half;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    std::borrow::Cow::Owned(format!("{head} | {}", &s[start..]))
+}
+
 /// The first `max` bytes of `s`, cut at a character boundary.
 pub fn truncate(s: &str, max: usize) -> &str {
     if s.len() <= max {
@@ -353,7 +370,7 @@ pub fn truncate(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-const NEGATORS: [&str; 7] = ["no", "not", "without", "zero", "0", "never", "none"];
+const NEGATORS: [&str; 5] = ["no", "not", "without", "never", "none"];
 /// A clause that only guesses ("possibly due to a network error") is not evidence.
 const HEDGES: [&str; 5] = ["possibly", "perhaps", "maybe", "might", "potentially"];
 const CAUSE_CONNECTORS: [&[&str]; 6] = [
@@ -389,6 +406,8 @@ pub struct TextVerdict {
     pub scores: Vec<(Component, f64)>,
     /// "terms: power supply(power) + redundancy lost(failure)" or why unknown.
     pub explanation: String,
+    /// The text says the part is fine ("passed", "deasserted", "no errors").
+    pub healthy: bool,
 }
 
 impl TextVerdict {
@@ -468,11 +487,12 @@ pub fn classify_text(lex: &Lexicon, text: &str) -> TextVerdict {
         score: 0.0,
         scores: Vec::new(),
         explanation: why,
+        healthy: false,
     };
     if lex.is_empty() {
         return unknown("text: no lexicon".into());
     }
-    let n = normalise(text);
+    let n = normalise(&scored(text));
     if n.tokens.is_empty() {
         return unknown("text: no words".into());
     }
@@ -537,7 +557,9 @@ pub fn classify_text(lex: &Lexicon, text: &str) -> TextVerdict {
         let all: Vec<&Hit> = hits.iter().collect();
         let healthy = hits.iter().any(|h| h.kind == TermKind::Healthy || h.negated);
         let why = if healthy { "healthy" } else { "no failure term" };
-        return unknown(format!("text: {why}: {}", describe(&all)));
+        let mut v = unknown(format!("text: {why}: {}", describe(&all)));
+        v.healthy = healthy;
+        return v;
     }
     let live: Vec<Hit> = memory_context(live.into_iter().cloned().collect());
     let live: Vec<&Hit> = live.iter().collect();
