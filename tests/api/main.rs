@@ -1,6 +1,7 @@
 //! Integration tests: the real server on port 0 over HTTP, a fresh real Postgres database per test.
 mod auth;
 mod browser;
+mod classify;
 mod cost;
 mod cost_simulated;
 mod failures;
