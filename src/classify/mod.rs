@@ -279,7 +279,9 @@ impl Catalog {
                 None => true,
                 Some(r) if r.category == Category::Unknown => true,
                 Some(r) => {
-                    r.component != v.root_cause.component && v.score >= 2.0 * v.score_of(r.component) && v.score >= 2.0
+                    r.component != v.root_cause.component
+                        && v.score >= 2.0 * v.score_of(r.component)
+                        && v.score >= STRONG_TEXT
                 }
             };
             if text_wins {
@@ -346,6 +348,10 @@ impl Catalog {
         self.len() == 0
     }
 }
+
+/// The text evidence needed to overrule a keyword rule of a known category (a specific part,
+/// e.g. "dimm" 4, or a specific fault).
+pub const STRONG_TEXT: f64 = 3.0;
 
 /// An Xid or SXid code named in free text: "NVRM: Xid (PCI:0000:3b:00): 79, pid=...",
 /// "Xid 119 GSP timeout", "SXid (PCI:0000:05:00.0): 20034". The number is the first one after

@@ -3,17 +3,23 @@
 //!
 //! How a message is read:
 //! 1. normalise: camelCase is split ("KubeletNotReady"), case folded, punctuation becomes a
-//!    separator (`,;.:()|` and " - " also end a clause), plurals and verb forms are folded
-//!    ("errors", "failed"), misspellings corrected ("temprature") and abbreviations expanded
-//!    ("PSU" -> "power supply", "DBE" -> "double bit ecc", "IB" -> "infiniband");
+//!    separator (`;()|[]!?` and `.,:` before a space, and " - ", also end a clause), plurals and
+//!    verb forms are folded ("errors", "failed"), misspellings corrected ("temprature") and
+//!    abbreviations expanded ("PSU" -> "power supply", "DBE" -> "double bit ecc", "IB" ->
+//!    "infiniband"); a message beyond [`MAX_SCORED_BYTES`] is read by its head and tail;
 //! 2. match: at each position the longest lexicon phrase wins ("gpu memory" before "gpu");
-//! 3. negation and health: a failure term right after "no"/"not"/"without"/"0" is negated ("no
-//!    errors"); a clause with a healthy term ("passed", "ok", "recovered", "deasserted") and no
-//!    un-negated failure term contributes nothing;
-//! 4. score: every component or fault term in a failing clause adds its weight to its component
-//!    (doubled after a cause connector: "due to", "caused by", "because");
-//! 5. decide: unknown without a failure term (a fault term counts as one), without a component,
-//!    below [`MIN_SCORE`], or when another category scores within [`CONTRADICTION`] of the best;
+//! 3. negation, hedges and health: a failure or healthy term right after "no"/"not"/"without" is
+//!    negated ("no errors"; "not healthy" is a failure); a clause with "possibly"/"might" is not
+//!    evidence; a clause with a healthy term ("passed", "ok", "recovered", "deasserted") and no live
+//!    failure is silenced, and when it names no component it speaks for the whole message
+//!    ("Power Supply PS1 | Failure detected | Deasserted");
+//! 4. score: with a live failure term somewhere (a fault term is one), every component or fault
+//!    term outside silenced clauses adds its weight to its component (doubled after a cause
+//!    connector: "due to", "caused by", "because"); "memory" and "ECC" take their part from the
+//!    context (GPU or DIMM). A short text of component terms only ("GPU HBM3 Memory") is a
+//!    root-cause label and is scored as such;
+//! 5. decide: unknown without a failure term, without a component, below [`MIN_SCORE`], or when
+//!    another category scores more than [`CONTRADICTION`] of the best;
 //!    symptom terms (NCCL, watchdog) never name a cause.
 
 use std::collections::HashMap;
@@ -264,10 +270,7 @@ fn merge_pair(a: &str, b: &str) -> Option<&'static str> {
 }
 
 fn is_clause_break(c: char) -> bool {
-    matches!(
-        c,
-        ',' | ';' | '.' | '(' | ')' | '|' | '[' | ']' | '\n' | '!' | '?' | '"'
-    )
+    matches!(c, ';' | '(' | ')' | '|' | '[' | ']' | '\n' | '!' | '?' | '"')
 }
 
 /// Lower-cases, splits camelCase, folds plurals and variants, expands abbreviations.

@@ -228,3 +228,26 @@ fn the_most_specific_component_wins() {
         (Category::Platform, Component::Driver),
     );
 }
+
+/// The simulator's signals carry structured kinds and codes and were labelled for the rules; the
+/// text classifier must not change a single one of their root causes (the simulation test checks
+/// the injected category counts end to end).
+#[test]
+fn the_simulated_fleet_is_classified_as_by_the_rules() {
+    use crate::devtools::simulate::{SimConfig, simulate};
+    let fleet = simulate(&SimConfig::default());
+    let (old, new) = (rules_only_catalog(), builtin_catalog());
+    let mut changed = Vec::new();
+    for e in &fleet.events {
+        let k = e["kind"].as_str().unwrap_or("");
+        let (code, m) = (e["code"].as_i64(), e["message"].as_str());
+        let (a, b) = (old.classify(k, code, m, None), new.classify(k, code, m, None));
+        if a.root_cause != b.root_cause {
+            changed.push(format!(
+                "{k} {:?} -> {:?}: {:?} ({})",
+                a.root_cause, b.root_cause, m, b.explanation
+            ));
+        }
+    }
+    assert!(changed.is_empty(), "{}", changed.join("\n"));
+}
