@@ -1,5 +1,26 @@
-//! The classification engine: matches a signal against the rule catalog. Pure: the catalog is
-//! loaded from the database by the storage layer and handed in.
+//! The classification engine: matches a signal against the rule catalog, and reads its free text
+//! with the lexicon where the rules do not decide. Pure: the catalog (rules and lexicon) is loaded
+//! from the database by the storage layer and handed in.
+//!
+//! Who decides, in order:
+//! 1. an explicit root cause from the sender;
+//! 2. a rule with a code (Xid 79, SXid 20034, ECC type 2) or a kind-only rule of a known category
+//!    (kind `power` is a power signal): the structured fields say what it is;
+//! 3. an Xid / SXid code named in the text ("NVRM: Xid (PCI:0000:3b:00): 79, ..."), when the
+//!    catalog has a rule for that code;
+//! 4. the text classifier, when it names a cause and the best rule is a fallback of unknown
+//!    category, or a keyword rule the text evidence outweighs two to one (the keyword rules match a
+//!    substring anywhere: "uncorrectable" says nothing about whether a GPU or a DIMM failed);
+//! 5. the best rule, else unknown.
+
+#[cfg(test)]
+mod corpus_test;
+pub mod lexicon;
+#[cfg(test)]
+pub(crate) mod seed;
+pub mod text;
+#[cfg(test)]
+mod text_tests;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -117,14 +138,17 @@ pub struct Classification {
     pub action: String,
     /// The sender gave the root cause (it wins over the catalog).
     pub explicit: bool,
+    /// Why: "rule xid-79", "terms: power supply(power) + redundancy lost(failure)", ...
+    pub explanation: String,
 }
 
-/// A catalog ready to match: rules grouped by kind, best first.
+/// A catalog ready to match: rules grouped by kind, best first, and the lexicon.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     pub version: i64,
     by_kind: std::collections::HashMap<String, Vec<CompiledRule>>,
     any_kind: Vec<CompiledRule>,
+    lexicon: text::Lexicon,
 }
 
 #[derive(Debug, Clone)]
@@ -134,7 +158,12 @@ struct CompiledRule {
 }
 
 impl Catalog {
+    /// Rules only (no lexicon: free text is never read).
     pub fn new(version: i64, rules: Vec<Rule>) -> Self {
+        Self::with_lexicon(version, rules, Vec::new())
+    }
+
+    pub fn with_lexicon(version: i64, rules: Vec<Rule>, terms: Vec<text::Term>) -> Self {
         let mut by_kind: std::collections::HashMap<String, Vec<CompiledRule>> = Default::default();
         let mut any_kind = Vec::new();
         for rule in rules {
@@ -160,12 +189,17 @@ impl Catalog {
             version,
             by_kind,
             any_kind,
+            lexicon: text::Lexicon::new(terms),
         }
+    }
+
+    pub fn lexicon_len(&self) -> usize {
+        self.lexicon.len()
     }
 
     /// The best matching rule for (kind, code, message), if any.
     pub fn best_rule(&self, kind: &str, code: Option<i64>, message: Option<&str>) -> Option<&Rule> {
-        let lowered = message.map(str::to_lowercase);
+        let lowered = message.map(|m| text::scored(m).to_lowercase());
         let matches = |r: &&CompiledRule| {
             r.rule.code.is_none_or(|c| Some(c) == code)
                 && (r.keywords.is_empty()
@@ -192,33 +226,116 @@ impl Catalog {
         message: Option<&str>,
         explicit: Option<RootCause>,
     ) -> Classification {
-        let rule = self.best_rule(kind, code, message);
-        let (severity, transient, secondary, action) = match rule {
-            Some(r) => (r.severity, r.transient, r.secondary, r.action.clone()),
-            None => (Severity::Medium, false, false, "investigate".to_string()),
-        };
-        match explicit {
+        let mut c = self.classify_inferred(kind, code, message);
+        if let Some(rc) = explicit {
             // The sender knows the root cause: it wins, and it is not secondary by definition.
-            Some(rc) => Classification {
-                rule_id: rule.map(|r| r.rule_id.clone()),
-                root_cause: rc,
-                severity,
-                transient,
-                secondary: false,
-                action,
-                explicit: true,
+            c.explanation = format!("explicit root cause from the sender ({})", c.explanation);
+            c.root_cause = rc;
+            c.secondary = false;
+            c.explicit = true;
+        }
+        c
+    }
+
+    fn from_rule(rule: &Rule, explanation: String) -> Classification {
+        Classification {
+            rule_id: Some(rule.rule_id.clone()),
+            root_cause: RootCause {
+                category: rule.category,
+                component: rule.component,
             },
-            None => Classification {
-                rule_id: rule.map(|r| r.rule_id.clone()),
-                root_cause: rule.map_or(RootCause::UNKNOWN, |r| RootCause {
-                    category: r.category,
-                    component: r.component,
-                }),
-                severity,
-                transient,
-                secondary,
-                action,
+            severity: rule.severity,
+            transient: rule.transient,
+            secondary: rule.secondary,
+            action: rule.action.clone(),
+            explicit: false,
+            explanation,
+        }
+    }
+
+    /// What the catalog infers without an explicit root cause (see the module docs for the order).
+    fn classify_inferred(&self, kind: &str, code: Option<i64>, message: Option<&str>) -> Classification {
+        let rule = self.best_rule(kind, code, message);
+        if let Some(r) = rule
+            && (r.code.is_some() || (r.pattern.is_none() && r.kind != "*" && r.category != Category::Unknown))
+        {
+            return Self::from_rule(r, format!("rule {}", r.rule_id));
+        }
+        let text = message.filter(|m| !m.trim().is_empty());
+        if let Some(m) = text
+            && let Some((code_kind, n)) = code_in_text(m)
+            && code_kind != kind
+            && let Some(r) = self
+                .best_rule(code_kind, Some(n), Some(m))
+                .filter(|r| r.code == Some(n))
+        {
+            return Self::from_rule(r, format!("rule {} ({code_kind} {n} named in the text)", r.rule_id));
+        }
+        let verdict = text.map(|m| text::classify_text(&self.lexicon, m));
+        if let Some(v) = &verdict
+            && v.is_known()
+        {
+            let text_wins = match rule {
+                None => true,
+                Some(r) if r.category == Category::Unknown => true,
+                Some(r) => {
+                    r.component != v.root_cause.component
+                        && v.score >= 2.0 * v.score_of(r.component)
+                        && v.score >= STRONG_TEXT
+                }
+            };
+            if text_wins {
+                let (severity, action) = text::default_response(v.root_cause.component);
+                let over = rule.map_or(String::new(), |r| format!(" (over rule {})", r.rule_id));
+                return Classification {
+                    rule_id: None,
+                    root_cause: v.root_cause,
+                    severity,
+                    transient: false,
+                    secondary: false,
+                    action: action.to_string(),
+                    explicit: false,
+                    explanation: format!("{}{over}", v.explanation),
+                };
+            }
+        }
+        // The text says the part is fine: a keyword rule matched a word, not a failure
+        // ("Power Supply AC lost - Deasserted", "no uncorrectable ECC errors").
+        if let (Some(v), Some(r)) = (&verdict, rule)
+            && v.healthy
+            && r.pattern.is_some()
+        {
+            return Classification {
+                rule_id: None,
+                root_cause: RootCause::UNKNOWN,
+                severity: Severity::Info,
+                transient: true,
+                secondary: false,
+                action: "none".to_string(),
                 explicit: false,
+                explanation: format!("{} (over rule {})", v.explanation, r.rule_id),
+            };
+        }
+        let why_text = verdict.map(|v| v.explanation);
+        match rule {
+            Some(r) => {
+                let mut e = format!("rule {}", r.rule_id);
+                if r.category == Category::Unknown
+                    && let Some(t) = why_text
+                {
+                    e = format!("{e}; {t}");
+                }
+                Self::from_rule(r, e)
+            }
+            None => Classification {
+                rule_id: None,
+                root_cause: RootCause::UNKNOWN,
+                severity: Severity::Medium,
+                transient: false,
+                secondary: false,
+                action: "investigate".to_string(),
+                explicit: false,
+                explanation: why_text.unwrap_or_else(|| "no rule matched and no text".to_string()),
             },
         }
     }
@@ -230,6 +347,42 @@ impl Catalog {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The text evidence needed to overrule a keyword rule of a known category (a specific part,
+/// e.g. "dimm" 4, or a specific fault).
+pub const STRONG_TEXT: f64 = 3.0;
+
+/// An Xid or SXid code named in free text: "NVRM: Xid (PCI:0000:3b:00): 79, pid=...",
+/// "Xid 119 GSP timeout", "SXid (PCI:0000:05:00.0): 20034". The number is the first one after
+/// the word that is not part of a parenthesised PCI address.
+pub fn code_in_text(message: &str) -> Option<(&'static str, i64)> {
+    let lower = text::truncate(message, text::MAX_SCORED_BYTES).to_ascii_lowercase();
+    for (word, kind) in [("sxid", "sxid"), ("xid", "xid")] {
+        let mut from = 0;
+        while let Some(pos) = lower[from..].find(word) {
+            let at = from + pos;
+            from = at + word.len();
+            // Whole word: "sxid" must not be read as "xid".
+            if at > 0 && lower.as_bytes()[at - 1].is_ascii_alphanumeric() {
+                continue;
+            }
+            let mut rest = &lower[from..];
+            if rest.as_bytes().first().is_some_and(|c| c.is_ascii_alphanumeric()) {
+                continue;
+            }
+            rest = rest.trim_start_matches([' ', ':', '=', '#']);
+            if rest.starts_with('(') {
+                rest = rest.split_once(')').map_or("", |(_, r)| r);
+                rest = rest.trim_start_matches([' ', ':', ',']);
+            }
+            let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+            if !digits.is_empty() && digits.len() <= 6 {
+                return digits.parse().ok().map(|n| (kind, n));
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

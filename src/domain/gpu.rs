@@ -5,9 +5,14 @@
 //! looks at whole tokens: substring matching would read "A100" as "A10" or
 //! "L40S" as "L4".
 
-/// NVIDIA GPU architecture generation (data-centre relevant ones).
+/// NVIDIA GPU architecture generation (data-centre relevant ones), in age order: the derived `Ord`
+/// is oldest first (Kepler 2012, Maxwell 2014, Pascal 2016, Volta 2017, Turing 2018, Ampere 2020,
+/// Ada 2022, Hopper 2022, Blackwell 2024), `Unknown` last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GpuGeneration {
+    Kepler,
+    Maxwell,
+    Pascal,
     Volta,
     Turing,
     Ampere,
@@ -19,7 +24,10 @@ pub enum GpuGeneration {
 
 impl GpuGeneration {
     /// Every variant, oldest first, `Unknown` last.
-    pub const ALL: [GpuGeneration; 7] = [
+    pub const ALL: [GpuGeneration; 10] = [
+        GpuGeneration::Kepler,
+        GpuGeneration::Maxwell,
+        GpuGeneration::Pascal,
         GpuGeneration::Volta,
         GpuGeneration::Turing,
         GpuGeneration::Ampere,
@@ -32,6 +40,9 @@ impl GpuGeneration {
     /// Stable lowercase identifier (used in storage and APIs).
     pub fn as_str(&self) -> &'static str {
         match self {
+            GpuGeneration::Kepler => "kepler",
+            GpuGeneration::Maxwell => "maxwell",
+            GpuGeneration::Pascal => "pascal",
             GpuGeneration::Volta => "volta",
             GpuGeneration::Turing => "turing",
             GpuGeneration::Ampere => "ampere",
@@ -47,6 +58,9 @@ impl GpuGeneration {
     pub fn parse(s: &str) -> Option<Self> {
         let s = s.trim().to_ascii_lowercase();
         match s.as_str() {
+            "kepler" => Some(GpuGeneration::Kepler),
+            "maxwell" => Some(GpuGeneration::Maxwell),
+            "pascal" => Some(GpuGeneration::Pascal),
             "volta" => Some(GpuGeneration::Volta),
             "turing" => Some(GpuGeneration::Turing),
             "ampere" => Some(GpuGeneration::Ampere),
@@ -95,18 +109,49 @@ fn split_model_token(tok: &str) -> Option<ModelToken<'_>> {
     })
 }
 
+/// Variants of the K-series (K20X, K20m, K20c, K40t, K20Xm, K2000D); anything else ("k8s") is not
+/// a GPU.
+const KEPLER_SUFFIXES: [&str; 7] = ["", "x", "m", "c", "t", "xm", "d"];
+
 /// Classify a data-centre / workstation model token such as "h100" or "a6000".
 fn classify_model_token(t: &ModelToken<'_>) -> Option<GpuGeneration> {
     use GpuGeneration::*;
     let n = t.number;
     let g = match t.prefix {
-        // Chip codenames: GV100, TU102, GA100, AD102, GH100/GH200, GB200/GB202/GB10.
+        // Chip codenames: GK110/GK210, GM200/GM204, GP100/GP102, GV100, TU102, GA100, AD102,
+        // GH100/GH200, GB200/GB202/GB10.
+        "gk" => Kepler,
+        "gm" => Maxwell,
+        "gp" => Pascal,
         "gv" => Volta,
         "tu" => Turing,
         "ga" => Ampere,
         "ad" => Ada,
         "gh" => Hopper,
         "gb" => Blackwell,
+        // Tesla K8/K10/K20(X/m/c)/K40(m/c/t)/K80/K520, GRID K1/K2/K520 and the Kepler Quadro
+        // K420/K600/K2000/K4000/K5000/K6000; Quadro K620/K1200/K2200 are Maxwell (GM107).
+        "k" if !KEPLER_SUFFIXES.contains(&t.suffix) => return None,
+        "k" if matches!(
+            n,
+            1 | 2 | 8 | 10 | 20 | 40 | 80 | 420 | 520 | 600 | 2000 | 4000 | 5000 | 6000
+        ) =>
+        {
+            Kepler
+        }
+        "k" if matches!(n, 620 | 1200 | 2200) => Maxwell,
+        // Tesla M4/M6/M10/M40/M60 and Quadro M2000/M4000/M5000/M6000.
+        "m" if matches!(n, 4 | 6 | 10 | 40 | 60 | 2000 | 4000 | 5000 | 6000) => Maxwell,
+        // Tesla P4/P6/P40/P100 and Quadro P400 … P6000. No suffix: "p4d" is an AWS instance
+        // type (A100), not a Tesla P4.
+        "p" if t.suffix.is_empty()
+            && matches!(
+                n,
+                4 | 6 | 40 | 100 | 400 | 600 | 620 | 1000 | 2000 | 2200 | 4000 | 5000 | 6000
+            ) =>
+        {
+            Pascal
+        }
         "v" if n == 100 => Volta,
         // T4 plus the Turing Quadro T-series (T400 … T2000).
         "t" if matches!(n, 4 | 400 | 500 | 550 | 600 | 1000 | 1200 | 2000) => Turing,
@@ -131,15 +176,22 @@ fn classify_model_token(t: &ModelToken<'_>) -> Option<GpuGeneration> {
     Some(g)
 }
 
-/// Consumer / Quadro RTX numbers ("RTX 4090", "Quadro RTX 8000", "GTX 1660").
+/// Consumer / Quadro RTX numbers ("RTX 4090", "Quadro RTX 8000", "GTX 1660", "GTX 780").
 fn classify_consumer_number(n: u32) -> Option<GpuGeneration> {
     use GpuGeneration::*;
     match n {
+        // GeForce 600/700 (GTX 650 … 690, 760 … 780 Ti) are Kepler, except the GTX 745/750 (Ti)
+        // which were the first Maxwell chips (GM107); the 900 series is Maxwell.
+        745 | 750 => Some(Maxwell),
+        650..=699 | 760..=799 => Some(Kepler),
+        900..=999 => Some(Maxwell),
+        // GTX 1050 … 1080 Ti are Pascal; GTX 1630/1650/1660 are Turing.
+        1000..=1099 => Some(Pascal),
+        1600..=1699 => Some(Turing),
         // Quadro RTX 3000/4000/5000/6000/8000 are Turing; the Ada and
         // Blackwell workstation cards carry an "Ada"/"Blackwell"/"PRO" marker
         // that is handled before we get here.
         3000 | 4000 | 5000 | 6000 | 8000 => Some(Turing),
-        1650..=1699 => Some(Turing),
         2000..=2099 => Some(Turing),
         3000..=3099 => Some(Ampere),
         4000..=4099 => Some(Ada),
@@ -168,6 +220,9 @@ pub fn generation_of(model: &str) -> GpuGeneration {
     // fall through to the Turing "Quadro RTX 6000" rule below.
     for t in &tokens {
         match *t {
+            "kepler" => return Kepler,
+            "maxwell" => return Maxwell,
+            "pascal" => return Pascal,
             "volta" => return Volta,
             "turing" => return Turing,
             "ampere" => return Ampere,
@@ -200,7 +255,9 @@ pub fn generation_of(model: &str) -> GpuGeneration {
                 // Only trust a bare number right after a brand word, so that
                 // e.g. a bus id or "24" (GB) elsewhere cannot match.
                 let prev = if i > 0 { tokens[i - 1] } else { "" };
-                if matches!(prev, "rtx" | "gtx" | "geforce" | "quadro") && t.len() == 4 {
+                // Three-digit numbers only after "gtx" ("GTX 780"), where they are models.
+                let len_ok = t.len() == 4 || (t.len() == 3 && prev == "gtx");
+                if matches!(prev, "rtx" | "gtx" | "geforce" | "quadro") && len_ok {
                     t.parse::<u32>().ok()
                 } else {
                     None
@@ -220,6 +277,17 @@ pub fn generation_of(model: &str) -> GpuGeneration {
             }
             if has("rtx") {
                 return Turing;
+            }
+            // "TITAN Xp" and the 2016 "NVIDIA TITAN X" (nvidia-smi: "TITAN X (Pascal)") are Pascal;
+            // the 2015 "GeForce GTX TITAN X" is Maxwell; GTX TITAN / Black / Z are Kepler.
+            if has("xp") {
+                return Pascal;
+            }
+            if has("x") {
+                return if has("gtx") { Maxwell } else { Pascal };
+            }
+            if has("gtx") {
+                return Kepler;
             }
         }
     }
@@ -252,7 +320,8 @@ mod tests {
         assert_eq!(GpuGeneration::parse("  Hopper "), Some(Hopper));
         assert_eq!(GpuGeneration::parse("Ada Lovelace"), Some(Ada));
         assert_eq!(GpuGeneration::parse(""), None);
-        assert_eq!(GpuGeneration::parse("pascal"), None);
+        assert_eq!(GpuGeneration::parse("pascal"), Some(Pascal));
+        assert_eq!(GpuGeneration::parse("fermi"), None);
         assert_eq!(GpuGeneration::parse("h100"), None);
     }
 
@@ -261,12 +330,24 @@ mod tests {
         let strs: Vec<_> = GpuGeneration::ALL.iter().map(|g| g.as_str()).collect();
         assert_eq!(
             strs,
-            ["volta", "turing", "ampere", "ada", "hopper", "blackwell", "unknown"]
+            [
+                "kepler",
+                "maxwell",
+                "pascal",
+                "volta",
+                "turing",
+                "ampere",
+                "ada",
+                "hopper",
+                "blackwell",
+                "unknown"
+            ]
         );
         let mut sorted = GpuGeneration::ALL;
         sorted.sort();
         assert_eq!(sorted, GpuGeneration::ALL);
         assert!(Volta < Blackwell);
+        assert!(Kepler < Maxwell && Maxwell < Pascal && Pascal < Volta);
     }
 
     #[test]
@@ -353,6 +434,72 @@ mod tests {
             ("NVIDIA GeForce RTX 2080 Ti", Turing),
             ("GeForce GTX 1660 SUPER", Turing),
             ("NVIDIA TITAN RTX", Turing),
+        ]);
+    }
+
+    #[test]
+    fn kepler_maxwell_pascal_names() {
+        check(&[
+            // Kepler: Tesla K-series as nvidia-smi / DCGM report them, PCI names, GRID, Quadro, GeForce.
+            ("Tesla K20", Kepler),
+            ("Tesla K20X", Kepler),
+            ("Tesla K20Xm", Kepler),
+            ("Tesla K20m", Kepler),
+            ("Tesla K20c", Kepler),
+            ("Tesla K40m", Kepler),
+            ("Tesla K40c", Kepler),
+            ("Tesla K40", Kepler),
+            ("Tesla K80", Kepler),
+            ("Tesla K10", Kepler),
+            ("K80", Kepler),
+            ("GK210GL [Tesla K80]", Kepler),
+            ("GK110BGL [Tesla K40m]", Kepler),
+            ("GRID K520", Kepler),
+            ("GRID K2", Kepler),
+            ("Quadro K6000", Kepler),
+            ("Quadro K4000", Kepler),
+            ("GeForce GTX 780 Ti", Kepler),
+            ("GeForce GTX 680", Kepler),
+            ("GeForce GTX TITAN Black", Kepler),
+            ("GeForce GTX TITAN", Kepler),
+            // Maxwell.
+            ("Tesla M40", Maxwell),
+            ("Tesla M40 24GB", Maxwell),
+            ("Tesla M60", Maxwell),
+            ("Tesla M4", Maxwell),
+            ("Tesla M10", Maxwell),
+            ("GRID M60-8Q", Maxwell),
+            ("GM200GL [Tesla M40]", Maxwell),
+            ("Quadro M6000 24GB", Maxwell),
+            ("Quadro M4000", Maxwell),
+            ("Quadro K1200", Maxwell),
+            ("Quadro K2200", Maxwell),
+            ("GeForce GTX 980 Ti", Maxwell),
+            ("GeForce GTX 970", Maxwell),
+            ("GeForce GTX 750 Ti", Maxwell),
+            ("GeForce GTX TITAN X", Maxwell),
+            // Pascal.
+            ("Tesla P100-PCIE-16GB", Pascal),
+            ("Tesla P100-SXM2-16GB", Pascal),
+            ("Tesla P100-PCIE-12GB", Pascal),
+            ("Tesla P40", Pascal),
+            ("Tesla P4", Pascal),
+            ("P100", Pascal),
+            ("GP100GL [Tesla P100 PCIe 16GB]", Pascal),
+            ("GP102GL [Tesla P40]", Pascal),
+            ("Quadro P6000", Pascal),
+            ("Quadro GP100", Pascal),
+            ("Quadro P4000", Pascal),
+            ("GeForce GTX 1080 Ti", Pascal),
+            ("GeForce GTX 1080", Pascal),
+            ("NVIDIA GeForce GTX 1070", Pascal),
+            ("GeForce GTX 1060 6GB", Pascal),
+            ("GTX1080", Pascal),
+            ("NVIDIA TITAN Xp", Pascal),
+            ("NVIDIA TITAN X (Pascal)", Pascal),
+            ("TITAN X", Pascal),
+            // The Volta forms next to them stay Volta.
+            ("Tesla V100-SXM2-16GB", Volta),
         ]);
     }
 
@@ -451,10 +598,12 @@ mod tests {
             ("H1000", Unknown),
             ("L400", Unknown),
             ("X100", Unknown),
-            ("Tesla P100-PCIE-16GB", Unknown),
-            ("Tesla K80", Unknown),
-            ("GeForce GTX 1080 Ti", Unknown),
-            ("NVIDIA TITAN Xp", Unknown),
+            ("GeForce GTX 480", Unknown),
+            ("Tesla C2050", Unknown),
+            ("k8s", Unknown),
+            ("p4d.24xlarge", Unknown),
+            ("K30", Unknown),
+            ("P200", Unknown),
             ("AMD Instinct MI300X", Unknown),
             ("Intel Data Center GPU Max 1550", Unknown),
             ("99999999999999999999", Unknown),

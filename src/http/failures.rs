@@ -59,8 +59,10 @@ pub struct FailureView {
     /// Usually cleared by restarting the job.
     pub transient: bool,
     pub action: String,
-    /// Catalog rule that classified the root signal (null: no rule matched).
+    /// Catalog rule that classified the root signal (null: no rule matched, or the text decided).
     pub rule_id: Option<String>,
+    /// Why the root signal got its root cause: "rule xid-79", "terms: power supply(power) + redundancy lost(failure)".
+    pub explanation: String,
     /// The root cause was given by the sender.
     pub explicit_cause: bool,
     pub symptom: Option<String>,
@@ -90,6 +92,7 @@ impl From<FailureRow> for FailureView {
             transient: r.transient,
             action: r.action,
             rule_id: r.rule_id,
+            explanation: r.explanation,
             explicit_cause: r.explicit_cause,
             symptom: r.symptom,
             signal_count: r.signal_count,
@@ -185,6 +188,8 @@ pub struct SignalView {
     pub secondary: bool,
     pub severity: String,
     pub rule_id: Option<String>,
+    /// Why this signal got its root cause (rule id or the lexicon terms that decided).
+    pub explanation: String,
     #[schema(value_type = Object)]
     pub attributes: serde_json::Value,
     /// Identical signals folded into this one (a burst), and when the last of them occurred.
@@ -254,6 +259,7 @@ pub async fn get_failure(
                 secondary: c.secondary,
                 severity: c.severity.as_str().to_string(),
                 rule_id: c.rule_id,
+                explanation: c.explanation,
                 attributes: s.attributes,
                 repeat_count: s.repeat_count,
                 last_occurred_at: s.last_occurred_at,

@@ -2,6 +2,7 @@
 
 pub mod analytics;
 pub mod body_budget;
+pub mod classify;
 pub mod csv;
 pub mod dashboard;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod nvsentinel;
 pub mod openapi;
 pub mod report;
 pub mod rules;
+pub mod terms;
 pub mod tokens;
 
 use std::sync::Arc;
@@ -62,6 +64,8 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(nodes::router())
         .merge(tokens::router())
         .merge(rules::router())
+        .merge(terms::router())
+        .merge(classify::router())
         .merge(failures::router())
         .merge(analytics::router())
         .merge(lifecycle::router())

@@ -85,7 +85,7 @@ pub async fn upsert_nodes(
 #[into_params(parameter_in = Query)]
 pub struct NodeQuery {
     pub cluster: Option<String>,
-    /// volta, turing, ampere, ada, hopper, blackwell or unknown.
+    /// kepler, maxwell, pascal, volta, turing, ampere, ada, hopper, blackwell or unknown.
     pub generation: Option<String>,
     pub group: Option<String>,
     pub rack: Option<String>,
@@ -147,7 +147,9 @@ pub async fn list_nodes(
     {
         return Err(ApiError::bad_request(
             "invalid_query",
-            format!("generation '{g}' is not one of volta, turing, ampere, ada, hopper, blackwell, unknown"),
+            format!(
+                "generation '{g}' is not one of kepler, maxwell, pascal, volta, turing, ampere, ada, hopper, blackwell, unknown"
+            ),
         ));
     }
     let after = q.cursor.as_deref().map(decode_cursor).transpose()?;

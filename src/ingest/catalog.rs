@@ -8,11 +8,12 @@ use chrono::Duration;
 use sqlx::PgPool;
 
 use super::refold;
-use crate::classify::{Catalog, Rule};
+use crate::classify::Rule;
+use crate::classify::text::Term;
 use crate::storage;
 use crate::storage::catalog::CatalogCache;
 
-/// One change to the rule catalog.
+/// One change to the classification catalog (rules and lexicon terms).
 pub enum RuleEdit {
     /// Create or replace a rule, by the named caller.
     Upsert {
@@ -21,6 +22,14 @@ pub enum RuleEdit {
     },
     Delete {
         rule_id: String,
+    },
+    /// Create or replace a lexicon term of the free-text classifier.
+    UpsertTerm {
+        term: Term,
+        by: String,
+    },
+    DeleteTerm {
+        term: String,
     },
 }
 
@@ -44,14 +53,13 @@ pub async fn edit(
     let changed = match &edit {
         RuleEdit::Upsert { rule, by } => storage::catalog::upsert_rule(&mut tx, rule, by).await?,
         RuleEdit::Delete { rule_id } => storage::catalog::delete_rule(&mut tx, rule_id).await?,
+        RuleEdit::UpsertTerm { term, by } => storage::lexicon::upsert_term(&mut tx, term, by).await?,
+        RuleEdit::DeleteTerm { term } => storage::lexicon::delete_term(&mut tx, term).await?,
     };
     if !changed {
         return Ok(None);
     }
-    let catalog = Arc::new(Catalog::new(
-        catalog_version,
-        storage::catalog::load_rules(&mut tx).await?,
-    ));
+    let catalog = Arc::new(storage::catalog::load_catalog(&mut tx, catalog_version).await?);
     let failures = refold::rebuild_all(&mut tx, &catalog, window).await?;
     tx.commit().await?;
     *cache.write().await = catalog;

@@ -245,6 +245,7 @@ fn columns(drafts: &[(String, CorrelationKey, FailureDraft)]) -> FailureColumns 
         c.transient.push(d.classification.transient);
         c.action.push(d.classification.action.clone());
         c.rule.push(d.classification.rule_id.clone());
+        c.explanation.push(d.classification.explanation.clone());
         c.explicit.push(d.classification.explicit);
         c.symptom.push(d.symptom.map(|s| s.as_str()));
     }

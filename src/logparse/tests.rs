@@ -529,3 +529,15 @@ fn every_sample_passes_prefilter() {
         b"Dec  6 12:34:56 gpu-node-17 systemd[1]: Started Session 5 of User ubuntu."
     ));
 }
+
+#[test]
+fn nccl_warn_cuda_out_of_memory_is_a_gpu_oom() {
+    // Issue 11's real log: the job ran out of GPU memory inside NCCL.
+    let s = p("node1:1234:5678 [0] NCCL WARN Cuda failure 'out of memory'");
+    assert_eq!(s.kind, "gpu_oom");
+    assert_eq!(a(&s, "cuda_error"), &json!("out of memory"));
+    assert_eq!(s.gpu_index, Some(0));
+    // Other CUDA failures stay NCCL errors (the catalog reads their text).
+    let s = p("node1:1234:5678 [2] NCCL WARN Cuda failure 'an illegal memory access was encountered'");
+    assert_eq!(s.kind, "nccl_error");
+}

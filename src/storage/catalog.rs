@@ -86,9 +86,16 @@ async fn current(conn: &mut PgConnection, cache: &CatalogCache, version: i64) ->
             return Ok(cached.clone());
         }
     }
-    let catalog = Arc::new(Catalog::new(version, load_rules(conn).await?));
+    let catalog = Arc::new(load_catalog(conn, version).await?);
     *cache.write().await = catalog.clone();
     Ok(catalog)
+}
+
+/// The rules and the lexicon as one catalog of `version`.
+pub async fn load_catalog(conn: &mut PgConnection, version: i64) -> Result<Catalog, sqlx::Error> {
+    let rules = load_rules(conn).await?;
+    let terms = super::lexicon::load_terms(conn).await?;
+    Ok(Catalog::with_lexicon(version, rules, terms))
 }
 
 /// Bumps the version, holding the row lock until commit: ingest waits, then sees the new rules.

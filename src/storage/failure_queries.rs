@@ -25,6 +25,7 @@ pub struct FailureRow {
     pub transient: bool,
     pub action: String,
     pub rule_id: Option<String>,
+    pub explanation: String,
     pub explicit_cause: bool,
     pub symptom: Option<String>,
     pub catalog_version: i64,
@@ -33,7 +34,7 @@ pub struct FailureRow {
 const FAILURE_SELECT: &str = "SELECT f.id, f.cluster, f.job_id, f.first_at, f.last_at, f.nodes, f.signal_ids, f.signal_count,
         f.root_signal, f.root_node, f.root_kind, f.root_code,
         COALESCE(n.gpu_generation, f.signal_generation) AS gpu_generation,
-        f.category, f.component, f.severity, f.transient, f.action, f.rule_id, f.explicit_cause, f.symptom, f.catalog_version
+        f.category, f.component, f.severity, f.transient, f.action, f.rule_id, f.explanation, f.explicit_cause, f.symptom, f.catalog_version
  FROM failures f LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node";
 
 #[derive(Debug, Default)]

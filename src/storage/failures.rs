@@ -218,6 +218,8 @@ pub struct FailureColumns {
     pub transient: Vec<bool>,
     pub action: Vec<String>,
     pub rule: Vec<Option<String>>,
+    /// Why the classification decided so (rule or lexicon terms).
+    pub explanation: Vec<String>,
     pub explicit: Vec<bool>,
     pub symptom: Vec<Option<&'static str>>,
 }
@@ -230,17 +232,18 @@ pub async fn insert(conn: &mut PgConnection, c: FailureColumns, catalog_version:
     sqlx::query(
         "INSERT INTO failures (id, cluster, correlation_key, job_id, first_at, last_at, nodes, signal_ids, signal_count,
                                root_signal, root_node, root_kind, root_code, signal_generation, category, component,
-                               severity, transient, action, rule_id, explicit_cause, symptom, catalog_version)
+                               severity, transient, action, rule_id, explicit_cause, symptom, catalog_version, explanation)
          SELECT id, cluster, key, job, first_at, last_at,
                 CASE WHEN nodes = '' THEN '{}'::text[] ELSE string_to_array(nodes, E'\\x1f') END,
                 string_to_array(signals, ',')::uuid[], cnt, root, root_node, root_kind, root_code, generation,
-                category, component, severity, transient, action, rule_id, explicit, symptom, $23
+                category, component, severity, transient, action, rule_id, explicit, symptom, $23, explanation
          FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[],
                      $8::text[], $9::int[], $10::uuid[], $11::text[], $12::text[], $13::bigint[], $14::text[],
                      $15::text[], $16::text[], $17::text[], $18::bool[], $19::text[], $20::text[], $21::bool[],
-                     $22::text[])
+                     $22::text[], $24::text[])
               AS t(id, cluster, key, job, first_at, last_at, nodes, signals, cnt, root, root_node, root_kind,
-                   root_code, generation, category, component, severity, transient, action, rule_id, explicit, symptom)",
+                   root_code, generation, category, component, severity, transient, action, rule_id, explicit, symptom,
+                   explanation)",
     )
     .bind(c.id)
     .bind(c.cluster)
@@ -265,6 +268,7 @@ pub async fn insert(conn: &mut PgConnection, c: FailureColumns, catalog_version:
     .bind(c.explicit)
     .bind(c.symptom)
     .bind(catalog_version)
+    .bind(c.explanation)
     .execute(&mut *conn)
     .await?;
     Ok(())

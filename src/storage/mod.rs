@@ -5,6 +5,7 @@ pub mod failure_queries;
 pub mod failure_stats;
 pub mod failures;
 pub mod jobs;
+pub mod lexicon;
 pub mod lifecycle;
 pub mod locks;
 pub mod nodes;

@@ -70,7 +70,7 @@ async fn bad_queries_and_duplicate_hostnames_are_4xx() {
     assert!(body["message"].as_str().unwrap().contains("limit"), "{body}");
     let (status, _) = app.get(ADMIN_TOKEN, "/v1/nodes?limit=0").await;
     assert_eq!(status, 400);
-    let (status, _) = app.get(ADMIN_TOKEN, "/v1/nodes?generation=pascal").await;
+    let (status, _) = app.get(ADMIN_TOKEN, "/v1/nodes?generation=fermi").await;
     assert_eq!(status, 400);
     let (status, _) = app.get(ADMIN_TOKEN, "/v1/nodes?cursor=zz").await;
     assert_eq!(status, 400);

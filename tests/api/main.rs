@@ -3,6 +3,7 @@ mod admission;
 mod auth;
 mod body_budget;
 mod browser;
+mod classify;
 mod cost;
 mod cost_simulated;
 mod edge;

@@ -1,0 +1,92 @@
+//! The corpus test: real phrases from public sources, each with the category and component a
+//! reliability engineer gives it (`corpus/phrases.tsv`: message, kind, category, component,
+//! source). Prints the agreement of the rules alone (before issue 11) and of the full catalog.
+
+use super::seed::{builtin_catalog, rules_only_catalog};
+use crate::domain::taxonomy::{Category, Component};
+
+const CORPUS: &str = include_str!("corpus/phrases.tsv");
+const REQUIRED: f64 = 0.95;
+
+struct Case {
+    message: String,
+    kind: String,
+    want: (Category, Component),
+    source: String,
+}
+
+fn cases() -> Vec<Case> {
+    CORPUS
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|(i, l)| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 5, "corpus line {}: {l:?}", i + 1);
+            let category = Category::parse(f[2]).unwrap_or_else(|| panic!("line {}: category {}", i + 1, f[2]));
+            let component = Component::parse(f[3]).unwrap_or_else(|| panic!("line {}: component {}", i + 1, f[3]));
+            assert_eq!(component.category(), category, "line {}", i + 1);
+            Case {
+                message: f[0].to_string(),
+                kind: f[1].to_string(),
+                want: (category, component),
+                source: f[4].to_string(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn corpus_agreement() {
+    let cases = cases();
+    assert!(cases.len() >= 400, "{} phrases", cases.len());
+    assert!(cases.iter().all(|c| !c.source.trim().is_empty()));
+    let mut distinct = std::collections::HashSet::new();
+    for c in &cases {
+        assert!(
+            distinct.insert(c.message.to_lowercase()),
+            "duplicate phrase {:?}",
+            c.message
+        );
+    }
+    let (old, new) = (rules_only_catalog(), builtin_catalog());
+    let mut agree_old = 0;
+    let mut agree_new = 0;
+    let mut misses = Vec::new();
+    for c in &cases {
+        let o = old.classify(&c.kind, None, Some(&c.message), None).root_cause;
+        if (o.category, o.component) == c.want {
+            agree_old += 1;
+        }
+        let n = new.classify(&c.kind, None, Some(&c.message), None);
+        if (n.root_cause.category, n.root_cause.component) == c.want {
+            agree_new += 1;
+        } else {
+            misses.push(format!(
+                "  {:?} [{}]: got {}/{}, want {}/{} -- {}",
+                c.message,
+                c.kind,
+                n.root_cause.category.as_str(),
+                n.root_cause.component.as_str(),
+                c.want.0.as_str(),
+                c.want.1.as_str(),
+                n.explanation
+            ));
+        }
+    }
+    let total = cases.len() as f64;
+    let (before, after) = (agree_old as f64 / total, agree_new as f64 / total);
+    println!(
+        "corpus: {} phrases; agreement rules only (before) {agree_old} = {:.1}%, rules + lexicon (after) {agree_new} = {:.1}%",
+        cases.len(),
+        before * 100.0,
+        after * 100.0
+    );
+    println!("disagreements:\n{}", misses.join("\n"));
+    assert!(
+        after >= REQUIRED,
+        "agreement {:.1}% < {:.0}%",
+        after * 100.0,
+        REQUIRED * 100.0
+    );
+}
