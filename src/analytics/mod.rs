@@ -1,3 +1,4 @@
 pub mod cost;
+pub mod decisions;
 pub mod headline;
 pub mod stats;
