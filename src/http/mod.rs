@@ -2,6 +2,7 @@
 
 pub mod analytics;
 pub mod cost;
+pub mod csv;
 pub mod dashboard;
 pub mod error;
 pub mod events;

@@ -2,6 +2,7 @@
 pub mod analytics;
 pub mod catalog;
 pub mod cost;
+pub mod decisions;
 pub mod events;
 pub mod failure_queries;
 pub mod failures;
