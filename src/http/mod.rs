@@ -4,6 +4,7 @@ pub mod analytics;
 pub mod cost;
 pub mod csv;
 pub mod dashboard;
+pub mod decisions;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -67,5 +68,6 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(lifecycle::router())
         .merge(jobs::router())
         .merge(cost::router())
+        .merge(decisions::router())
         .merge(report::router())
 }

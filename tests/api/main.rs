@@ -3,6 +3,7 @@ mod auth;
 mod browser;
 mod cost;
 mod cost_simulated;
+mod decisions;
 mod failures;
 mod helpers;
 mod ingest;
