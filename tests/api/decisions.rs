@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use crate::cost::csv;
 use crate::helpers::{ADMIN_TOKEN, TestApp, event, spawn_app, status_json, uuid_n};
 
 /// Window A: 10 days, B: the next 10, C: the 10 after (no failures).
@@ -206,20 +207,12 @@ async fn compare_windows_and_deployments() {
     assert!(af < at);
 
     // CSV: overall, four categories, one row per group.
-    let res = app
-        .client
-        .get(app.url(&format!(
-            "/v1/analytics/compare?{}&cluster=c1&by=gpu_generation",
-            windows(A, B)
-        )))
-        .bearer_auth(&reader)
-        .header("accept", "text/csv")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
-    let text = res.text().await.unwrap();
+    let (content_type, text) = csv(
+        &app,
+        &format!("/v1/analytics/compare?{}&cluster=c1&by=gpu_generation", windows(A, B)),
+    )
+    .await;
+    assert!(content_type.starts_with("text/csv"), "{content_type}");
     let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
     assert_eq!(lines.len(), 1 + 1 + 4 + 1, "{text}");
     assert!(lines[0].starts_with("scope,key,a_failures,a_gpu_days"));
@@ -333,15 +326,7 @@ async fn job_plan_from_the_measured_rate() {
     assert_eq!(v["plan"]["job_mtbf_hours"]["value"], Value::Null);
 
     // CSV: one row per figure.
-    let res = app
-        .client
-        .get(app.url(&path))
-        .bearer_auth(&reader)
-        .header("accept", "text/csv")
-        .send()
-        .await
-        .unwrap();
-    let text = res.text().await.unwrap();
+    let (_, text) = csv(&app, &path).await;
     assert!(text.starts_with("figure,value,lower,upper\r\n"), "{text}");
     assert!(text.contains("\r\njob_mtbf_hours,30,"), "{text}");
     assert!(text.contains("\r\ngpus,64,,\r\n"), "{text}");
@@ -418,15 +403,11 @@ async fn lemon_nodes_worse_than_chance() {
     assert_eq!(v["lemons"], json!([]));
 
     // CSV.
-    let res = app
-        .client
-        .get(app.url(&format!("/v1/analytics/lemon-nodes?from={}&to={}&cluster=c1", A.0, A.1)))
-        .bearer_auth(&reader)
-        .header("accept", "text/csv")
-        .send()
-        .await
-        .unwrap();
-    let text = res.text().await.unwrap();
+    let (_, text) = csv(
+        &app,
+        &format!("/v1/analytics/lemon-nodes?from={}&to={}&cluster=c1", A.0, A.1),
+    )
+    .await;
     let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
     assert_eq!(lines.len(), 2, "{text}");
     assert!(lines[1].starts_with("c1,n00,6,0.7,"), "{text}");
