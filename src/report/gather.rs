@@ -51,6 +51,7 @@ pub async fn gather(
             .collect(),
         clusters,
         window,
+        health: None,
     })
 }
 

@@ -4,6 +4,7 @@
 //! number through [`fmt`], so the HTML and Markdown forms cannot disagree.
 
 pub mod gather;
+pub mod health;
 pub mod html;
 pub mod markdown;
 pub mod sections;
@@ -40,6 +41,8 @@ pub struct ReportData {
     pub worst_nodes: WorstNodes,
     /// Failures by the kind (and code) of their root signal.
     pub root_kinds: Vec<RootKindCount>,
+    /// This window against the previous one, lemon nodes, job plan (filled by `health::gather_with_health`).
+    pub health: Option<health::FleetHealth>,
 }
 
 #[derive(Debug, Clone)]
@@ -728,6 +731,7 @@ mod tests {
                     failures: 3,
                 },
             ],
+            health: None,
         }
     }
 

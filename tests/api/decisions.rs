@@ -421,3 +421,65 @@ async fn lemon_nodes_worse_than_chance() {
         );
     }
 }
+
+#[tokio::test]
+async fn fleet_health_in_the_report_html_and_markdown_agree() {
+    use crate::report::{html_table, md_table, report};
+    let app = spawn_app().await;
+    fleet(&app).await;
+    let reader = app.token("reader", None).await;
+    let q = format!("from={}&to={}&cluster=c1&job_gpus=64", A.0, A.1);
+    let (status, _, md) = report(&app, &reader, &q, "text/markdown").await;
+    assert_eq!(status, 200, "{md}");
+    let (_, _, html) = report(&app, &reader, &format!("{q}&format=html"), "text/html").await;
+
+    // Window A against the previous 10 days (no failures, the same 800 GPU-days): 0 vs 10.
+    // Lower bound = 0.025^(1/10) / (1 - 0.025^(1/10)) = 0.691503 / 0.308497 = 2.241521; p = 2 x 2^-10.
+    let compare = md_table(&md, "This window against the previous window");
+    assert_eq!(compare, html_table(&html, "This window against the previous window"));
+    assert_eq!(
+        compare[0],
+        [
+            "all failures",
+            "0",
+            "0.00",
+            "10",
+            "12.50",
+            "n/a",
+            "at least 2.24",
+            "p = 0.002"
+        ]
+    );
+    assert_eq!(compare[1][0], "hardware");
+    assert_eq!(compare.len(), 5);
+    assert!(md.contains(
+        "the previous window had no failures and this window had 10: this window's rate is at least 2.24 times the previous window's (95% lower bound); the difference is unlikely to be chance, p = 0.002."
+    ));
+
+    // The lemon of lemon_nodes_worse_than_chance.
+    let lemons = md_table(&md, "Lemon nodes");
+    assert_eq!(lemons, html_table(&html, "Lemon nodes"));
+    assert_eq!(
+        lemons,
+        vec![vec!["c1/n00", "6", "0.70", "9.00e-5", "9.00e-4", "gpu_memory", "yes"]]
+    );
+
+    // The job plan of job_plan_from_the_measured_rate with its defaults: MTBF 30 h (16.31 to 62.56),
+    // 0.8 a day, Daly 130.85 min, ETTR 92.0%.
+    let plan = md_table(&md, "Job plan for 64 GPUs");
+    assert_eq!(plan, html_table(&html, "Job plan for 64 GPUs"));
+    assert_eq!(plan[0], ["Job MTBF, hours", "30.00", "16.31", "62.56"]);
+    assert_eq!(plan[1][..2], ["Interruptions per day", "0.80"]);
+    assert_eq!(plan[3][..2], ["Daly checkpoint interval, minutes", "130.85"]);
+    assert_eq!(plan[4][..2], ["Effective training time ratio", "92.0%"]);
+
+    // Default job size, and its bounds.
+    let (_, _, md) = report(&app, &reader, &format!("from={}&to={}", A.0, A.1), "text/markdown").await;
+    assert!(
+        md.contains("Job plan for 16,384 GPUs") || md.contains("Job plan for 16384 GPUs"),
+        "{md}"
+    );
+    for bad in ["job_gpus=0", "job_gpus=1000001"] {
+        assert_eq!(report(&app, &reader, bad, "text/markdown").await.0, 400, "{bad}");
+    }
+}

@@ -84,7 +84,8 @@ pub fn compare_rates(a: Side, b: Side, confidence: f64) -> RateComparison {
     c
 }
 
-fn p_text(p: f64) -> String {
+/// A p-value as the verdicts write it: "p < 0.001" or "p = 0.039".
+pub fn p_text(p: f64) -> String {
     if p < 0.001 {
         "p < 0.001".into()
     } else {
