@@ -118,8 +118,10 @@ pub fn verdict(c: &RateComparison, a: &str, b: &str, confidence: f64) -> String 
                 format!("{b} fails as often as {a}")
             } else if r < 1.0 {
                 format!("{b} fails {:.0}% less often than {a}", (1.0 - r) * 100.0)
-            } else {
+            } else if r < 2.0 {
                 format!("{b} fails {:.0}% more often than {a}", (r - 1.0) * 100.0)
+            } else {
+                format!("{b} fails {r:.1} times as often as {a}")
             };
             format!("{how} (rate ratio {r:.2}, {level} CI {lower:.2} to {hi:.2}); {chance}")
         }
@@ -235,12 +237,19 @@ mod tests {
 
     #[test]
     fn verdict_names_the_sides() {
+        // 1.5 times: "50% more often"; from twice on, "times as often".
+        let c = compare_rates(side(10, 100.0), side(15, 100.0), 0.95);
+        assert!(
+            c.verdict.starts_with("B fails 50% more often than A (rate ratio 1.50"),
+            "{}",
+            c.verdict
+        );
         let c = compare_rates(side(10, 100.0), side(20, 100.0), 0.95);
         // Ratio 2; p = 2 x P(X >= 20 | 30, 1/2) = 0.098737 (sum of C(30, k) for k >= 20 over 2^30).
         close(c.p_value.unwrap(), 0.098737, 1e-5);
         assert!(
             verdict(&c, "the previous window", "this window", 0.95)
-                .starts_with("this window fails 100% more often than the previous window (rate ratio 2.00")
+                .starts_with("this window fails 2.0 times as often as the previous window (rate ratio 2.00")
         );
     }
 }
