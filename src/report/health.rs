@@ -242,7 +242,12 @@ pub fn section(d: &ReportData) -> Section {
         title: "Fleet health".into(),
         lead: c.overall.verdict.clone(),
         charts: vec![chart],
-        tables: vec![compare, lemons, plan],
+        // An empty lemon table says nothing the note does not.
+        tables: if lemons.rows.is_empty() {
+            vec![compare, plan]
+        } else {
+            vec![compare, lemons, plan]
+        },
         notes: vec![
             format!(
                 "Previous window: {} to {}. Rate ratio = this window's rate / the previous one's; exact 95% interval and p-value by the conditional binomial method (docs/decisions.md). Assumes independent failures at a constant rate within each window.",
@@ -254,7 +259,7 @@ pub fn section(d: &ReportData) -> Section {
                 "Job plan for {} GPUs from this window's per-GPU rate ({} failures over {} GPU-hours): checkpoint cost {} min ({}), restart cost {} min ({}). Intervals are the figures at the bounds of the MTBF's exact 95% interval.",
                 fmt::int(p.gpus),
                 fmt::int(h.plan.failures),
-                fmt::number(h.plan.gpu_hours),
+                fmt::int(h.plan.gpu_hours.round() as u64),
                 fmt::number(p.checkpoint_minutes),
                 source(h.plan.checkpoint_source),
                 fmt::number(p.restart_minutes),

@@ -453,7 +453,7 @@ async fn fleet_health_in_the_report_html_and_markdown_agree() {
     assert_eq!(compare[1][0], "hardware");
     assert_eq!(compare.len(), 5);
     assert!(md.contains(
-        "the previous window had no failures and this window had 10: this window's rate is at least 2.24 times the previous window's (95% lower bound); the difference is unlikely to be chance, p = 0.002."
+        "The previous window had no failures and this window had 10: this window's rate is at least 2.24 times the previous window's (95% lower bound); the difference is unlikely to be chance, p = 0.002."
     ));
 
     // The lemon of lemon_nodes_worse_than_chance.

@@ -95,6 +95,15 @@ pub fn p_text(p: f64) -> String {
 
 /// The comparison in one sentence, naming the sides (e.g. "the previous window", "this window").
 pub fn verdict(c: &RateComparison, a: &str, b: &str, confidence: f64) -> String {
+    let mut text = sentence(c, a, b, confidence);
+    if let Some(first) = text.get(..1).filter(|f| f.is_ascii()) {
+        let upper = first.to_ascii_uppercase();
+        text.replace_range(..1, &upper);
+    }
+    text
+}
+
+fn sentence(c: &RateComparison, a: &str, b: &str, confidence: f64) -> String {
     let level = format!("{:.0}%", confidence * 100.0);
     let (Some(p), Some(lower)) = (c.p_value, c.ratio_lower) else {
         let which = if c.a_gpu_days <= 0.0 { a } else { b };
@@ -249,7 +258,7 @@ mod tests {
         close(c.p_value.unwrap(), 0.098737, 1e-5);
         assert!(
             verdict(&c, "the previous window", "this window", 0.95)
-                .starts_with("this window fails 2.0 times as often as the previous window (rate ratio 2.00")
+                .starts_with("This window fails 2.0 times as often as the previous window (rate ratio 2.00")
         );
     }
 }
