@@ -5,8 +5,10 @@
 //! looks at whole tokens: substring matching would read "A100" as "A10" or
 //! "L40S" as "L4".
 
-/// NVIDIA GPU architecture generation (data-centre relevant ones).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// NVIDIA GPU architecture generation (data-centre relevant ones). Deserializes from (and documents
+/// in OpenAPI as) the identifiers of [`as_str`](Self::as_str).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum GpuGeneration {
     Volta,
     Turing,

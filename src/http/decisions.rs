@@ -191,33 +191,6 @@ pub async fn compare(
 // Job plan
 // ---------------------------------------------------------------------------
 
-/// A GPU generation (the inventory's identifiers).
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum GenerationParam {
-    Volta,
-    Turing,
-    Ampere,
-    Ada,
-    Hopper,
-    Blackwell,
-    Unknown,
-}
-
-impl GenerationParam {
-    fn generation(self) -> GpuGeneration {
-        match self {
-            GenerationParam::Volta => GpuGeneration::Volta,
-            GenerationParam::Turing => GpuGeneration::Turing,
-            GenerationParam::Ampere => GpuGeneration::Ampere,
-            GenerationParam::Ada => GpuGeneration::Ada,
-            GenerationParam::Hopper => GpuGeneration::Hopper,
-            GenerationParam::Blackwell => GpuGeneration::Blackwell,
-            GenerationParam::Unknown => GpuGeneration::Unknown,
-        }
-    }
-}
-
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct JobPlanQuery {
@@ -225,7 +198,7 @@ pub struct JobPlanQuery {
     #[param(minimum = 1, maximum = 1000000, example = 16384)]
     pub gpus: u64,
     /// Measure the per-GPU rate on this generation only (default: the whole fleet).
-    pub generation: Option<GenerationParam>,
+    pub generation: Option<GpuGeneration>,
     /// Minutes to write one checkpoint (default 5).
     #[param(minimum = 0, maximum = 1440, example = 5)]
     pub checkpoint_minutes: Option<f64>,
@@ -314,7 +287,7 @@ pub async fn job_plan(
         to,
         cluster: wq.cluster.clone(),
     };
-    let generation = q.generation.map(|g| g.generation().as_str());
+    let generation = q.generation.map(|g| g.as_str());
     let figures = qd::job_plan(
         &ctx.db,
         window,

@@ -59,6 +59,8 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         crate::domain::taxonomy::Category,
         crate::domain::taxonomy::Component,
         crate::domain::taxonomy::Symptom,
+        crate::domain::gpu::GpuGeneration,
+        crate::http::decisions::LemonCategory,
     )),
     modifiers(&BearerAuth),
     tags(

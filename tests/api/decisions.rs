@@ -87,6 +87,14 @@ async fn fleet(app: &TestApp) {
     assert_eq!(status, 200, "{body}");
 }
 
+/// A fresh app with the fleet and a reader token.
+async fn fleet_app() -> (TestApp, String) {
+    let app = spawn_app().await;
+    fleet(&app).await;
+    let reader = app.token("reader", None).await;
+    (app, reader)
+}
+
 fn windows(a: (&str, &str), b: (&str, &str)) -> String {
     format!("a_from={}&a_to={}&b_from={}&b_to={}", a.0, a.1, b.0, b.1)
 }
@@ -101,9 +109,7 @@ fn by_key<'a>(rows: &'a Value, key: &str) -> &'a Value {
 
 #[tokio::test]
 async fn compare_windows_and_deployments() {
-    let app = spawn_app().await;
-    fleet(&app).await;
-    let reader = app.token("reader", None).await;
+    let (app, reader) = fleet_app().await;
 
     // A vs B on c1: 10 vs 2 failures over 800 GPU-days each (12.5 and 2.5 per 1,000 GPU-days).
     // Ratio 0.2; p = 2 x P(X <= 2 | 12, 1/2) = 2 x 79/4096 = 0.038574; Clopper-Pearson on 2/12
@@ -246,9 +252,7 @@ async fn compare_windows_and_deployments() {
 
 #[tokio::test]
 async fn job_plan_from_the_measured_rate() {
-    let app = spawn_app().await;
-    fleet(&app).await;
-    let reader = app.token("reader", None).await;
+    let (app, reader) = fleet_app().await;
     // Window A on c1: 10 failures over 10 x 1,920 = 19,200 GPU-hours: per-GPU MTBF 1,920 h.
     // 64 GPUs: job MTBF 30 h = 1,800 min, 0.8 interruptions a day.
     // C = 6, R = 30: Young sqrt(2 x 6 x 1800) = 146.969385; Daly: x = 6/3600, 146.969385 x (1 + 0.0136083
@@ -346,9 +350,7 @@ async fn job_plan_from_the_measured_rate() {
 
 #[tokio::test]
 async fn lemon_nodes_worse_than_chance() {
-    let app = spawn_app().await;
-    fleet(&app).await;
-    let reader = app.token("reader", None).await;
+    let (app, reader) = fleet_app().await;
     // Hardware in A on c1: n00 6 (4 gpu_memory, 2 gpu), n01 1 (post-mortem network): K = 7 over
     // 19,200 GPU-hours, mu = 0.7 per node. n00: P(X >= 6 | 0.7) = 9.0026e-5, Holm x 10 = 9.0026e-4:
     // a lemon, drained. n01: 1 - e^-0.7 = 0.503: not.
@@ -425,9 +427,7 @@ async fn lemon_nodes_worse_than_chance() {
 #[tokio::test]
 async fn fleet_health_in_the_report_html_and_markdown_agree() {
     use crate::report::{html_table, md_table, report};
-    let app = spawn_app().await;
-    fleet(&app).await;
-    let reader = app.token("reader", None).await;
+    let (app, reader) = fleet_app().await;
     let q = format!("from={}&to={}&cluster=c1&job_gpus=64", A.0, A.1);
     let (status, _, md) = report(&app, &reader, &q, "text/markdown").await;
     assert_eq!(status, 200, "{md}");
@@ -481,5 +481,22 @@ async fn fleet_health_in_the_report_html_and_markdown_agree() {
     );
     for bad in ["job_gpus=0", "job_gpus=1000001"] {
         assert_eq!(report(&app, &reader, bad, "text/markdown").await.0, 400, "{bad}");
+    }
+}
+
+/// Every `$ref` of the OpenAPI document names a schema it defines (the closed sets of these
+/// endpoints, `GpuGeneration` and `LemonCategory`, are query parameters only, so they must be
+/// registered by hand).
+#[test]
+fn every_schema_reference_resolves() {
+    let doc = faultline::http::openapi::openapi_json();
+    let parsed: Value = serde_json::from_str(&doc).unwrap();
+    let schemas = parsed["components"]["schemas"].as_object().unwrap();
+    let marker = "\"#/components/schemas/";
+    let mut rest = doc.as_str();
+    while let Some(i) = rest.find(marker) {
+        rest = &rest[i + marker.len()..];
+        let name = &rest[..rest.find('"').unwrap()];
+        assert!(schemas.contains_key(name), "{name} is referenced but not defined");
     }
 }
