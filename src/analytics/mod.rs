@@ -1,3 +1,4 @@
+pub mod baselines;
 pub mod cost;
 pub mod decisions;
 pub mod headline;

@@ -64,3 +64,10 @@ pub struct AppConfig {
     pub limits: Limits,
     pub correlation_window: Duration,
 }
+
+impl AppConfig {
+    /// The correlation window as the folding code measures time (whole seconds, as configured).
+    pub fn fold_window(&self) -> chrono::Duration {
+        chrono::Duration::seconds(i64::try_from(self.correlation_window.as_secs()).unwrap_or(i64::MAX / 1000))
+    }
+}

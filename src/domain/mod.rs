@@ -6,3 +6,4 @@ pub mod job;
 pub mod lifecycle;
 pub mod node;
 pub mod taxonomy;
+pub mod window;

@@ -71,6 +71,8 @@ pub fn participates(kind: &str, symptom: Option<Symptom>) -> bool {
 pub struct Signal {
     pub id: Uuid,
     pub occurred_at: DateTime<Utc>,
+    /// The last occurrence of a burst of identical signals (the same as `occurred_at` for one).
+    pub last_at: DateTime<Utc>,
     pub node: Option<String>,
     pub gpu_model: Option<String>,
     pub kind: String,
@@ -81,8 +83,8 @@ pub struct Signal {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailureDraft {
-    /// Deterministic: derived from the cluster, key and earliest signal, so re-folding the same
-    /// signals in any order gives the same id.
+    /// Deterministic: derived from the cluster, key and first occurrence, so the same signals give
+    /// the same id whatever their arrival order, batching or burst compaction.
     pub id: Uuid,
     pub first_at: DateTime<Utc>,
     pub last_at: DateTime<Utc>,
@@ -128,17 +130,24 @@ fn symptom_rank(s: Symptom) -> u8 {
 const FAILURE_NAMESPACE: Uuid = Uuid::from_u128(0x6b1f_3c2a_9d4e_4f10_8a7b_5c6d_7e8f_9012);
 
 /// Folds the signals of one (cluster, key) into failures: sessions of signals whose gaps are at
-/// most `window`. Non-participating signals are ignored.
+/// most `window`, a gap measured from the latest occurrence so far (a burst's last, not its first)
+/// to the next signal's first. Non-participating signals are ignored.
 pub fn fold(cluster: &str, key: &CorrelationKey, mut signals: Vec<Signal>, window: Duration) -> Vec<FailureDraft> {
     signals.retain(|s| participates(&s.kind, s.symptom));
     signals.sort_by(|a, b| a.occurred_at.cmp(&b.occurred_at).then(a.id.cmp(&b.id)));
     let mut drafts = Vec::new();
     let mut start = 0;
+    let mut reach = signals.first().map(|s| s.last_at.max(s.occurred_at));
     for i in 1..=signals.len() {
-        let boundary = i == signals.len() || signals[i].occurred_at - signals[i - 1].occurred_at > window;
+        let boundary = i == signals.len() || reach.is_some_and(|r| signals[i].occurred_at - r > window);
         if boundary {
             drafts.push(draft(cluster, key, &signals[start..i]));
             start = i;
+            reach = None;
+        }
+        if let Some(s) = signals.get(i) {
+            let end = s.last_at.max(s.occurred_at);
+            reach = Some(reach.map_or(end, |r| r.max(end)));
         }
     }
     drafts
@@ -155,12 +164,21 @@ fn draft(cluster: &str, key: &CorrelationKey, session: &[Signal]) -> FailureDraf
     let first = &session[0];
     let id = Uuid::new_v5(
         &FAILURE_NAMESPACE,
-        format!("{cluster}\n{}\n{}", key.as_string(), first.id).as_bytes(),
+        format!(
+            "{cluster}\n{}\n{}",
+            key.as_string(),
+            first.occurred_at.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+        )
+        .as_bytes(),
     );
     FailureDraft {
         id,
         first_at: first.occurred_at,
-        last_at: session[session.len() - 1].occurred_at,
+        last_at: session
+            .iter()
+            .map(|s| s.last_at.max(s.occurred_at))
+            .max()
+            .expect("a session holds at least one signal"),
         signal_ids: session.iter().map(|s| s.id).collect(),
         nodes,
         root_signal: root.id,
@@ -195,6 +213,7 @@ mod tests {
         Signal {
             id: Uuid::from_u128(n),
             occurred_at: at(min),
+            last_at: at(min),
             node: Some(node.into()),
             gpu_model: Some("H100".into()),
             kind: kind.into(),

@@ -1,5 +1,4 @@
-//! CSV (RFC 4180, header row) and its content negotiation, shared by the analytics endpoints: JSON by
-//! default, CSV with `Accept: text/csv`.
+//! CSV responses: an RFC 4180 writer and the choice between JSON and CSV (`Accept: text/csv`).
 
 use std::fmt::Display;
 
@@ -43,12 +42,12 @@ impl Csv {
     }
 }
 
-/// A CSV field from any displayable value.
+/// A field from any displayable value.
 pub fn s(v: impl Display) -> String {
     v.to_string()
 }
 
-/// A CSV field from an optional value: empty when absent.
+/// A field from an optional value: empty when absent.
 pub fn o<T: Display>(v: Option<T>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
@@ -70,7 +69,7 @@ pub fn wants_csv(headers: &HeaderMap) -> bool {
         })
 }
 
-/// JSON, or CSV built by `csv` (served inline as `{name}.csv`) when the client asked for it.
+/// JSON, or CSV rendered by `csv` when the client asked for it (`name` becomes the file name).
 pub fn respond<T: Serialize>(headers: &HeaderMap, name: &str, body: T, csv: impl FnOnce(&T) -> String) -> Response {
     if !wants_csv(headers) {
         return Json(body).into_response();
@@ -89,7 +88,6 @@ pub fn respond<T: Serialize>(headers: &HeaderMap, name: &str, body: T, csv: impl
 #[cfg(test)]
 mod tests {
     use super::*;
-
     #[test]
     fn csv_quotes_by_rfc_4180() {
         let mut csv = Csv::new(&["a", "b"]);

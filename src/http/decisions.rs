@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
-use super::analytics::{WindowQuery, resolve_window};
+use super::analytics::WindowQuery;
 use super::csv::{Csv, o, respond, s};
 use super::extract::{AppQuery, Caller};
 use crate::analytics::decisions::compare::RateComparison;
@@ -281,12 +281,7 @@ pub async fn job_plan(
     }
     let checkpoint = minutes(q.checkpoint_minutes, "checkpoint_minutes", 1440.0)?;
     let restart = minutes(q.restart_minutes, "restart_minutes", 10_080.0)?;
-    let (from, to) = resolve_window(&wq)?;
-    let window = Span {
-        from,
-        to,
-        cluster: wq.cluster.clone(),
-    };
+    let window = Span::from(wq.window()?);
     let generation = q.generation.map(|g| g.as_str());
     let figures = qd::job_plan(
         &ctx.db,
@@ -414,12 +409,7 @@ pub async fn lemon_nodes(
         LemonCategory::Unknown => Some(Category::Unknown),
         LemonCategory::All => None,
     };
-    let (from, to) = resolve_window(&wq)?;
-    let window = Span {
-        from,
-        to,
-        cluster: wq.cluster.clone(),
-    };
+    let window = Span::from(wq.window()?);
     let figures = qd::lemons(&ctx.db, window, category, alpha).await?;
     let body = LemonResponse {
         figures,

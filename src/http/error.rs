@@ -117,3 +117,18 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+impl From<crate::ingest::batch::BatchError> for ApiError {
+    fn from(e: crate::ingest::batch::BatchError) -> Self {
+        use crate::ingest::batch::BatchError;
+        match e {
+            BatchError::Empty(_) => ApiError::bad_request("empty_batch", e.to_string()),
+            BatchError::TooLarge { .. } => ApiError::PayloadTooLarge(e.to_string()),
+            BatchError::AllForbidden(_) => ApiError::Forbidden(e.to_string()),
+            BatchError::AllInvalid { ref rejected, .. } => ApiError::Unprocessable {
+                message: e.to_string(),
+                details: Some(serde_json::json!({ "rejected": rejected })),
+            },
+        }
+    }
+}

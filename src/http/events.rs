@@ -16,6 +16,7 @@ use super::extract::{Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::domain::event::{Event, EventInput, FieldError, parse_event};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::ingest::batch::{Batch, RejectReason, Route, count_stored};
 
 pub fn router() -> Router<ApiContext> {
     Router::new().route("/v1/events", post(ingest_events))
@@ -37,16 +38,7 @@ pub struct IngestResponse {
     pub rejected: Vec<RejectedItem>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct RejectedItem {
-    /// Zero-based position in the batch (for NDJSON: the line, counting non-blank lines).
-    pub index: usize,
-    /// Reason code: `invalid_json`, `invalid_field`, `forbidden_cluster`.
-    pub reason: String,
-    /// Field path inside the item, when the problem is one field.
-    pub field: Option<String>,
-    pub message: String,
-}
+pub use crate::ingest::batch::RejectedItem;
 
 /// Ingest a batch of signals.
 ///
@@ -102,42 +94,18 @@ pub async fn ingest_events(
             )));
         }
     };
-    if items.is_empty() {
-        return Err(ApiError::bad_request("empty_batch", "the batch holds no events"));
-    }
-    if items.len() > limits.max_batch_items {
-        return Err(ApiError::PayloadTooLarge(format!(
-            "the batch holds {} events; the limit is {}",
-            items.len(),
-            limits.max_batch_items
-        )));
-    }
-
-    let received = items.len();
-    let (valid, rejected) = validate_batch(items, &caller);
-    for r in &rejected {
-        metrics::counter!("faultline_events_total", "outcome" => "rejected", "reason" => r.reason.clone()).increment(1);
-    }
-    if valid.is_empty() {
-        let forbidden = rejected.iter().all(|r| r.reason == "forbidden_cluster");
-        let details = serde_json::json!({ "rejected": rejected });
-        return Err(if forbidden {
-            ApiError::Forbidden(format!(
-                "this token may only write cluster '{}'",
-                caller.cluster.unwrap_or_default()
-            ))
-        } else {
-            ApiError::Unprocessable {
-                message: format!("all {received} events were invalid"),
-                details: Some(details),
-            }
-        });
-    }
-    let outcome = store_events(&ctx, valid).await?;
-    metrics::counter!("faultline_events_total", "outcome" => "accepted", "reason" => "")
-        .increment(outcome.accepted as u64);
-    metrics::counter!("faultline_events_total", "outcome" => "duplicate", "reason" => "")
-        .increment(outcome.duplicates as u64);
+    let now = Utc::now();
+    let batch = Batch::new(Route::Events, items, limits.max_batch_items)?
+        .parse(|item| match item {
+            Err(message) => Err((RejectReason::InvalidJson, FieldError { field: None, message })),
+            Ok(value) => parse_event(value, now).map_err(|e| (RejectReason::InvalidField, e)),
+        })
+        .scoped(|e| e.cluster.as_str(), |c| caller.may_write(c))
+        // The same id twice in a batch is left to the store, which counts the second as a
+        // duplicate like any retry.
+        .finish(caller.cluster.as_deref())?;
+    let (received, rejected) = (batch.received, batch.rejected);
+    let outcome = store_events(&ctx, Route::Events, batch.items).await?;
     metrics::histogram!("faultline_ingest_seconds", "endpoint" => "events").record(started.elapsed().as_secs_f64());
     Ok(Json(IngestResponse {
         received,
@@ -146,10 +114,12 @@ pub async fn ingest_events(
     }))
 }
 
-/// The one write path for signals, as the handlers call it (see [`crate::ingest::store_events`]).
-pub async fn store_events(ctx: &ApiContext, events: Vec<Event>) -> ApiResult<StoreOutcome> {
-    let window = chrono::Duration::from_std(ctx.config.correlation_window).unwrap_or(chrono::Duration::minutes(10));
-    Ok(crate::ingest::store_events(&ctx.db, &ctx.catalog, window, events).await?)
+/// The one write path for signals, as the handlers call it (see [`crate::ingest::store_events`]):
+/// stores and counts the accepted and duplicate items of `route`.
+pub async fn store_events(ctx: &ApiContext, route: Route, events: Vec<Event>) -> ApiResult<StoreOutcome> {
+    let outcome = crate::ingest::store_events(&ctx.db, &ctx.catalog, ctx.config.fold_window(), events).await?;
+    count_stored(route, outcome.accepted, outcome.duplicates);
+    Ok(outcome)
 }
 
 pub use crate::ingest::StoreOutcome;
@@ -177,47 +147,6 @@ pub fn split_ndjson(bytes: &[u8]) -> Vec<RawItem> {
         .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
         .map(|line| serde_json::from_slice(line).map_err(|e| format!("line is not JSON: {e}")))
         .collect()
-}
-
-/// Validates each item alone. The same id twice in a batch is left to the store, which counts the
-/// second as a duplicate like any retry.
-fn validate_batch(items: Vec<RawItem>, caller: &Caller) -> (Vec<Event>, Vec<RejectedItem>) {
-    let now = Utc::now();
-    let mut valid = Vec::with_capacity(items.len());
-    let mut rejected = Vec::new();
-    for (index, item) in items.into_iter().enumerate() {
-        let reject = |reason: &str, e: FieldError| RejectedItem {
-            index,
-            reason: reason.into(),
-            field: e.field,
-            message: e.message,
-        };
-        let event = match item {
-            Err(message) => {
-                rejected.push(reject("invalid_json", FieldError { field: None, message }));
-                continue;
-            }
-            Ok(value) => match parse_event(value, now) {
-                Ok(e) => e,
-                Err(e) => {
-                    rejected.push(reject("invalid_field", e));
-                    continue;
-                }
-            },
-        };
-        if !caller.may_write(&event.cluster) {
-            rejected.push(reject(
-                "forbidden_cluster",
-                FieldError::new(
-                    "cluster",
-                    format!("this token may not write cluster '{}'", event.cluster),
-                ),
-            ));
-            continue;
-        }
-        valid.push(event);
-    }
-    (valid, rejected)
 }
 
 #[cfg(test)]

@@ -1,7 +1,5 @@
 //! `PUT /v1/jobs`: jobs from the scheduler, so failure rates can be given per job and per GPU-hour.
 
-use std::collections::HashSet;
-
 use axum::extract::State;
 use axum::routing::put;
 use axum::{Json, Router};
@@ -9,13 +7,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::ApiContext;
-use super::events::RejectedItem;
 use super::extract::{AppJson, Caller};
 use crate::domain::auth::Permission;
-use crate::domain::event::FieldError;
 use crate::domain::job::{JobInput, parse_job};
-use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::storage;
+use crate::http::error::{ApiResult, ErrorBody};
+use crate::ingest::batch::{Batch, RejectReason, RejectedItem, Route, count_stored};
 
 pub fn router() -> Router<ApiContext> {
     Router::new().route("/v1/jobs", put(upsert_jobs))
@@ -62,74 +58,19 @@ pub async fn upsert_jobs(
     AppJson(batch): AppJson<JobBatch>,
 ) -> ApiResult<Json<JobUpsertResponse>> {
     caller.require(Permission::Ingest)?;
-    let received = batch.jobs.len();
-    if received == 0 {
-        return Err(ApiError::bad_request("empty_batch", "the batch holds no jobs"));
-    }
-    if received > ctx.config.limits.max_batch_items {
-        return Err(ApiError::PayloadTooLarge(format!(
-            "the batch holds {received} jobs; the limit is {}",
-            ctx.config.limits.max_batch_items
-        )));
-    }
-    let mut seen = HashSet::new();
-    let mut valid = Vec::with_capacity(received);
-    let mut rejected = Vec::new();
-    for (index, value) in batch.jobs.into_iter().enumerate() {
-        let reject = |reason: &str, e: FieldError| RejectedItem {
-            index,
-            reason: reason.into(),
-            field: e.field,
-            message: e.message,
-        };
-        match parse_job(value) {
-            Err(e) => rejected.push(reject("invalid_field", e)),
-            Ok(j) if !caller.may_write(&j.cluster) => rejected.push(reject(
-                "forbidden_cluster",
-                FieldError::new("cluster", format!("this token may not write cluster '{}'", j.cluster)),
-            )),
-            Ok(j) if !seen.insert((j.cluster.clone(), j.id.clone())) => rejected.push(reject(
-                "duplicate_in_batch",
-                FieldError::new("id", format!("{}/{} appears earlier in this batch", j.cluster, j.id)),
-            )),
-            Ok(j) => valid.push(j),
-        }
-    }
-    if valid.is_empty() {
-        if rejected.iter().all(|r| r.reason == "forbidden_cluster") {
-            return Err(ApiError::Forbidden(
-                "every job is outside this token's cluster scope".into(),
-            ));
-        }
-        return Err(ApiError::Unprocessable {
-            message: format!("all {received} jobs were invalid"),
-            details: Some(serde_json::json!({ "rejected": rejected })),
-        });
-    }
-    // Job records decide which job a node-only signal folds under: in one transaction, re-fold
-    // what the jobs attributed before and attribute now (their keys and their nodes' keys over
-    // their runs). The catalog row held FOR UPDATE keeps ingest from folding against a half-written
-    // job table, so the failures do not depend on whether jobs or signals came first.
-    let mut tx = ctx.db.begin().await?;
-    let catalog = storage::catalog::lock_exclusive(&mut tx, &ctx.catalog).await?;
-    let mut touched = storage::failures::Touched::new();
-    for old in storage::jobs::stored_runs(&mut tx, &valid).await? {
-        storage::failures::touch_job(
-            &mut touched,
-            &old.cluster,
-            &old.job_id,
-            &old.nodes,
-            old.started_at,
-            old.ended_at,
-        );
-    }
-    for j in &valid {
-        storage::failures::touch_job(&mut touched, &j.cluster, &j.id, &j.nodes, j.start, j.end);
-    }
-    let upserted = storage::jobs::upsert(&mut tx, &valid).await? as usize;
-    let window = chrono::Duration::from_std(ctx.config.correlation_window).unwrap_or(chrono::Duration::minutes(10));
-    storage::failures::refold(&mut tx, &catalog, window, &touched).await?;
-    tx.commit().await?;
+    let batch = Batch::new(Route::Jobs, batch.jobs, ctx.config.limits.max_batch_items)?
+        .parse(|value| parse_job(value).map_err(|e| (RejectReason::InvalidField, e)))
+        .scoped(|n| n.cluster.as_str(), |c| caller.may_write(c))
+        .dedup_by(
+            "id",
+            |n| (n.cluster.clone(), n.id.clone()),
+            |n| format!("{}/{}", n.cluster, n.id),
+        )
+        .finish(caller.cluster.as_deref())?;
+    let upserted =
+        crate::ingest::jobs::upsert_jobs(&ctx.db, &ctx.catalog, ctx.config.fold_window(), &batch.items).await?;
+    count_stored(Route::Jobs, upserted, 0);
+    let (received, rejected) = (batch.received, batch.rejected);
     Ok(Json(JobUpsertResponse {
         received,
         upserted,

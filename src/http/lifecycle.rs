@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::ApiContext;
-use super::analytics::{WindowQuery, resolve_window};
+use super::analytics::WindowQuery;
 use super::extract::{AppJson, AppQuery, Caller};
 use crate::analytics::cost::{Phases, downtime_minutes, out_of_service_hours};
 use crate::analytics::headline::round6;
@@ -400,7 +400,8 @@ pub async fn node_state(
     AppQuery(wq): AppQuery<WindowQuery>,
 ) -> ApiResult<Json<NodeStateView>> {
     caller.require(Permission::ReadInventory)?;
-    let (from, to) = resolve_window(&wq)?;
+    let w = wq.window()?;
+    let (from, to) = (w.from, w.to);
     let gpus = store::node_gpus(&ctx.db, &cluster, &hostname)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no node {cluster}/{hostname} in the inventory")))?;

@@ -18,6 +18,7 @@ use super::extract::{AppQuery, Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::domain::event::{Event, FieldError};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::ingest::batch::{Batch, RejectReason, Route, count_rejected};
 use crate::logparse::records::{
     FieldNames, LineOutcome, LineSource, Occurrences, bound_line, ingest_line, read_record,
 };
@@ -170,7 +171,7 @@ pub async fn ingest_logs(
             out.signals += 1;
             events.push(*e);
         }
-        LineOutcome::Invalid(e) => out.rejected.push(reject(index, "invalid_signal", e)),
+        LineOutcome::Invalid(e) => out.rejected.push(reject(index, RejectReason::InvalidSignal, e)),
     };
     if is_text {
         let src = LineSource {
@@ -193,68 +194,38 @@ pub async fn ingest_logs(
         }
     } else {
         let names = query.field_names();
-        for (index, item) in split_records(&bytes).into_iter().enumerate() {
-            out.records += 1;
-            let record = match item
-                .map_err(|m| {
-                    (
-                        "invalid_json",
-                        FieldError {
-                            field: None,
-                            message: m,
-                        },
-                    )
-                })
-                .and_then(|v| {
-                    if !v.is_object() {
-                        return Err((
-                            "invalid_record",
-                            FieldError {
-                                field: None,
-                                message: format!("a record must be a JSON object, not {v}"),
-                            },
-                        ));
-                    }
-                    read_record(&v, &names).map_err(|e| {
-                        if e.field.is_none() {
-                            ("missing_field", e)
-                        } else {
-                            ("invalid_field", e)
-                        }
-                    })
-                }) {
-                Ok(r) => r,
-                Err((reason, e)) => {
-                    out.rejected.push(reject(index, reason, e));
-                    continue;
+        let records = Batch::new(Route::Logs, split_records(&bytes), max_lines)?
+            .parse(|item| {
+                let v = item.map_err(|message| (RejectReason::InvalidJson, FieldError { field: None, message }))?;
+                if !v.is_object() {
+                    let message = format!("a record must be a JSON object, not {v}");
+                    return Err((RejectReason::InvalidRecord, FieldError { field: None, message }));
                 }
-            };
-            let Some(cluster) = record
-                .cluster
-                .as_deref()
-                .or(query.cluster.as_deref())
-                .filter(|c| !c.trim().is_empty())
-            else {
-                out.rejected.push(reject(
-                    index,
-                    "missing_field",
-                    FieldError {
-                        field: None,
-                        message: "no cluster: add a cluster field or the `cluster` query parameter".into(),
-                    },
-                ));
-                continue;
-            };
-            if !caller.may_write(cluster) {
-                out.rejected.push(reject(
-                    index,
-                    "forbidden_cluster",
-                    FieldError::new("cluster", format!("this token may not write cluster '{cluster}'")),
-                ));
-                continue;
-            }
+                let mut record = read_record(&v, &names).map_err(|e| {
+                    let reason = if e.field.is_none() {
+                        RejectReason::MissingField
+                    } else {
+                        RejectReason::InvalidField
+                    };
+                    (reason, e)
+                })?;
+                record.cluster = record
+                    .cluster
+                    .or_else(|| query.cluster.clone())
+                    .filter(|c| !c.trim().is_empty());
+                if record.cluster.is_none() {
+                    let message = "no cluster: add a cluster field or the `cluster` query parameter".into();
+                    return Err((RejectReason::MissingField, FieldError { field: None, message }));
+                }
+                Ok(record)
+            })
+            .scoped(|r| r.cluster.as_deref().unwrap_or_default(), |c| caller.may_write(c))
+            .finish(caller.cluster.as_deref())?;
+        out.records = records.received;
+        out.rejected = records.rejected;
+        for (&index, record) in records.indices.iter().zip(&records.items) {
             let src = LineSource {
-                cluster,
+                cluster: record.cluster.as_deref().unwrap_or_default(),
                 node: record.host.as_deref().or(query.node.as_deref()),
                 job_id: record.job_id.as_deref().or(query.job_id.as_deref()),
                 record_time: record.time,
@@ -275,24 +246,13 @@ pub async fn ingest_logs(
                 tally(&mut out, &mut events, index, outcome);
             }
         }
-        if out.lines == 0 && !out.rejected.is_empty() {
-            let forbidden = out.rejected.iter().all(|r| r.reason == "forbidden_cluster");
-            let details = serde_json::json!({ "rejected": out.rejected });
-            return Err(if forbidden {
-                ApiError::Forbidden(format!(
-                    "this token may only write cluster '{}'",
-                    caller.cluster.unwrap_or_default()
-                ))
-            } else {
-                ApiError::Unprocessable {
-                    message: format!("all {} records were invalid", out.records),
-                    details: Some(details),
-                }
-            });
-        }
     }
+    count_rejected(
+        Route::Logs,
+        out.rejected.iter().filter(|r| r.reason == RejectReason::InvalidSignal),
+    );
     if !events.is_empty() {
-        out.outcome = store_events(&ctx, events).await?;
+        out.outcome = store_events(&ctx, Route::Logs, events).await?;
     }
     metrics::counter!("faultline_log_lines_total", "outcome" => "signal").increment(out.signals as u64);
     metrics::counter!("faultline_log_lines_total", "outcome" => "unmatched").increment(out.unmatched as u64);
@@ -300,10 +260,10 @@ pub async fn ingest_logs(
     Ok(Json(out))
 }
 
-fn reject(index: usize, reason: &str, e: FieldError) -> RejectedItem {
+fn reject(index: usize, reason: RejectReason, e: FieldError) -> RejectedItem {
     RejectedItem {
         index,
-        reason: reason.into(),
+        reason,
         field: e.field,
         message: e.message,
     }

@@ -1,7 +1,6 @@
 //! HTTP layer: one module per resource, each exposing `router()`.
 
 pub mod analytics;
-pub mod cost;
 pub mod csv;
 pub mod dashboard;
 pub mod decisions;
@@ -67,7 +66,6 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(analytics::router())
         .merge(lifecycle::router())
         .merge(jobs::router())
-        .merge(cost::router())
         .merge(decisions::router())
         .merge(report::router())
 }

@@ -1,7 +1,5 @@
 //! Fleet inventory: `PUT /v1/nodes` (bulk upsert) and `GET /v1/nodes`.
 
-use std::collections::HashSet;
-
 use axum::extract::State;
 use axum::routing::put;
 use axum::{Json, Router};
@@ -10,13 +8,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
-use super::events::RejectedItem;
 use super::extract::{AppJson, AppQuery, Caller};
 use crate::domain::auth::{Permission, hex};
-use crate::domain::event::FieldError;
 use crate::domain::gpu::GpuGeneration;
 use crate::domain::node::{NodeInput, parse_node};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::ingest::batch::{Batch, RejectReason, RejectedItem, Route, count_stored};
 use crate::storage;
 use crate::storage::nodes::NodeFilter;
 
@@ -63,54 +60,18 @@ pub async fn upsert_nodes(
     AppJson(batch): AppJson<NodeBatch>,
 ) -> ApiResult<Json<NodeUpsertResponse>> {
     caller.require(Permission::Ingest)?;
-    let received = batch.nodes.len();
-    if received == 0 {
-        return Err(ApiError::bad_request("empty_batch", "the batch holds no nodes"));
-    }
-    if received > ctx.config.limits.max_batch_items {
-        return Err(ApiError::PayloadTooLarge(format!(
-            "the batch holds {received} nodes; the limit is {}",
-            ctx.config.limits.max_batch_items
-        )));
-    }
-    let mut seen = HashSet::new();
-    let mut valid = Vec::with_capacity(received);
-    let mut rejected = Vec::new();
-    for (index, value) in batch.nodes.into_iter().enumerate() {
-        let reject = |reason: &str, e: FieldError| RejectedItem {
-            index,
-            reason: reason.into(),
-            field: e.field,
-            message: e.message,
-        };
-        match parse_node(value) {
-            Err(e) => rejected.push(reject("invalid_field", e)),
-            Ok(n) if !caller.may_write(&n.cluster) => rejected.push(reject(
-                "forbidden_cluster",
-                FieldError::new("cluster", format!("this token may not write cluster '{}'", n.cluster)),
-            )),
-            Ok(n) if !seen.insert((n.cluster.clone(), n.hostname.clone())) => rejected.push(reject(
-                "duplicate_in_batch",
-                FieldError::new(
-                    "hostname",
-                    format!("{}/{} appears earlier in this batch", n.cluster, n.hostname),
-                ),
-            )),
-            Ok(n) => valid.push(n),
-        }
-    }
-    if valid.is_empty() {
-        if rejected.iter().all(|r| r.reason == "forbidden_cluster") {
-            return Err(ApiError::Forbidden(
-                "every node is outside this token's cluster scope".into(),
-            ));
-        }
-        return Err(ApiError::Unprocessable {
-            message: format!("all {received} nodes were invalid"),
-            details: Some(serde_json::json!({ "rejected": rejected })),
-        });
-    }
-    let upserted = storage::nodes::upsert(&ctx.db, &valid).await? as usize;
+    let batch = Batch::new(Route::Nodes, batch.nodes, ctx.config.limits.max_batch_items)?
+        .parse(|value| parse_node(value).map_err(|e| (RejectReason::InvalidField, e)))
+        .scoped(|n| n.cluster.as_str(), |c| caller.may_write(c))
+        .dedup_by(
+            "hostname",
+            |n| (n.cluster.clone(), n.hostname.clone()),
+            |n| format!("{}/{}", n.cluster, n.hostname),
+        )
+        .finish(caller.cluster.as_deref())?;
+    let upserted = crate::ingest::inventory::upsert_nodes(&ctx.db, &batch.items).await?;
+    count_stored(Route::Nodes, upserted, 0);
+    let (received, rejected) = (batch.received, batch.rejected);
     Ok(Json(NodeUpsertResponse {
         received,
         upserted,

@@ -15,7 +15,9 @@ use super::ApiContext;
 use super::events::{RejectedItem, StoreOutcome, split_ndjson, store_events};
 use super::extract::{AppQuery, Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
+use crate::domain::event::FieldError;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::ingest::batch::{Batch, RejectReason, Route};
 use crate::ingest::nvsentinel::{map_health_event, split_body};
 
 pub fn router() -> Router<ApiContext> {
@@ -106,43 +108,23 @@ pub async fn ingest_health_events(
     } else {
         split_ndjson(&bytes)
     };
-    if items.len() > limits.max_batch_items {
-        return Err(ApiError::PayloadTooLarge(format!(
-            "the batch holds {} events; the limit is {}",
-            items.len(),
-            limits.max_batch_items
-        )));
-    }
     let now = Utc::now();
+    let batch = Batch::new(Route::Nvsentinel, items, limits.max_batch_items)?
+        .parse(|item| {
+            let value = item.map_err(|message| (RejectReason::InvalidJson, FieldError { field: None, message }))?;
+            map_health_event(&value, &query.cluster, now).map_err(|e| (RejectReason::InvalidField, e))
+        })
+        .finish(caller.cluster.as_deref())?;
     let mut out = HealthEventsResponse {
-        received: items.len(),
+        received: batch.received,
+        rejected: batch.rejected,
         ..Default::default()
     };
-    let mut events = Vec::with_capacity(items.len());
-    for (index, item) in items.into_iter().enumerate() {
-        let mapped = item
-            .map_err(|m| ("invalid_json", None, m))
-            .and_then(|v| map_health_event(&v, &query.cluster, now).map_err(|e| ("invalid_field", e.field, e.message)));
-        match mapped {
-            Ok(e) => {
-                *out.signals_by_kind.entry(e.kind.clone()).or_default() += 1;
-                out.healthy += usize::from(e.symptom == Some(crate::domain::taxonomy::Symptom::None));
-                events.push(e);
-            }
-            Err((reason, field, message)) => out.rejected.push(RejectedItem {
-                index,
-                reason: reason.into(),
-                field,
-                message,
-            }),
-        }
+    for e in &batch.items {
+        *out.signals_by_kind.entry(e.kind.clone()).or_default() += 1;
+        out.healthy += usize::from(e.symptom == Some(crate::domain::taxonomy::Symptom::None));
     }
-    if events.is_empty() {
-        return Err(ApiError::Unprocessable {
-            message: format!("all {} events were invalid", out.received),
-            details: Some(serde_json::json!({ "rejected": out.rejected })),
-        });
-    }
-    out.outcome = store_events(&ctx, events).await?;
+    let events = batch.items;
+    out.outcome = store_events(&ctx, Route::Nvsentinel, events).await?;
     Ok(Json(out))
 }

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::ApiContext;
-use super::analytics::{WindowQuery, resolve_window};
+use super::analytics::WindowQuery;
 use super::extract::{AppQuery, Caller};
 use crate::domain::auth::Permission;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -104,14 +104,14 @@ pub async fn reliability(
             "job_gpus must be between 1 and 1,000,000",
         ));
     }
-    let (from, to) = resolve_window(&wq)?;
-    if to - from > Duration::days(MAX_WINDOW_DAYS) {
+    let mut w = wq.window()?;
+    if w.to - w.from > Duration::days(MAX_WINDOW_DAYS) {
         return Err(ApiError::bad_request(
             "invalid_query",
             format!("the window is longer than {MAX_WINDOW_DAYS} days"),
         ));
     }
-    let cluster = match (&caller.cluster, wq.cluster) {
+    w.cluster = match (&caller.cluster, wq.cluster) {
         (Some(scope), Some(asked)) if *scope != asked => {
             return Err(ApiError::Forbidden(format!(
                 "this token is scoped to cluster '{scope}'"
@@ -120,7 +120,7 @@ pub async fn reliability(
         (Some(scope), _) => Some(scope.clone()),
         (None, asked) => asked,
     };
-    let data = report::health::gather_with_health(&ctx.db, from, to, cluster.as_deref(), job_gpus).await?;
+    let data = report::health::gather_with_health(&ctx.db, &w, job_gpus).await?;
     let (body, content_type) = match format {
         ReportFormat::Html => (report::html::document(&data), "text/html; charset=utf-8"),
         ReportFormat::Fragment => (report::html::fragment(&data), "text/html; charset=utf-8"),

@@ -1,8 +1,6 @@
 //! The classification catalog: readable by readers, editable by admins. Every edit re-classifies
 //! all failures in the same transaction, so no analysis ever mixes two versions of the rules.
 
-use std::sync::Arc;
-
 use axum::extract::{Path, State};
 use axum::routing::{get, put};
 use axum::{Json, Router};
@@ -11,10 +9,11 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
 use super::extract::{AppJson, AppQuery, Caller};
-use crate::classify::{Catalog, Rule, Severity};
+use crate::classify::{Rule, Severity};
 use crate::domain::auth::Permission;
 use crate::domain::taxonomy::{Category, Component};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::ingest::catalog::RuleEdit;
 use crate::storage;
 
 pub fn router() -> Router<ApiContext> {
@@ -129,15 +128,14 @@ pub async fn put_rule(
         builtin: false,
     };
     rule.validate().map_err(|m| ApiError::bad_request("invalid_rule", m))?;
-    let (version, failures) = change_catalog(&ctx, |conn| {
-        let rule = rule.clone();
-        let by = caller.name.clone();
-        Box::pin(async move {
-            storage::catalog::upsert_rule(conn, &rule, &by).await?;
-            Ok(true)
-        })
-    })
-    .await?;
+    let edit = RuleEdit::Upsert {
+        rule: rule.clone(),
+        by: caller.name.clone(),
+    };
+    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), edit)
+        .await?
+        .ok_or_else(|| ApiError::Conflict("nothing to change".into()))?;
+    let (version, failures) = (done.catalog_version, done.failures);
     Ok(Json(CatalogChange {
         catalog_version: version,
         failures,
@@ -163,39 +161,16 @@ pub async fn delete_rule(
     Path(rule_id): Path<String>,
 ) -> ApiResult<Json<CatalogChange>> {
     caller.require(Permission::Admin)?;
-    let id = rule_id.clone();
-    let (version, failures) = change_catalog(&ctx, |conn| {
-        Box::pin(async move { storage::catalog::delete_rule(conn, &id).await })
-    })
-    .await
-    .map_err(|e| match e {
-        ApiError::Conflict(_) => ApiError::NotFound(format!("no rule '{rule_id}'")),
-        other => other,
-    })?;
+    let edit = RuleEdit::Delete {
+        rule_id: rule_id.clone(),
+    };
+    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), edit)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no rule '{rule_id}'")))?;
+    let (version, failures) = (done.catalog_version, done.failures);
     Ok(Json(CatalogChange {
         catalog_version: version,
         failures,
         rule: None,
     }))
-}
-
-type EditFuture<'c> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, sqlx::Error>> + Send + 'c>>;
-
-/// Runs `edit` and the rebuild in one transaction that holds the catalog version row: ingest waits
-/// for it and then sees the new rules. `edit` returning false (nothing changed) rolls back.
-async fn change_catalog<F>(ctx: &ApiContext, edit: F) -> ApiResult<(i64, usize)>
-where
-    F: for<'c> FnOnce(&'c mut sqlx::PgConnection) -> EditFuture<'c>,
-{
-    let mut tx = ctx.db.begin().await?;
-    let version = storage::catalog::bump_version(&mut tx).await?;
-    if !edit(&mut tx).await? {
-        return Err(ApiError::Conflict("nothing to change".into()));
-    }
-    let catalog = Arc::new(Catalog::new(version, storage::catalog::load_rules(&mut tx).await?));
-    let window = chrono::Duration::from_std(ctx.config.correlation_window).unwrap_or(chrono::Duration::minutes(10));
-    let failures = storage::failures::rebuild_all(&mut tx, &catalog, window).await?;
-    tx.commit().await?;
-    *ctx.catalog.write().await = catalog;
-    Ok((version, failures))
 }

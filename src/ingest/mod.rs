@@ -1,6 +1,12 @@
 //! The one write path for signals: shared by the HTTP handlers, `serve --demo` and the benchmark.
 
+pub mod batch;
+pub mod catalog;
+pub mod inventory;
+pub mod jobs;
+pub mod locks;
 pub mod nvsentinel;
+pub mod refold;
 
 use std::collections::HashSet;
 
@@ -9,6 +15,7 @@ use sqlx::PgPool;
 use crate::domain::event::Event;
 use crate::storage;
 use crate::storage::catalog::CatalogCache;
+use locks::LockSpace;
 
 /// What storing a batch of validated signals did (part of every ingest answer).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
@@ -48,7 +55,13 @@ pub async fn store_events(
     events.retain(|e| new_ids.contains(&e.id));
     let accepted = events.len();
     // Two batches extending the same burst must not both insert it: serialise per node.
-    storage::events::lock_burst_sources(&mut tx, &events).await?;
+    let mut sources: Vec<String> = events
+        .iter()
+        .filter_map(|e| e.node.as_ref().map(|n| format!("{}\n{n}", e.cluster)))
+        .collect();
+    sources.sort();
+    sources.dedup();
+    locks::lock(&mut tx, LockSpace::BurstSources, &sources).await?;
     let bursts = crate::fold::burst::collapse(events, crate::fold::burst::burst_gap());
     let targets = storage::events::extend_stored(&mut tx, &bursts, crate::fold::burst::burst_gap()).await?;
     let fresh: Vec<&crate::fold::burst::Burst> = bursts
@@ -58,8 +71,7 @@ pub async fn store_events(
         .map(|(b, _)| b)
         .collect();
     let stored = storage::events::insert_bursts(&mut tx, &fresh).await?.len();
-    let touched: Vec<&Event> = bursts.iter().map(|b| &b.event).collect();
-    storage::failures::correlate(&mut tx, &catalog, window, &touched).await?;
+    refold::after_bursts(&mut tx, &catalog, window, &bursts).await?;
     tx.commit().await?;
     Ok(StoreOutcome {
         accepted,

@@ -15,7 +15,8 @@ use crate::analytics::decisions::job_plan::{JobPlan, PlanInput, plan};
 use crate::analytics::decisions::lemon::{LemonResult, NodeObservation, lemon_nodes};
 use crate::analytics::headline::NodeService;
 use crate::domain::taxonomy::Category;
-use crate::storage::analytics as inventory;
+use crate::domain::window::Window;
+use crate::queries::inputs;
 use crate::storage::decisions::{NodeCauseCount, failures_by_node_and_cause};
 
 /// Confidence of every interval here.
@@ -28,7 +29,7 @@ pub const DEFAULT_CHECKPOINT_MINUTES: f64 = 5.0;
 /// itself): 30 min hang detection + 9 min resubmission + 14 min set-up.
 pub const DEFAULT_RESTART_MINUTES: f64 = 53.0;
 
-/// A window over one cluster (or all).
+/// A window over one cluster (or all), as the answers show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Span {
     /// Inclusive start.
@@ -37,6 +38,26 @@ pub struct Span {
     pub to: DateTime<Utc>,
     /// Cluster, or null for the whole fleet.
     pub cluster: Option<String>,
+}
+
+impl Span {
+    pub fn window(&self) -> Window {
+        Window {
+            from: self.from,
+            to: self.to,
+            cluster: self.cluster.clone(),
+        }
+    }
+}
+
+impl From<Window> for Span {
+    fn from(w: Window) -> Span {
+        Span {
+            from: w.from,
+            to: w.to,
+            cluster: w.cluster,
+        }
+    }
 }
 
 /// What a comparison is broken down by.
@@ -194,11 +215,11 @@ pub async fn compare(
     by: Option<CompareBy>,
     names: (&str, &str),
 ) -> Result<Comparison, sqlx::Error> {
-    let nodes_a = inventory::node_service(db, a.cluster.as_deref()).await?;
+    let nodes_a = inputs::node_service(db, &a.window()).await?;
     let nodes_b = if b.cluster == a.cluster {
         nodes_a.clone()
     } else {
-        inventory::node_service(db, b.cluster.as_deref()).await?
+        inputs::node_service(db, &b.window()).await?
     };
     let counts_a = failures_by_node_and_cause(db, a.from, a.to, a.cluster.as_deref()).await?;
     let counts_b = failures_by_node_and_cause(db, b.from, b.to, b.cluster.as_deref()).await?;
@@ -262,7 +283,7 @@ pub struct JobPlanRequest<'a> {
 
 pub async fn job_plan(db: &PgPool, window: Span, req: JobPlanRequest<'_>) -> Result<JobPlanFigures, sqlx::Error> {
     let cluster = window.cluster.as_deref();
-    let nodes: Vec<NodeService> = inventory::node_service(db, cluster)
+    let nodes: Vec<NodeService> = inputs::node_service(db, &window.window())
         .await?
         .into_iter()
         .filter(|n| req.generation.is_none_or(|g| n.gpu_generation == g))
@@ -289,14 +310,7 @@ pub async fn job_plan(db: &PgPool, window: Span, req: JobPlanRequest<'_>) -> Res
     let (restart_minutes, restart_source, measured_over) = match req.restart_minutes {
         Some(r) => (r, CostSource::Given, 0),
         None => {
-            let lifecycles = crate::storage::cost::recovery_failures(
-                db,
-                window.from,
-                window.to,
-                cluster,
-                chrono::Duration::hours(24),
-            )
-            .await?;
+            let lifecycles = inputs::recovery_failures(db, &window.window(), chrono::Duration::hours(24)).await?;
             let d = crate::analytics::cost::recovery(&lifecycles).downtime_minutes;
             match d.median {
                 Some(m) if d.count > 0 => (m, CostSource::MeasuredMedian, d.count),
@@ -349,7 +363,7 @@ pub async fn lemons(
     alpha: f64,
 ) -> Result<LemonFigures, sqlx::Error> {
     let cluster = window.cluster.as_deref();
-    let nodes = inventory::node_service(db, cluster).await?;
+    let nodes = inputs::node_service(db, &window.window()).await?;
     let counts = failures_by_node_and_cause(db, window.from, window.to, cluster).await?;
     let mut drained: HashMap<(String, String), bool> = HashMap::new();
     for t in crate::storage::lifecycle::transitions(db, window.from, window.to, cluster, None).await? {

@@ -1,126 +1,70 @@
-//! Fills [`ReportData`] from the database, one function per section. Each section reads through
-//! the same queries as its analytics endpoint where one exists (so the report and the JSON API agree);
-//! the sections that the cost analytics will own (timeline, worst nodes, recovery) read
-//! storage::report for now and can switch to those functions one by one.
+//! Fills [`ReportData`] through the read use cases in `crate::queries`, one call per section, so
+//! every number in the report is the number the JSON API answers for the same window.
 
-use chrono::{DateTime, Utc};
+use chrono::{Duration, Utc};
 use sqlx::PgPool;
 
 use super::{
-    CauseSection, MixSection, MtbfSection, PhaseMinutes, RecoverySection, ReportData, ReportWindow, Timeline,
-    WorstNodes, fill_timeline,
+    CauseSection, MixSection, MtbfSection, PhaseMinutes, RecoverySection, ReportData, ReportWindow, fill_timeline,
 };
-use crate::analytics::headline::{self, MixKey};
-use crate::storage::analytics::{self as q, MixDimension};
-use crate::storage::report as r;
+use crate::analytics::headline::MixKey;
+use crate::domain::window::Window;
+use crate::queries;
 
 /// How many nodes the worst-nodes section lists.
 pub const WORST_NODES: i64 = 15;
 /// The group size of the MTBF section (Unicron's 128-GPU set).
 pub const GROUP_SIZE: u32 = 128;
 
-pub async fn gather(
-    db: &PgPool,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-) -> Result<ReportData, sqlx::Error> {
+pub async fn gather(db: &PgPool, w: &Window) -> Result<ReportData, sqlx::Error> {
+    let computed = queries::computed(db, w).await?;
     let window = ReportWindow {
-        from,
-        to,
-        cluster: cluster.map(str::to_string),
-        catalog_version: q::catalog_version(db).await?,
+        from: w.from,
+        to: w.to,
+        cluster: w.cluster.clone(),
+        catalog_version: computed.catalog_version,
         generated_at: Utc::now(),
     };
-    let nodes = q::node_service(db, cluster).await?;
-    let clusters = match cluster {
+    let clusters = match w.cluster() {
         Some(c) => vec![c.to_string()],
-        None => r::clusters(db).await?,
+        None => queries::report::clusters(db).await?,
     };
+    let mix = queries::headline::failure_mix(db, w, MixKey::Generation).await?;
+    let mtbf = queries::headline::mtbf(db, w, GROUP_SIZE, None).await?;
+    let causes = queries::headline::root_causes(db, w).await?;
+    let bucket = super::Bucket::for_window(w.from, w.to);
+    let days = queries::timeline::daily_categories(db, w).await?;
     Ok(ReportData {
-        mix: mix(db, &nodes, from, to, cluster).await?,
-        mtbf: mtbf(db, &nodes, from, to, cluster).await?,
-        causes: causes(db, from, to, cluster).await?,
-        timeline: timeline(db, from, to, cluster).await?,
-        recovery: recovery(db, from, to, cluster).await?,
-        worst_nodes: worst_nodes(db, from, to, cluster).await?,
-        root_kinds: crate::storage::cost::root_errors(db, from, to, cluster)
-            .await?
-            .into_iter()
-            .map(|(kind, code, failures, _severity)| super::RootKindCount { kind, code, failures })
-            .collect(),
+        mix: MixSection {
+            failures: mix.totals.failures,
+            gpu_days: mix.rows.iter().map(|r| r.gpu_days).sum(),
+            rows: mix.rows,
+        },
+        mtbf: MtbfSection {
+            group_size: GROUP_SIZE,
+            groups: mtbf.groups,
+            fleet: mtbf.fleet,
+        },
+        causes: CauseSection {
+            failures: causes.failures,
+            categories: causes.categories,
+        },
+        timeline: fill_timeline(bucket, w.from, w.to, &days),
+        recovery: recovery(db, w).await?,
+        worst_nodes: queries::report::worst_nodes(db, w, WORST_NODES).await?,
+        baselines: queries::baselines::rows(db, w).await?,
         clusters,
         window,
         health: None,
     })
 }
 
-async fn mix(
-    db: &PgPool,
-    nodes: &[headline::NodeService],
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-) -> Result<MixSection, sqlx::Error> {
-    let counts = q::failure_counts(db, MixDimension::Generation, from, to, cluster).await?;
-    let rows = headline::failure_mix(nodes, &counts, MixKey::Generation, from, to);
-    Ok(MixSection {
-        failures: rows.iter().map(|r| r.failures).sum(),
-        gpu_days: rows.iter().map(|r| r.gpu_days).sum(),
-        rows,
-    })
-}
-
-async fn mtbf(
-    db: &PgPool,
-    nodes: &[headline::NodeService],
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-) -> Result<MtbfSection, sqlx::Error> {
-    let (per_node, _) = q::failures_per_node(db, from, to, cluster).await?;
-    let (groups, fleet) = headline::mtbf(nodes, &per_node, GROUP_SIZE, from, to, 0.95);
-    Ok(MtbfSection {
-        group_size: GROUP_SIZE,
-        groups,
-        fleet,
-    })
-}
-
-async fn causes(
-    db: &PgPool,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-) -> Result<CauseSection, sqlx::Error> {
-    let counts = q::cause_counts(db, from, to, cluster).await?;
-    let (failures, categories) = headline::root_causes(&counts);
-    Ok(CauseSection { failures, categories })
-}
-
-async fn timeline(
-    db: &PgPool,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-) -> Result<Timeline, sqlx::Error> {
-    // The cost timeline's daily counts (effective causes), summed into the report's buckets.
-    let bucket = super::Bucket::for_window(from, to);
-    let days = crate::storage::cost::daily_categories(db, from, to, cluster).await?;
-    Ok(fill_timeline(bucket, from, to, &days))
-}
-
 /// Downtime by recovery phase, from the failure lifecycles (PATCH /v1/failures/{id}); None when
 /// no failure of the window recorded a phase.
-async fn recovery(
-    db: &PgPool,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-) -> Result<Option<RecoverySection>, sqlx::Error> {
-    let failures = crate::storage::cost::recovery_failures(db, from, to, cluster, chrono::Duration::hours(24)).await?;
-    let summary = crate::analytics::cost::recovery(&failures);
-    let phases: Vec<PhaseMinutes> = summary
+async fn recovery(db: &PgPool, w: &Window) -> Result<Option<RecoverySection>, sqlx::Error> {
+    let data = queries::recovery::recovery_data(db, w, Duration::hours(24)).await?;
+    let phases: Vec<PhaseMinutes> = data
+        .summary
         .phases
         .iter()
         .filter(|p| p.minutes.count > 0)
@@ -132,7 +76,8 @@ async fn recovery(
         })
         .collect();
     // Failures with at least one recorded phase.
-    let recorded = failures
+    let recorded = data
+        .failures
         .iter()
         .filter(|f| (0..4).any(|i| f.phases.get(i).is_some()))
         .count() as u64;
@@ -140,13 +85,4 @@ async fn recovery(
         failures: recorded,
         phases,
     }))
-}
-
-async fn worst_nodes(
-    db: &PgPool,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-) -> Result<WorstNodes, sqlx::Error> {
-    r::worst_nodes(db, from, to, cluster, WORST_NODES).await
 }

@@ -6,6 +6,8 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
+use crate::domain::window::Window;
+
 use super::sections::{Section, Table};
 use super::svg::{self, Bar, Frame, Series, palette};
 use super::{ReportData, fmt};
@@ -31,15 +33,9 @@ pub struct FleetHealth {
 }
 
 /// The report's data with its fleet-health section, for a job-plan card of `job_gpus` GPUs.
-pub async fn gather_with_health(
-    db: &PgPool,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-    job_gpus: u64,
-) -> Result<ReportData, sqlx::Error> {
-    let mut data = super::gather::gather(db, from, to, cluster).await?;
-    data.health = Some(gather(db, from, to, cluster, job_gpus).await?);
+pub async fn gather_with_health(db: &PgPool, w: &Window, job_gpus: u64) -> Result<ReportData, sqlx::Error> {
+    let mut data = super::gather::gather(db, w).await?;
+    data.health = Some(gather(db, w.from, w.to, w.cluster(), job_gpus).await?);
     Ok(data)
 }
 

@@ -39,8 +39,8 @@ pub struct ReportData {
     /// None: no recovery data recorded for this window.
     pub recovery: Option<RecoverySection>,
     pub worst_nodes: WorstNodes,
-    /// Failures by the kind (and code) of their root signal.
-    pub root_kinds: Vec<RootKindCount>,
+    /// The published baselines beside this fleet's values: the rows of `GET /v1/analytics/baselines`.
+    pub baselines: Vec<crate::analytics::baselines::Baseline>,
     /// This window against the previous one, lemon nodes, job plan (filled by `health::gather_with_health`).
     pub health: Option<health::FleetHealth>,
 }
@@ -193,13 +193,6 @@ pub struct NodeCount {
     pub failures: u64,
 }
 
-#[derive(Debug, Clone)]
-pub struct RootKindCount {
-    pub kind: String,
-    pub code: Option<i64>,
-    pub failures: u64,
-}
-
 /// The window in words: what the report covers and when it was made.
 pub fn window_line(d: &ReportData) -> String {
     format!(
@@ -327,176 +320,6 @@ impl ReportData {
             },
         ]
     }
-
-    /// This fleet's value of each published measure (shared/domain.md), side by side.
-    pub fn baselines(&self) -> Vec<Baseline> {
-        let total = self.causes.failures;
-        let of_all = |n: u64| (total > 0).then(|| ratio(n, total));
-        let cat = |c: Category| {
-            self.causes
-                .categories
-                .iter()
-                .find(|s| s.category == c.as_str())
-                .map_or(0, |s| s.failures)
-        };
-        let (hw, platform, user) = (cat(Category::Hardware), cat(Category::Platform), cat(Category::User));
-        let hw_part = |names: &[&str], invert: bool| -> u64 {
-            self.hardware()
-                .map(|h| {
-                    h.components
-                        .iter()
-                        .filter(|c| names.contains(&c.component.as_str()) != invert)
-                        .map(|c| c.failures)
-                        .sum()
-                })
-                .unwrap_or(0)
-        };
-        const GPU: &[&str] = &["gpu", "gpu_memory", "nvlink"];
-        const NETWORK: &[&str] = &["network"];
-        let gpu = hw_part(GPU, false);
-        let network = hw_part(NETWORK, false);
-        let node = hw - gpu - network;
-        let kind_share = |pred: &dyn Fn(&RootKindCount) -> bool| {
-            of_all(self.root_kinds.iter().filter(|k| pred(k)).map(|k| k.failures).sum())
-        };
-        let ratio_text = if user > 0 {
-            let scale = 3.0 / user as f64;
-            format!("{:.1} : {:.1} : 3", hw as f64 * scale, platform as f64 * scale)
-        } else {
-            "n/a".into()
-        };
-        let weekly: Vec<f64> = {
-            let mut v: Vec<f64> = self
-                .mtbf
-                .groups
-                .iter()
-                .filter(|g| g.gpus == u64::from(self.mtbf.group_size) || !g.packed)
-                .filter_map(|g| g.failures_per_week)
-                .collect();
-            v.sort_by(f64::total_cmp);
-            v
-        };
-        let weekly_text = match (crate::analytics::stats::median(&weekly), weekly.first(), weekly.last()) {
-            (Some(m), Some(lo), Some(hi)) => format!("median {m:.1} (range {lo:.1}-{hi:.1}, {} groups)", weekly.len()),
-            _ => "n/a".into(),
-        };
-        let b = |measure: &str,
-                 short: &str,
-                 source: &str,
-                 published: &str,
-                 published_share: Option<f64>,
-                 fleet_share: Option<f64>,
-                 fleet_text: Option<String>| Baseline {
-            measure: measure.into(),
-            short: short.into(),
-            source: source.into(),
-            published: published.into(),
-            published_share,
-            fleet: fleet_text.unwrap_or_else(|| fmt::pct(fleet_share)),
-            fleet_share,
-        };
-        vec![
-            b(
-                "Hardware share of interruptions",
-                "Hardware (Llama 3)",
-                "Llama 3 pre-training",
-                "78%",
-                Some(0.78),
-                self.hardware_share(),
-                None,
-            ),
-            b(
-                "Hardware share of failures",
-                "Hardware (ICSE)",
-                "ICSE 2023",
-                "28%",
-                Some(0.28),
-                self.hardware_share(),
-                None,
-            ),
-            b(
-                "Hardware : platform : user",
-                "",
-                "ICSE 2023",
-                "2 : 2 : 3",
-                None,
-                None,
-                Some(ratio_text),
-            ),
-            b(
-                "Node / host faults, share of all",
-                "Node / host",
-                "ICSE 2023",
-                "16%",
-                Some(0.16),
-                of_all(node),
-                None,
-            ),
-            b(
-                "GPU faults (GPU, memory, NVLink), share of all",
-                "GPU",
-                "ICSE 2023",
-                "5.5%",
-                Some(0.055),
-                of_all(gpu),
-                None,
-            ),
-            b(
-                "Network faults, share of all",
-                "Network",
-                "ICSE 2023",
-                "7%",
-                Some(0.07),
-                of_all(network),
-                None,
-            ),
-            b(
-                "NCCL timeout as root signal",
-                "NCCL timeout",
-                "Unicron",
-                "10.1%",
-                Some(0.101),
-                kind_share(&|k| k.kind == "nccl_timeout"),
-                None,
-            ),
-            b(
-                "ECC error as root signal",
-                "ECC error",
-                "Unicron",
-                "5%",
-                Some(0.05),
-                kind_share(&is_ecc),
-                None,
-            ),
-            b(
-                "NVLink error as root signal",
-                "NVLink error",
-                "Unicron",
-                "4.5%",
-                Some(0.045),
-                kind_share(&is_nvlink),
-                None,
-            ),
-            b(
-                "Link flapping as root signal",
-                "Link flapping",
-                "Unicron",
-                "3.9%",
-                Some(0.039),
-                kind_share(&|k| k.kind == "link_flap"),
-                None,
-            ),
-            b(
-                &format!("Failures per {}-GPU group per week", self.mtbf.group_size),
-                "",
-                "Unicron",
-                "1-7",
-                None,
-                None,
-                Some(weekly_text),
-            ),
-        ]
-    }
 }
 
 fn format_group_label(group_size: u32) -> &'static str {
@@ -506,38 +329,6 @@ fn format_group_label(group_size: u32) -> &'static str {
         "MTBF per group (median)"
     }
 }
-
-/// ECC: the ecc and row_remap kinds and the XIDs of memory errors (48 DBE, 63/64 row remapping,
-/// 92 high SBE rate, 94/95 contained/uncontained ECC).
-fn is_ecc(k: &RootKindCount) -> bool {
-    k.kind == "ecc" || k.kind == "row_remap" || (k.kind == "xid" && matches!(k.code, Some(48 | 63 | 64 | 92 | 94 | 95)))
-}
-
-/// NVLink: the nvlink kind and XID 74 (NVLink error).
-fn is_nvlink(k: &RootKindCount) -> bool {
-    k.kind == "nvlink" || (k.kind == "xid" && k.code == Some(74))
-}
-
-/// A published figure beside this fleet's value of the same measure.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Baseline {
-    pub measure: String,
-    /// A few words for the chart's axis.
-    pub short: String,
-    pub source: String,
-    pub published: String,
-    /// The published figure as a fraction, when it is one (for the chart).
-    pub published_share: Option<f64>,
-    pub fleet: String,
-    pub fleet_share: Option<f64>,
-}
-
-pub const BASELINE_DEFINITIONS: &str = "Shares are of all failures in the window. ICSE 2023 splits hardware into node, GPU and network: \
-here GPU = gpu + gpu_memory + nvlink components, network = network, node = the rest of hardware (host, power, cooling, ...). \
-Unicron's leading failure types are matched on the root signal of each failure: NCCL timeout = nccl_timeout; ECC = ecc, \
-row_remap and XIDs 48, 63, 64, 92, 94, 95; NVLink = nvlink and XID 74; link flapping = link_flap. Failures per group per week: \
-groups of the full group size and labelled groups, failures / exposure hours x 168. The published figures come from other fleets, \
-jobs and definitions: read them as orders of magnitude, not targets.";
 
 #[cfg(test)]
 mod tests {
@@ -704,33 +495,7 @@ mod tests {
                 nodes_with_failures: 5,
                 nodes: vec![],
             },
-            root_kinds: vec![
-                RootKindCount {
-                    kind: "nccl_timeout".into(),
-                    code: None,
-                    failures: 2,
-                },
-                RootKindCount {
-                    kind: "xid".into(),
-                    code: Some(48),
-                    failures: 1,
-                },
-                RootKindCount {
-                    kind: "ecc".into(),
-                    code: None,
-                    failures: 1,
-                },
-                RootKindCount {
-                    kind: "xid".into(),
-                    code: Some(74),
-                    failures: 1,
-                },
-                RootKindCount {
-                    kind: "xid".into(),
-                    code: Some(79),
-                    failures: 3,
-                },
-            ],
+            baselines: vec![],
             health: None,
         }
     }
@@ -746,27 +511,5 @@ mod tests {
         // hopper 14 / 200 x 1,000 = 70 beats ampere 20; unknown has no exposure and no rate.
         assert_eq!(v("worst_generation"), "hopper");
         assert_eq!(s[4].note.as_deref(), Some("70.00 per 1,000 GPU-days"));
-    }
-
-    #[test]
-    fn baselines_map_components_and_root_kinds() {
-        let b = data().baselines();
-        let get = |m: &str| b.iter().find(|x| x.measure.starts_with(m)).unwrap().clone();
-        assert_eq!(get("Hardware share of interruptions").fleet, "50.0%");
-        // 10 : 4 : 6 scaled so user = 3: 5.0 : 2.0 : 3.
-        assert_eq!(get("Hardware : platform").fleet, "5.0 : 2.0 : 3");
-        // node = host 5 of 20; GPU = gpu 2 + nvlink 1 = 3 of 20; network 2 of 20.
-        assert_eq!(get("Node / host").fleet_share, Some(0.25));
-        assert_eq!(get("GPU faults").fleet_share, Some(0.15));
-        assert_eq!(get("Network").fleet_share, Some(0.1));
-        assert_eq!(get("NCCL").fleet_share, Some(0.1));
-        // ECC: ecc 1 + XID 48 1 = 2 of 20; NVLink: XID 74 = 1 of 20; no link_flap.
-        assert_eq!(get("ECC").fleet_share, Some(0.1));
-        assert_eq!(get("NVLink").fleet_share, Some(0.05));
-        assert_eq!(get("Link flapping").fleet_share, Some(0.0));
-        assert_eq!(
-            get("Failures per 128-GPU group").fleet,
-            "median 4.0 (range 2.0-8.0, 3 groups)"
-        );
     }
 }

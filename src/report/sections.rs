@@ -2,7 +2,8 @@
 //! the HTML and Markdown renderings only lay these out, so they carry the same numbers.
 
 use super::svg::{self, Bar, Frame, Marker, Row, Series, TimePoint, palette};
-use super::{BASELINE_DEFINITIONS, Bucket, ReportData, fmt};
+use super::{Bucket, ReportData, fmt};
+use crate::analytics::baselines::{BASELINE_DEFINITIONS, Baseline, Unit};
 use crate::domain::taxonomy::Category;
 
 pub struct Section {
@@ -600,21 +601,38 @@ fn worst_nodes(d: &ReportData) -> Section {
     }
 }
 
+/// A value in a baseline's unit, as the report prints it.
+fn baseline_value(v: Option<f64>, unit: Unit) -> String {
+    match unit {
+        Unit::Fraction => fmt::pct(v),
+        Unit::Minutes => v.map_or_else(|| "n/a".into(), |m| format!("{} min", fmt::number(m))),
+        Unit::Hours => fmt::hours(v),
+        Unit::PerWeek => v.map_or_else(|| "n/a".into(), |w| format!("{} per week", fmt::number(w))),
+    }
+}
+
+/// The published figure: one value, a range or a lower bound.
+fn published_text(b: &Baseline) -> String {
+    match (b.published, b.published_low, b.published_high) {
+        (Some(v), _, _) => baseline_value(Some(v), b.unit),
+        (None, Some(lo), Some(hi)) => format!("{} to {}", fmt::number(lo), baseline_value(Some(hi), b.unit)),
+        (None, Some(lo), None) => format!("over {}", baseline_value(Some(lo), b.unit)),
+        _ => "n/a".into(),
+    }
+}
+
 fn baselines(d: &ReportData) -> Section {
-    let rows = d.baselines();
-    let charted: Vec<_> = rows.iter().filter(|b| b.published_share.is_some()).collect();
+    let rows = &d.baselines;
     let any_fleet = d.causes.failures > 0;
-    let bars: Vec<Bar> = charted
+    let bars: Vec<Bar> = rows
         .iter()
+        .filter(|b| b.unit == Unit::Fraction && b.published.is_some() && b.fleet.is_some())
         .map(|b| Bar {
             label: b.short.clone(),
-            values: vec![
-                b.published_share.unwrap_or(0.0) * 100.0,
-                b.fleet_share.unwrap_or(0.0) * 100.0,
-            ],
+            values: vec![b.published.unwrap_or(0.0) * 100.0, b.fleet.unwrap_or(0.0) * 100.0],
             notes: vec![
                 format!("{}, published by {}", b.measure, b.source),
-                format!("{}, this fleet", b.measure),
+                format!("{}, this fleet ({})", b.measure, b.basis),
             ],
         })
         .collect();
@@ -623,7 +641,7 @@ fn baselines(d: &ReportData) -> Section {
             id: "baselines",
             title: "This fleet beside the published baselines",
             x_label: "measure",
-            y_label: "share of failures, %",
+            y_label: "share, %",
         },
         &[
             Series {
@@ -637,7 +655,10 @@ fn baselines(d: &ReportData) -> Section {
         ],
         if any_fleet { &bars } else { &[] },
     );
-    let hw = rows.first().map(|b| b.fleet.clone()).unwrap_or_default();
+    let hw = rows
+        .first()
+        .map(|b| baseline_value(b.fleet, b.unit))
+        .unwrap_or_default();
     Section {
         id: "baselines",
         title: "This fleet beside the published baselines".into(),
@@ -651,15 +672,16 @@ fn baselines(d: &ReportData) -> Section {
         charts: vec![chart],
         tables: vec![Table {
             caption: "Published figures and this fleet".into(),
-            headers: strings(["Measure", "Source", "Published", "This fleet"]),
+            headers: strings(["Measure", "Source", "Published", "This fleet", "Basis"]),
             rows: rows
                 .iter()
                 .map(|b| {
                     vec![
                         b.measure.clone(),
                         b.source.clone(),
-                        b.published.clone(),
-                        b.fleet.clone(),
+                        published_text(b),
+                        baseline_value(b.fleet, b.unit),
+                        b.basis.clone(),
                     ]
                 })
                 .collect(),

@@ -213,26 +213,3 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
     .fetch_all(&mut *conn)
     .await
 }
-
-/// Transaction-scoped advisory locks on the (cluster, node) sources of `events`, in one sorted
-/// order (no deadlock): two concurrent batches with the same burst then take turns, and the
-/// second extends the row the first inserted instead of inserting another.
-pub async fn lock_burst_sources(
-    conn: &mut PgConnection,
-    events: &[crate::domain::event::Event],
-) -> Result<(), sqlx::Error> {
-    let mut sources: Vec<String> = events
-        .iter()
-        .filter_map(|e| e.node.as_ref().map(|n| format!("burst\n{}\n{n}", e.cluster)))
-        .collect();
-    sources.sort();
-    sources.dedup();
-    if sources.is_empty() {
-        return Ok(());
-    }
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended(s, 0)) FROM UNNEST($1::text[]) WITH ORDINALITY AS t(s, n) ORDER BY n")
-        .bind(sources)
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
-}

@@ -115,3 +115,41 @@ pub async fn signals(db: &PgPool, ids: &[Uuid], limit: i64) -> Result<Vec<Signal
     .fetch_all(db)
     .await
 }
+
+/// A root-cause node with its failures, and (on every row) the totals they are a share of.
+#[derive(Debug, sqlx::FromRow)]
+pub struct WorstNodeRow {
+    pub cluster: String,
+    pub hostname: String,
+    pub gpu_generation: Option<String>,
+    pub failures: i64,
+    pub failures_with_node: i64,
+    pub nodes_with_failures: i64,
+}
+
+/// The `limit` root-cause nodes with the most failures, and the totals they are a share of.
+pub async fn worst_nodes(
+    db: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+    limit: i64,
+) -> Result<Vec<WorstNodeRow>, sqlx::Error> {
+    sqlx::query_as(
+        "WITH per_node AS (
+             SELECT cluster, root_node, count(*) AS failures FROM failures
+             WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3) AND root_node IS NOT NULL
+             GROUP BY 1, 2)
+         SELECT p.cluster, p.root_node AS hostname, n.gpu_generation, p.failures,
+                sum(p.failures) OVER ()::bigint AS failures_with_node, count(*) OVER () AS nodes_with_failures
+         FROM per_node p LEFT JOIN nodes n ON n.cluster = p.cluster AND n.hostname = p.root_node
+         ORDER BY p.failures DESC, p.cluster, p.root_node
+         LIMIT $4",
+    )
+    .bind(from)
+    .bind(to)
+    .bind(cluster)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}

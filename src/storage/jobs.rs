@@ -56,3 +56,34 @@ pub async fn upsert(conn: &mut PgConnection, jobs: &[Job]) -> Result<u64, sqlx::
     .await?;
     Ok(done.rows_affected())
 }
+
+/// A job as the analytics read it.
+#[derive(Debug)]
+pub struct JobRow {
+    pub cluster: String,
+    pub job_id: String,
+    pub gpus: i32,
+    pub nodes: Vec<String>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub state: String,
+}
+
+/// Jobs running at some time in [from, to).
+pub async fn running_in(
+    db: &sqlx::PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<JobRow>, sqlx::Error> {
+    sqlx::query_as!(
+        JobRow,
+        "SELECT cluster, job_id, gpus, nodes, started_at, ended_at, state FROM jobs
+         WHERE started_at < $2 AND (ended_at IS NULL OR ended_at > $1) AND ($3::text IS NULL OR cluster = $3)",
+        from,
+        to,
+        cluster,
+    )
+    .fetch_all(db)
+    .await
+}

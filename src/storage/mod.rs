@@ -1,15 +1,15 @@
 //! Storage: all SQL lives here, one module per table family. No HTTP types.
-pub mod analytics;
 pub mod catalog;
-pub mod cost;
 pub mod decisions;
 pub mod events;
 pub mod failure_queries;
+pub mod failure_stats;
 pub mod failures;
 pub mod jobs;
 pub mod lifecycle;
+pub mod locks;
 pub mod nodes;
-pub mod report;
+pub mod signal_stats;
 pub mod tokens;
 
 use sqlx::PgPool;

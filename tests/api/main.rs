@@ -5,6 +5,7 @@ mod cost;
 mod cost_simulated;
 mod decisions;
 mod failures;
+mod fold_order;
 mod helpers;
 mod ingest;
 mod inventory;

@@ -1,0 +1,74 @@
+//! `GET /v1/analytics/baselines`: the published figures beside this fleet's values.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use super::WindowQuery;
+use crate::analytics::baselines::Unit;
+use crate::domain::auth::Permission;
+use crate::http::ApiContext;
+use crate::http::csv::{Csv, o, respond};
+use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::extract::{AppQuery, Caller};
+use crate::queries::baselines::{self as queries, BaselinesResponse};
+
+/// Published figures with their source next to this fleet's value for the same measure and window.
+///
+/// CSV: one row per figure.
+#[utoipa::path(
+    get, path = "/v1/analytics/baselines", tag = "analytics", params(WindowQuery),
+    responses(
+        (status = 200, description = "Published figures (Llama 3, ICSE 2023, ICSE 2024, Unicron, Alibaba C4, MegaScale) with their source, the fleet's value and how it is measured. CSV: one row per figure.",
+         content((BaselinesResponse = "application/json"), (String = "text/csv"))),
+        (status = 400, description = "Invalid window", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not query", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn baselines(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    headers: HeaderMap,
+    AppQuery(wq): AppQuery<WindowQuery>,
+) -> ApiResult<Response> {
+    caller.require(Permission::Query)?;
+    let body = queries::baselines(&ctx.db, &wq.window()?).await?;
+    Ok(respond(&headers, "baselines", body, |b| {
+        let mut csv = Csv::new(&[
+            "measure",
+            "published",
+            "published_low",
+            "published_high",
+            "unit",
+            "source",
+            "fleet",
+            "basis",
+            "definition",
+        ]);
+        for r in &b.baselines {
+            csv.row([
+                r.measure.clone(),
+                o(r.published),
+                o(r.published_low),
+                o(r.published_high),
+                unit(r.unit).into(),
+                r.source.clone(),
+                o(r.fleet),
+                r.basis.clone(),
+                r.definition.clone(),
+            ]);
+        }
+        csv.finish()
+    }))
+}
+
+fn unit(u: Unit) -> &'static str {
+    match u {
+        Unit::Fraction => "fraction",
+        Unit::Minutes => "minutes",
+        Unit::Hours => "hours",
+        Unit::PerWeek => "per_week",
+    }
+}

@@ -1,0 +1,113 @@
+//! The headline analytics: failure mix, MTBF per group, root-cause ratios (reader role).
+
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::{WindowQuery, bad};
+use crate::analytics::headline::MixKey;
+use crate::domain::auth::Permission;
+use crate::http::ApiContext;
+use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::extract::{AppQuery, Caller};
+use crate::queries::headline::{self as queries, FailureMixResponse, MtbfResponse, RootCausesResponse};
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct MixQuery {
+    /// gpu_generation (default), gpu_model or cluster.
+    pub by: Option<String>,
+}
+
+/// Failure mix by GPU generation, GPU model or cluster, normalised per 1,000 GPU-days.
+#[utoipa::path(
+    get, path = "/v1/analytics/failure-mix", tag = "analytics", params(WindowQuery, MixQuery),
+    responses(
+        (status = 200, description = "Per group: GPUs in service, GPU-days of exposure, failures, failures per 1,000 GPU-days, and the breakdown by category and component", body = FailureMixResponse),
+        (status = 400, description = "Invalid window or `by`", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not query", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn failure_mix(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    AppQuery(wq): AppQuery<WindowQuery>,
+    AppQuery(mq): AppQuery<MixQuery>,
+) -> ApiResult<Json<FailureMixResponse>> {
+    caller.require(Permission::Query)?;
+    let key = match mq.by.as_deref().unwrap_or("gpu_generation") {
+        "gpu_generation" | "generation" => MixKey::Generation,
+        "gpu_model" | "model" => MixKey::Model,
+        "cluster" => MixKey::Cluster,
+        other => {
+            return Err(bad(format!(
+                "by '{other}' is not one of gpu_generation, gpu_model, cluster"
+            )));
+        }
+    };
+    Ok(Json(queries::failure_mix(&ctx.db, &wq.window()?, key).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct MtbfQuery {
+    /// GPUs per group for nodes without a group label (default 128).
+    #[param(minimum = 1, maximum = 1000000)]
+    pub group_size: Option<u32>,
+    /// Also project the MTBF of a job spanning this many GPUs.
+    #[param(minimum = 1)]
+    pub job_gpus: Option<u64>,
+}
+
+/// MTBF per 128-GPU group (or any group size), fleet-wide per-GPU MTBF and the projection for a job of N GPUs.
+#[utoipa::path(
+    get, path = "/v1/analytics/mtbf", tag = "analytics", params(WindowQuery, MtbfQuery),
+    responses(
+        (status = 200, description = "MTBF per group with 95% chi-square intervals, fleet-wide MTBF per GPU and the job projection", body = MtbfResponse),
+        (status = 400, description = "Invalid window, group_size or job_gpus", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not query", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn mtbf(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    AppQuery(wq): AppQuery<WindowQuery>,
+    AppQuery(mq): AppQuery<MtbfQuery>,
+) -> ApiResult<Json<MtbfResponse>> {
+    caller.require(Permission::Query)?;
+    let group_size = mq.group_size.unwrap_or(128);
+    if !(1..=1_000_000).contains(&group_size) {
+        return Err(bad("group_size must be between 1 and 1,000,000"));
+    }
+    if mq.job_gpus == Some(0) {
+        return Err(bad("job_gpus must be positive"));
+    }
+    Ok(Json(
+        queries::mtbf(&ctx.db, &wq.window()?, group_size, mq.job_gpus).await?,
+    ))
+}
+
+/// Root-cause ratios: failures per category and component, and the symptom mix.
+#[utoipa::path(
+    get, path = "/v1/analytics/root-causes", tag = "analytics", params(WindowQuery),
+    responses(
+        (status = 200, description = "Failures and shares per category and component, and the symptom mix", body = RootCausesResponse),
+        (status = 400, description = "Invalid window", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not query", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn root_causes(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    AppQuery(wq): AppQuery<WindowQuery>,
+) -> ApiResult<Json<RootCausesResponse>> {
+    caller.require(Permission::Query)?;
+    Ok(Json(queries::root_causes(&ctx.db, &wq.window()?).await?))
+}

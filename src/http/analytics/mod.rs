@@ -1,0 +1,63 @@
+//! The analytics routes (reader role), one module per analysis. Each handler checks its
+//! parameters, calls its read use case in `crate::queries` and renders JSON (or CSV).
+
+pub mod baselines;
+pub mod concentration;
+pub mod efficiency;
+pub mod errors;
+pub mod headline;
+pub mod job_size;
+pub mod recovery;
+pub mod stragglers;
+pub mod timeline;
+
+use axum::Router;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::ApiContext;
+use crate::domain::window::Window;
+use crate::http::error::{ApiError, ApiResult};
+
+pub fn router() -> Router<ApiContext> {
+    Router::new()
+        .route("/v1/analytics/failure-mix", get(headline::failure_mix))
+        .route("/v1/analytics/mtbf", get(headline::mtbf))
+        .route("/v1/analytics/root-causes", get(headline::root_causes))
+        .route("/v1/analytics/recovery", get(recovery::recovery))
+        .route("/v1/analytics/top-errors", get(errors::top_errors))
+        .route(
+            "/v1/analytics/node-concentration",
+            get(concentration::node_concentration),
+        )
+        .route("/v1/analytics/job-size", get(job_size::job_size))
+        .route("/v1/analytics/stragglers", get(stragglers::stragglers))
+        .route("/v1/analytics/efficiency", get(efficiency::efficiency))
+        .route("/v1/analytics/timeline", get(timeline::timeline))
+        .route("/v1/analytics/baselines", get(baselines::baselines))
+}
+
+/// The window every analysis takes. Defaults: `to` = now, `from` = `to` - 30 days.
+#[derive(Debug, Deserialize, IntoParams, Clone)]
+#[into_params(parameter_in = Query)]
+pub struct WindowQuery {
+    /// Start of the window (inclusive), RFC 3339.
+    pub from: Option<DateTime<Utc>>,
+    /// End of the window (exclusive), RFC 3339.
+    pub to: Option<DateTime<Utc>>,
+    /// Restrict to one cluster.
+    pub cluster: Option<String>,
+}
+
+impl WindowQuery {
+    /// The window this query names, parsed once at the edge.
+    pub fn window(&self) -> ApiResult<Window> {
+        Window::resolve(self.from, self.to, self.cluster.clone(), Utc::now()).map_err(bad)
+    }
+}
+
+pub(crate) fn bad(message: impl Into<String>) -> ApiError {
+    ApiError::bad_request("invalid_query", message)
+}

@@ -1,0 +1,106 @@
+//! `GET /v1/analytics/recovery`: what failures cost in downtime, drains and ETTR.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use chrono::Duration;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::{WindowQuery, bad};
+use crate::analytics::headline::round6;
+use crate::domain::auth::Permission;
+use crate::http::ApiContext;
+use crate::http::csv::{Csv, o, respond, s};
+use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::extract::{AppQuery, Caller};
+use crate::queries::recovery::{self as queries, RecoveryResponse};
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RecoveryQuery {
+    /// A failure without a recorded resolution counts as drained when its root node was drained within
+    /// this many hours of its first signal (default 24).
+    pub drain_horizon_hours: Option<f64>,
+    /// How many jobs to list, worst ETTR first (default 100, at most 10,000).
+    pub jobs_limit: Option<usize>,
+}
+
+fn horizon(hours: Option<f64>) -> ApiResult<Duration> {
+    let h = hours.unwrap_or(24.0);
+    if !(h.is_finite() && (0.0..=24.0 * 365.0).contains(&h)) {
+        return Err(bad("drain_horizon_hours must be between 0 and 8760"));
+    }
+    Ok(Duration::milliseconds((h * 3_600_000.0) as i64))
+}
+
+/// Downtime per failure and by recovery phase, transient share, drains, GPU-hours lost and ETTR.
+///
+/// CSV (`Accept: text/csv`): one row per failure of the window with its lifecycle and cost.
+#[utoipa::path(
+    get, path = "/v1/analytics/recovery", tag = "analytics", params(WindowQuery, RecoveryQuery),
+    responses(
+        (status = 200, description = "Downtime statistics (mean, median, p90) overall and by phase, transient share, share of hardware failures that needed a drain, GPU-hours lost, out-of-service time and ETTR per job and fleet-wide. CSV: one row per failure.",
+         content((RecoveryResponse = "application/json"), (String = "text/csv"))),
+        (status = 400, description = "Invalid window or parameter", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not query", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn recovery(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    headers: HeaderMap,
+    AppQuery(wq): AppQuery<WindowQuery>,
+    AppQuery(rq): AppQuery<RecoveryQuery>,
+) -> ApiResult<Response> {
+    caller.require(Permission::Query)?;
+    let limit = rq.jobs_limit.unwrap_or(100);
+    if limit > 10_000 {
+        return Err(bad("jobs_limit must be at most 10,000"));
+    }
+    let h = horizon(rq.drain_horizon_hours)?;
+    let (body, failures) = queries::recovery(&ctx.db, &wq.window()?, h, limit).await?;
+    Ok(respond(&headers, "recovery", body, |_| {
+        let mut csv = Csv::new(&[
+            "failure_id",
+            "cluster",
+            "job_id",
+            "first_at",
+            "category",
+            "transient",
+            "resolution",
+            "drained",
+            "downtime_minutes",
+            "detection_minutes",
+            "resubmission_minutes",
+            "setup_minutes",
+            "recomputation_minutes",
+            "gpus",
+            "gpu_hours_lost",
+        ]);
+        for f in &failures {
+            let down = f.downtime_minutes();
+            let lost = down.zip(f.gpus).map(|(d, g)| round6(d / 60.0 * f64::from(g)));
+            csv.row([
+                s(f.id),
+                f.cluster.clone(),
+                o(f.job_id.as_ref()),
+                f.first_at.to_rfc3339(),
+                f.category.clone(),
+                s(f.transient()),
+                o(f.resolution.as_ref()),
+                s(f.drained()),
+                o(down.map(round6)),
+                o(f.phases.detection),
+                o(f.phases.resubmission),
+                o(f.phases.setup),
+                o(f.phases.recomputation),
+                o(f.gpus),
+                o(lost),
+            ]);
+        }
+        csv.finish()
+    }))
+}

@@ -1,0 +1,73 @@
+//! `GET /v1/analytics/timeline`.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use chrono::Duration;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::{WindowQuery, bad};
+use crate::analytics::cost::Period;
+use crate::domain::auth::Permission;
+use crate::http::ApiContext;
+use crate::http::csv::{Csv, respond, s};
+use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::extract::{AppQuery, Caller};
+use crate::queries::timeline::{self as queries, TimelineResponse};
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TimelineQuery {
+    /// day (default) or week (ISO weeks, from Monday).
+    pub period: Option<String>,
+}
+
+/// Failures per day or week by root-cause category.
+///
+/// CSV: one row per period.
+#[utoipa::path(
+    get, path = "/v1/analytics/timeline", tag = "analytics", params(WindowQuery, TimelineQuery),
+    responses(
+        (status = 200, description = "Failures per period and category, empty periods included. CSV: one row per period.",
+         content((TimelineResponse = "application/json"), (String = "text/csv"))),
+        (status = 400, description = "Invalid window or period", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not query", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn timeline(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    headers: HeaderMap,
+    AppQuery(wq): AppQuery<WindowQuery>,
+    AppQuery(tq): AppQuery<TimelineQuery>,
+) -> ApiResult<Response> {
+    caller.require(Permission::Query)?;
+    let name = tq.period.unwrap_or_else(|| "day".into());
+    let period = match name.as_str() {
+        "day" => Period::Day,
+        "week" => Period::Week,
+        other => return Err(bad(format!("period '{other}' is not one of day, week"))),
+    };
+    let w = wq.window()?;
+    if period == Period::Day && w.to - w.from > Duration::days(3660) {
+        return Err(bad("a daily timeline covers at most 10 years; use period=week"));
+    }
+    let body = queries::timeline(&ctx.db, &w, period).await?;
+    Ok(respond(&headers, "timeline", body, |b| {
+        let mut csv = Csv::new(&["period", "hardware", "platform", "user", "unknown", "total"]);
+        for p in &b.points {
+            csv.row([
+                s(p.period),
+                s(p.hardware),
+                s(p.platform),
+                s(p.user),
+                s(p.unknown),
+                s(p.total),
+            ]);
+        }
+        csv.finish()
+    }))
+}

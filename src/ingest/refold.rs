@@ -1,0 +1,252 @@
+//! Keeping the failures equal to the fold of the stored signals: after a batch (the keys it
+//! touched), after a job record changed (its job and nodes over its runs) and after a catalog edit
+//! (everything). Runs inside the caller's transaction, so signals and failures commit together.
+//! A fixed number of statements per call, whatever the number of keys.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, Utc};
+use futures_util::TryStreamExt;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::locks::{self, LockSpace};
+use crate::classify::Catalog;
+use crate::domain::event::Event;
+use crate::domain::gpu::generation_of;
+use crate::domain::taxonomy::{Category, Component, RootCause, Symptom};
+use crate::fold::burst::Burst;
+use crate::fold::{CorrelationKey, FailureDraft, Signal, fold, participates};
+use crate::storage::failures::{self as store, FailureColumns, SignalRow};
+
+/// Stands in for "still running" in ranges (chrono has no infinity); far from overflow when widened.
+fn open_end() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("9999-01-01T00:00:00Z")
+        .expect("valid timestamp")
+        .with_timezone(&Utc)
+}
+
+/// The time range of each (cluster, key) to re-fold.
+pub type Touched = BTreeMap<(String, CorrelationKey), (DateTime<Utc>, DateTime<Utc>)>;
+
+/// Adds `[start, end]` to the range of (cluster, key).
+pub fn touch(touched: &mut Touched, cluster: &str, key: CorrelationKey, start: DateTime<Utc>, end: DateTime<Utc>) {
+    let span = touched.entry((cluster.to_string(), key)).or_insert((start, end));
+    span.0 = span.0.min(start);
+    span.1 = span.1.max(end);
+}
+
+/// What a job record changes in the fold, for a job as it was and as it is now: its key over its
+/// run, and the node keys of its nodes over its run (their node-only signals move between the node
+/// and the job).
+pub fn touch_job(
+    touched: &mut Touched,
+    cluster: &str,
+    job_id: &str,
+    nodes: &[String],
+    start: DateTime<Utc>,
+    end: Option<DateTime<Utc>>,
+) {
+    let end = end.unwrap_or_else(open_end);
+    touch(touched, cluster, CorrelationKey::Job(job_id.to_string()), start, end);
+    for n in nodes {
+        touch(touched, cluster, CorrelationKey::Node(n.clone()), start, end);
+    }
+}
+
+/// Re-folds the keys that newly stored bursts touch, each over the burst's whole span.
+pub async fn after_bursts(
+    conn: &mut PgConnection,
+    catalog: &Catalog,
+    window: Duration,
+    bursts: &[Burst],
+) -> Result<usize, sqlx::Error> {
+    let bursts: Vec<&Burst> = bursts
+        .iter()
+        .filter(|b| participates(&b.event.kind, b.event.symptom))
+        .collect();
+    // Node-only signals fold under the job that ran on their node: one statement for the batch.
+    let node_only: Vec<&Event> = bursts
+        .iter()
+        .map(|b| &b.event)
+        .filter(|e| e.job_id.is_none() && e.node.is_some())
+        .collect();
+    let mut attributed: BTreeMap<Uuid, String> = BTreeMap::new();
+    if !node_only.is_empty() {
+        let ids: Vec<Uuid> = node_only.iter().map(|e| e.id).collect();
+        let clusters: Vec<&str> = node_only.iter().map(|e| e.cluster.as_str()).collect();
+        let nodes: Vec<&str> = node_only.iter().filter_map(|e| e.node.as_deref()).collect();
+        let times: Vec<DateTime<Utc>> = node_only.iter().map(|e| e.occurred_at).collect();
+        for a in store::attributed_jobs(conn, &ids, &clusters, &nodes, &times).await? {
+            attributed.insert(a.id, a.job_id);
+        }
+    }
+    let mut touched = Touched::new();
+    for b in &bursts {
+        let e = &b.event;
+        let job = e.job_id.as_deref().or(attributed.get(&e.id).map(String::as_str));
+        touch(
+            &mut touched,
+            &e.cluster,
+            CorrelationKey::of(job, e.node.as_deref(), e.id),
+            e.occurred_at,
+            b.last_at.max(e.occurred_at),
+        );
+    }
+    refold(conn, catalog, window, &touched).await
+}
+
+/// Re-folds the failures of each (cluster, key) whose sessions come within the window of its range.
+pub async fn refold(
+    conn: &mut PgConnection,
+    catalog: &Catalog,
+    window: Duration,
+    touched: &Touched,
+) -> Result<usize, sqlx::Error> {
+    if touched.is_empty() {
+        return Ok(0);
+    }
+    // Two batches re-folding the same key take turns: a bounded set of lock stripes, in order.
+    let lock_keys: Vec<String> = touched
+        .keys()
+        .filter(|(_, k)| k.alone().is_none())
+        .map(|(c, k)| format!("{c}\n{}", k.as_string()))
+        .collect();
+    locks::lock(conn, LockSpace::FoldKeys, &lock_keys).await?;
+    let clusters: Vec<&str> = touched.keys().map(|(c, _)| c.as_str()).collect();
+    let keys: Vec<String> = touched.keys().map(|(_, k)| k.as_string()).collect();
+    let probe_start: Vec<DateTime<Utc>> = touched.values().map(|(min, _)| *min - window).collect();
+    let probe_end: Vec<DateTime<Utc>> = touched.values().map(|(_, max)| *max + window).collect();
+    // Stored failures within a window of the new signals are re-folded with them: widen each key's
+    // range to cover them, then delete them.
+    let mut ranges: Vec<(DateTime<Utc>, DateTime<Utc>)> = touched.values().copied().collect();
+    for span in store::failure_spans(conn, &clusters, &keys, &probe_start, &probe_end).await? {
+        let r = &mut ranges[(span.idx - 1) as usize];
+        r.0 = r.0.min(span.first_at);
+        r.1 = r.1.max(span.last_at);
+    }
+    let starts: Vec<DateTime<Utc>> = ranges.iter().map(|r| r.0).collect();
+    let ends: Vec<DateTime<Utc>> = ranges.iter().map(|r| r.1).collect();
+    store::delete_in_ranges(conn, &clusters, &keys, &starts, &ends).await?;
+    let jobs: Vec<Option<&str>> = touched.keys().map(|(_, k)| k.job()).collect();
+    let nodes: Vec<Option<&str>> = touched.keys().map(|(_, k)| k.node()).collect();
+    let alone: Vec<Uuid> = touched.keys().filter_map(|(_, k)| k.alone()).collect();
+    let rows = store::signals_of_keys(conn, &clusters, &jobs, &nodes, &starts, &ends, &alone).await?;
+    let mut grouped: BTreeMap<(String, CorrelationKey), Vec<Signal>> = BTreeMap::new();
+    for row in rows {
+        let key = (row.cluster.clone(), key_of(&row));
+        grouped.entry(key).or_default().push(signal(row, catalog));
+    }
+    let drafts: Vec<(String, CorrelationKey, FailureDraft)> = grouped
+        .into_iter()
+        .flat_map(|((cluster, key), signals)| {
+            fold(&cluster, &key, signals, window)
+                .into_iter()
+                .map(move |d| (cluster.clone(), key.clone(), d))
+        })
+        .collect();
+    for chunk in drafts.chunks(5_000) {
+        store::insert(conn, columns(chunk), catalog.version).await?;
+    }
+    Ok(drafts.len())
+}
+
+/// Rebuilds every failure from every signal with `catalog` (after a catalog change, in the same
+/// transaction, which holds the catalog row exclusively). Returns the number of failures.
+pub async fn rebuild_all(conn: &mut PgConnection, catalog: &Catalog, window: Duration) -> Result<usize, sqlx::Error> {
+    store::delete_all(conn).await?;
+    let mut pending: Vec<(String, CorrelationKey, FailureDraft)> = Vec::new();
+    {
+        let mut rows = store::all_signals(conn);
+        let mut current: Option<(String, CorrelationKey)> = None;
+        let mut batch: Vec<Signal> = Vec::new();
+        while let Some(row) = rows.try_next().await? {
+            let this = (row.cluster.clone(), key_of(&row));
+            if current.as_ref() != Some(&this) {
+                if let Some((c, k)) = current.take() {
+                    let drafts = fold(&c, &k, std::mem::take(&mut batch), window);
+                    pending.extend(drafts.into_iter().map(|d| (c.clone(), k.clone(), d)));
+                }
+                current = Some(this);
+            }
+            batch.push(signal(row, catalog));
+        }
+        if let Some((c, k)) = current.take() {
+            pending.extend(
+                fold(&c, &k, batch, window)
+                    .into_iter()
+                    .map(|d| (c.clone(), k.clone(), d)),
+            );
+        }
+    }
+    for chunk in pending.chunks(5_000) {
+        store::insert(conn, columns(chunk), catalog.version).await?;
+    }
+    Ok(pending.len())
+}
+
+fn key_of(row: &SignalRow) -> CorrelationKey {
+    CorrelationKey::of(
+        row.job_id.as_deref().or(row.attributed_job.as_deref()),
+        row.node.as_deref(),
+        row.id,
+    )
+}
+
+/// A stored signal, classified with `catalog` (an explicit root cause from the sender wins).
+fn signal(row: SignalRow, catalog: &Catalog) -> Signal {
+    let explicit = match (
+        row.rc_category.as_deref().and_then(Category::parse),
+        row.rc_component.as_deref().and_then(Component::parse),
+    ) {
+        (Some(category), Some(component)) => RootCause::new(category, component).ok(),
+        _ => None,
+    };
+    let classification = catalog.classify(&row.kind, row.code, row.message.as_deref(), explicit);
+    Signal {
+        id: row.id,
+        occurred_at: row.occurred_at,
+        last_at: row.last_at,
+        node: row.node,
+        gpu_model: row.gpu_model,
+        kind: row.kind,
+        code: row.code,
+        symptom: row.symptom.as_deref().and_then(Symptom::parse),
+        classification,
+    }
+}
+
+fn columns(drafts: &[(String, CorrelationKey, FailureDraft)]) -> FailureColumns {
+    let mut c = FailureColumns::default();
+    for (cluster, key, d) in drafts {
+        c.id.push(d.id);
+        c.cluster.push(cluster.clone());
+        c.key.push(key.as_string());
+        c.job.push(key.job().map(str::to_string));
+        c.first.push(d.first_at);
+        c.last.push(d.last_at);
+        c.nodes.push(d.nodes.join("\u{1f}"));
+        c.signals
+            .push(d.signal_ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(","));
+        c.count.push(d.signal_ids.len() as i32);
+        c.root.push(d.root_signal);
+        c.root_node.push(d.root_node.clone());
+        c.root_kind.push(d.root_kind.clone());
+        c.root_code.push(d.root_code);
+        c.generation.push(
+            d.root_gpu_model
+                .as_deref()
+                .map_or("unknown", |m| generation_of(m).as_str())
+                .to_string(),
+        );
+        c.category.push(d.classification.root_cause.category.as_str());
+        c.component.push(d.classification.root_cause.component.as_str());
+        c.severity.push(d.classification.severity.as_str());
+        c.transient.push(d.classification.transient);
+        c.action.push(d.classification.action.clone());
+        c.rule.push(d.classification.rule_id.clone());
+        c.explicit.push(d.classification.explicit);
+        c.symptom.push(d.symptom.map(|s| s.as_str()));
+    }
+    c
+}

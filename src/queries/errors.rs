@@ -1,0 +1,71 @@
+//! Top errors: the most frequent kinds and codes among failures, by root signal and by all signals.
+
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use utoipa::ToSchema;
+
+use super::{Computed, computed, inputs};
+use crate::analytics::cost::{self as c, ErrorRow};
+use crate::domain::window::Window;
+use crate::storage;
+use crate::storage::catalog::CatalogCache;
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TopErrorsResponse {
+    pub window: Computed,
+    pub failures: u64,
+    /// Signals of those failures.
+    pub signals: u64,
+    /// What the failures were attributed to: their root signal's kind and code.
+    pub root_signals: Vec<ErrorRow>,
+    /// Everything the failures showed: every signal's kind and code (an NCCL timeout is mostly here).
+    pub all_signals: Vec<ErrorRow>,
+    pub definitions: String,
+}
+
+const TOP_ERRORS_DEFINITIONS: &str = "Over the failures whose first signal is in [from, to). root_signals: failures per kind and \
+code of their root signal; share = failures / all failures; severity = the most common severity of those failures. all_signals: \
+per kind and code among all the signals folded into the failures; failures = failures holding at least one such signal, share = \
+that / all failures (Unicron reports failure types this way: NCCL timeout 10.1%, ECC 5%, NVLink 4.5%, link flapping 3.9%), \
+signals and signal_share = signals / all signals; severity from the current classification catalog. The two views differ most for \
+symptoms such as NCCL timeouts that surface far from their cause.";
+
+pub async fn top_errors(
+    db: &PgPool,
+    catalog_cache: &CatalogCache,
+    w: &Window,
+    limit: usize,
+) -> Result<TopErrorsResponse, sqlx::Error> {
+    let (failures, signals) = inputs::failure_totals(db, w).await?;
+    let root = inputs::root_errors(db, w).await?;
+    let root = c::top_errors(
+        root.into_iter().map(|(k, code, n, sev)| (k, code, n, n, sev)).collect(),
+        failures,
+        failures,
+        limit,
+    );
+    let all = inputs::signal_errors(db, w).await?;
+    let catalog = {
+        let mut conn = db.acquire().await?;
+        storage::catalog::lock_shared(&mut conn, catalog_cache).await?
+    };
+    let all = c::top_errors(
+        all.into_iter()
+            .map(|(k, code, f, n)| {
+                let sev = catalog.classify(&k, code, None, None).severity.as_str().to_string();
+                (k, code, f, n, sev)
+            })
+            .collect(),
+        failures,
+        signals,
+        limit,
+    );
+    Ok(TopErrorsResponse {
+        window: computed(db, w).await?,
+        failures,
+        signals,
+        root_signals: root,
+        all_signals: all,
+        definitions: TOP_ERRORS_DEFINITIONS.into(),
+    })
+}

@@ -1,0 +1,212 @@
+//! The storage reads behind the analyses, turned into the analytics' input types (unsigned
+//! counts, parsed ratios). Shared by every read use case, so no two read the same figure twice.
+
+use chrono::{Duration, NaiveDate};
+use sqlx::PgPool;
+
+use crate::analytics::cost::{JobRun, Phases, RecoveryFailure, SlowdownSignal, slowdown_ratio};
+use crate::analytics::headline::{FailureCount, NodeFailures, NodeService};
+use crate::domain::window::Window;
+use crate::storage::failure_stats::{self as fs, NodeFailure};
+use crate::storage::{jobs, nodes, signal_stats};
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// Nodes of the inventory (of the window's cluster) with their service intervals.
+pub async fn node_service(db: &PgPool, w: &Window) -> Result<Vec<NodeService>, sqlx::Error> {
+    Ok(nodes::service_periods(db, w.cluster())
+        .await?
+        .into_iter()
+        .map(|r| NodeService {
+            cluster: r.cluster,
+            hostname: r.hostname,
+            gpu_model: r.gpu_model,
+            gpu_generation: r.gpu_generation,
+            gpu_count: r.gpu_count.max(0) as u32,
+            group: r.group_label,
+            in_service_since: r.in_service_since,
+            retired_at: r.retired_at,
+        })
+        .collect())
+}
+
+/// What the failure mix groups by.
+#[derive(Debug, Clone, Copy)]
+pub enum MixDimension {
+    Generation,
+    Model,
+    Cluster,
+}
+
+pub async fn failure_counts(db: &PgPool, by: MixDimension, w: &Window) -> Result<Vec<FailureCount>, sqlx::Error> {
+    let dim = match by {
+        MixDimension::Generation => "generation",
+        MixDimension::Model => "model",
+        MixDimension::Cluster => "cluster",
+    };
+    Ok(fs::group_cause_counts(db, dim, w.from, w.to, w.cluster())
+        .await?
+        .into_iter()
+        .map(|r| FailureCount {
+            group: r.grp,
+            category: r.category,
+            component: r.component,
+            failures: count(r.failures),
+        })
+        .collect())
+}
+
+/// Failures per root-cause node, and the count of failures with no node.
+pub async fn failures_per_node(db: &PgPool, w: &Window) -> Result<(NodeFailures, u64), sqlx::Error> {
+    let mut per_node = NodeFailures::new();
+    let mut without_node = 0;
+    for r in fs::per_root_node(db, w.from, w.to, w.cluster()).await? {
+        match r.root_node {
+            Some(h) => {
+                per_node.insert((r.cluster, h), count(r.failures));
+            }
+            None => without_node += count(r.failures),
+        }
+    }
+    Ok((per_node, without_node))
+}
+
+/// Failures per effective (category, component).
+pub async fn cause_counts(db: &PgPool, w: &Window) -> Result<Vec<(String, String, u64)>, sqlx::Error> {
+    Ok(fs::cause_counts(db, w.from, w.to, w.cluster())
+        .await?
+        .into_iter()
+        .map(|r| (r.category, r.component, count(r.failures)))
+        .collect())
+}
+
+/// Failures per symptom.
+pub async fn symptom_counts(db: &PgPool, w: &Window) -> Result<Vec<(String, u64)>, sqlx::Error> {
+    Ok(fs::symptom_counts(db, w.from, w.to, w.cluster())
+        .await?
+        .into_iter()
+        .map(|r| (r.symptom, count(r.failures)))
+        .collect())
+}
+
+/// Failures per (root kind, root code) with their most common severity.
+pub async fn root_errors(db: &PgPool, w: &Window) -> Result<Vec<(String, Option<i64>, u64, String)>, sqlx::Error> {
+    Ok(fs::root_signal_counts(db, w.from, w.to, w.cluster())
+        .await?
+        .into_iter()
+        .map(|r| (r.kind, r.code, count(r.failures), r.severity))
+        .collect())
+}
+
+/// Per (kind, code) among all signals of the window's failures: (failures holding one, signals).
+pub async fn signal_errors(db: &PgPool, w: &Window) -> Result<Vec<(String, Option<i64>, u64, u64)>, sqlx::Error> {
+    Ok(fs::signal_kind_counts(db, w.from, w.to, w.cluster())
+        .await?
+        .into_iter()
+        .map(|r| (r.kind, r.code, count(r.failures), count(r.signals)))
+        .collect())
+}
+
+/// (failures, signals) of the window.
+pub async fn failure_totals(db: &PgPool, w: &Window) -> Result<(u64, u64), sqlx::Error> {
+    fs::totals(db, w.from, w.to, w.cluster()).await
+}
+
+/// The window's failures of the given (cluster, root node)s, oldest first.
+pub async fn failures_of_nodes(
+    db: &PgPool,
+    w: &Window,
+    nodes: &[(String, String)],
+) -> Result<Vec<NodeFailure>, sqlx::Error> {
+    let (clusters, hosts): (Vec<&str>, Vec<&str>) = nodes.iter().map(|(c, h)| (c.as_str(), h.as_str())).unzip();
+    fs::of_nodes(db, w.from, w.to, &clusters, &hosts).await
+}
+
+/// Failures per UTC day and effective category.
+pub async fn daily_categories(db: &PgPool, w: &Window) -> Result<Vec<(NaiveDate, String, u64)>, sqlx::Error> {
+    Ok(fs::daily_categories(db, w.from, w.to, w.cluster())
+        .await?
+        .into_iter()
+        .map(|r| (r.day, r.category, count(r.failures)))
+        .collect())
+}
+
+/// The window's failures with their lifecycle, job GPUs and whether their root node was drained
+/// within `drain_horizon`.
+pub async fn recovery_failures(
+    db: &PgPool,
+    w: &Window,
+    drain_horizon: Duration,
+) -> Result<Vec<RecoveryFailure>, sqlx::Error> {
+    Ok(fs::with_recovery(db, w.from, w.to, w.cluster(), drain_horizon)
+        .await?
+        .into_iter()
+        .map(|r| RecoveryFailure {
+            id: r.id,
+            cluster: r.cluster,
+            job_id: r.job_id,
+            first_at: r.first_at,
+            category: r.category,
+            catalog_transient: r.transient,
+            resolution: r.resolution,
+            resolved_at: r.resolved_at,
+            phases: Phases {
+                detection: r.detection_minutes,
+                resubmission: r.resubmission_minutes,
+                setup: r.setup_minutes,
+                recomputation: r.recomputation_minutes,
+            },
+            gpus: r.gpus.and_then(|g| u32::try_from(g).ok()),
+            root_node_drained: r.drained,
+        })
+        .collect())
+}
+
+/// Jobs running at some time in the window.
+pub async fn jobs_in_window(db: &PgPool, w: &Window) -> Result<Vec<JobRun>, sqlx::Error> {
+    Ok(jobs::running_in(db, w.from, w.to, w.cluster())
+        .await?
+        .into_iter()
+        .map(|r| JobRun {
+            cluster: r.cluster,
+            job_id: r.job_id,
+            gpus: r.gpus.max(0) as u32,
+            nodes: r.nodes,
+            started_at: r.started_at,
+            ended_at: r.ended_at,
+            state: r.state,
+        })
+        .collect())
+}
+
+/// Slowdown signals with a usable ratio, and the count of those without one.
+pub async fn slowdowns(db: &PgPool, w: &Window) -> Result<(Vec<SlowdownSignal>, u64), sqlx::Error> {
+    let mut without_ratio = 0;
+    let mut out = Vec::new();
+    for r in signal_stats::slowdowns(db, w.from, w.to, w.cluster()).await? {
+        match slowdown_ratio(r.step_time_ratio, r.throughput_ratio) {
+            Some(ratio) => out.push(SlowdownSignal {
+                cluster: r.cluster,
+                node: r.node,
+                job_id: r.job_id,
+                at: r.at,
+                ratio,
+                duration_seconds: r.duration_seconds,
+                job_gpus: r.gpus.and_then(|g| u32::try_from(g).ok()),
+            }),
+            None => without_ratio += 1,
+        }
+    }
+    Ok((out, without_ratio))
+}
+
+/// Low-utilisation incidents per cause: (cause, incidents, hours).
+pub async fn low_utilization(db: &PgPool, w: &Window) -> Result<Vec<(Option<String>, u64, f64)>, sqlx::Error> {
+    Ok(signal_stats::low_utilization(db, w.from, w.to, w.cluster())
+        .await?
+        .into_iter()
+        .map(|r| (r.cause, count(r.incidents), r.hours.unwrap_or(0.0)))
+        .collect())
+}

@@ -1,0 +1,40 @@
+//! Timeline: failures per day or ISO week by effective root-cause category.
+
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use utoipa::ToSchema;
+
+use super::{Computed, computed, inputs};
+use crate::analytics::cost::{self as c, Period, TimelinePoint};
+use crate::domain::window::Window;
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TimelineResponse {
+    pub window: Computed,
+    pub period: String,
+    pub points: Vec<TimelinePoint>,
+    pub definitions: String,
+}
+
+const TIMELINE_DEFINITIONS: &str = "Failures counted at their first signal (UTC), per day or ISO week (Monday to Sunday), by \
+effective root-cause category (the post-mortem's when recorded, else the automatic one). Every period touching [from, to) is listed, \
+empty ones with zeros; the first and last may be partial.";
+
+pub async fn timeline(db: &PgPool, w: &Window, period: Period) -> Result<TimelineResponse, sqlx::Error> {
+    let counts = inputs::daily_categories(db, w).await?;
+    Ok(TimelineResponse {
+        window: computed(db, w).await?,
+        period: match period {
+            Period::Day => "day",
+            Period::Week => "week",
+        }
+        .into(),
+        points: c::timeline(&counts, period, w.from, w.to),
+        definitions: TIMELINE_DEFINITIONS.into(),
+    })
+}
+
+/// Failures per UTC day and effective category over `w` (the report sums them into its buckets).
+pub async fn daily_categories(db: &PgPool, w: &Window) -> Result<Vec<(chrono::NaiveDate, String, u64)>, sqlx::Error> {
+    inputs::daily_categories(db, w).await
+}
