@@ -1,4 +1,5 @@
 pub mod baselines;
 pub mod cost;
+pub mod decisions;
 pub mod headline;
 pub mod stats;

@@ -7,8 +7,10 @@
 
 /// NVIDIA GPU architecture generation (data-centre relevant ones), in age order: the derived `Ord`
 /// is oldest first (Kepler 2012, Maxwell 2014, Pascal 2016, Volta 2017, Turing 2018, Ampere 2020,
-/// Ada 2022, Hopper 2022, Blackwell 2024), `Unknown` last.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Ada 2022, Hopper 2022, Blackwell 2024), `Unknown` last. Deserializes from (and documents in
+/// OpenAPI as) the identifiers of [`as_str`](Self::as_str).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum GpuGeneration {
     Kepler,
     Maxwell,

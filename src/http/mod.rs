@@ -5,6 +5,7 @@ pub mod body_budget;
 pub mod classify;
 pub mod csv;
 pub mod dashboard;
+pub mod decisions;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -70,5 +71,6 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(analytics::router())
         .merge(lifecycle::router())
         .merge(jobs::router())
+        .merge(decisions::router())
         .merge(report::router())
 }

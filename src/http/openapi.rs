@@ -50,6 +50,9 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::analytics::efficiency::efficiency,
         http::analytics::timeline::timeline,
         http::analytics::baselines::baselines,
+        http::decisions::compare,
+        http::decisions::job_plan,
+        http::decisions::lemon_nodes,
         http::report::reliability,
         http::health::healthz,
         http::health::readyz,
@@ -60,6 +63,8 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         crate::domain::taxonomy::Category,
         crate::domain::taxonomy::Component,
         crate::domain::taxonomy::Symptom,
+        crate::domain::gpu::GpuGeneration,
+        crate::http::decisions::LemonCategory,
     )),
     modifiers(&BearerAuth),
     tags(

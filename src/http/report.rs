@@ -27,6 +27,9 @@ pub struct ReportQuery {
     /// `html` (a whole document), `fragment` (the report's `<article>`, for embedding) or `markdown`.
     /// Without it the Accept header decides: `text/markdown` gives Markdown, anything else HTML.
     pub format: Option<String>,
+    /// GPUs of the job in the fleet-health job-plan card (default 16,384).
+    #[param(minimum = 1, maximum = 1000000, example = 16384)]
+    pub job_gpus: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,14 +71,15 @@ const MAX_WINDOW_DAYS: i64 = 3660;
 
 /// The reliability report: summary figures with their definitions, failure mix by GPU generation,
 /// MTBF per 128-GPU group, root causes and the hardware split, failures over time, downtime by
-/// recovery phase, worst nodes and this fleet beside the published baselines. Self-contained: no
+/// recovery phase, worst nodes, fleet health (this window against the previous one, lemon nodes,
+/// a job plan for `job_gpus` GPUs) and this fleet beside the published baselines. Self-contained: no
 /// scripts, fonts or external requests. A token scoped to a cluster sees only that cluster.
 #[utoipa::path(
     get, path = "/v1/reports/reliability", tag = "reports", params(WindowQuery, ReportQuery),
     responses(
         (status = 200, description = "The report: a self-contained HTML document (default), an HTML fragment (`format=fragment`) or Markdown tables (`Accept: text/markdown` or `format=markdown`)",
             content((String = "text/html"), (String = "text/markdown"))),
-        (status = 400, description = "Invalid window (from after to, longer than 10 years) or format", body = ErrorBody),
+        (status = 400, description = "Invalid window (from after to, longer than 10 years), format or job_gpus", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not query, or the cluster is outside the token's scope", body = ErrorBody),
     ),
@@ -93,6 +97,13 @@ pub async fn reliability(
         rq.format.as_deref(),
         headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
     )?;
+    let job_gpus = rq.job_gpus.unwrap_or(report::health::DEFAULT_JOB_GPUS);
+    if !(1..=1_000_000).contains(&job_gpus) {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "job_gpus must be between 1 and 1,000,000",
+        ));
+    }
     let mut w = wq.window()?;
     if w.to - w.from > Duration::days(MAX_WINDOW_DAYS) {
         return Err(ApiError::bad_request(
@@ -109,7 +120,7 @@ pub async fn reliability(
         (Some(scope), _) => Some(scope.clone()),
         (None, asked) => asked,
     };
-    let data = report::gather::gather(&ctx.db, &w).await?;
+    let data = report::health::gather_with_health(&ctx.db, &w, job_gpus).await?;
     let (body, content_type) = match format {
         ReportFormat::Html => (report::html::document(&data), "text/html; charset=utf-8"),
         ReportFormat::Fragment => (report::html::fragment(&data), "text/html; charset=utf-8"),

@@ -3,6 +3,7 @@
 
 pub mod baselines;
 pub mod concentration;
+pub mod decisions;
 pub mod efficiency;
 pub mod errors;
 pub mod headline;

@@ -55,6 +55,7 @@ pub async fn gather(db: &PgPool, w: &Window) -> Result<ReportData, sqlx::Error> 
         baselines: queries::baselines::rows(db, w).await?,
         clusters,
         window,
+        health: None,
     })
 }
 

@@ -4,6 +4,7 @@
 //! number through [`fmt`], so the HTML and Markdown forms cannot disagree.
 
 pub mod gather;
+pub mod health;
 pub mod html;
 pub mod markdown;
 pub mod sections;
@@ -40,6 +41,8 @@ pub struct ReportData {
     pub worst_nodes: WorstNodes,
     /// The published baselines beside this fleet's values: the rows of `GET /v1/analytics/baselines`.
     pub baselines: Vec<crate::analytics::baselines::Baseline>,
+    /// This window against the previous one, lemon nodes, job plan (filled by `health::gather_with_health`).
+    pub health: Option<health::FleetHealth>,
 }
 
 #[derive(Debug, Clone)]
@@ -493,6 +496,7 @@ mod tests {
                 nodes: vec![],
             },
             baselines: vec![],
+            health: None,
         }
     }
 

@@ -52,6 +52,7 @@ pub fn sections(d: &ReportData) -> Vec<Section> {
         timeline(d),
         recovery(d),
         worst_nodes(d),
+        super::health::section(d),
         baselines(d),
     ]
 }

@@ -1,5 +1,6 @@
 //! Storage: all SQL lives here, one module per table family. No HTTP types.
 pub mod catalog;
+pub mod decisions;
 pub mod events;
 pub mod failure_queries;
 pub mod failure_stats;

@@ -116,7 +116,7 @@ async fn id_at(app: &TestApp, first_at: &str) -> String {
         .1
 }
 
-async fn csv(app: &TestApp, path: &str) -> (String, String) {
+pub async fn csv(app: &TestApp, path: &str) -> (String, String) {
     let res = app
         .client
         .get(app.url(path))

@@ -6,6 +6,7 @@ mod browser;
 mod classify;
 mod cost;
 mod cost_simulated;
+mod decisions;
 mod edge;
 mod failures;
 mod fold_order;

@@ -39,7 +39,7 @@ async fn fixture() -> TestApp {
     app
 }
 
-async fn report(app: &TestApp, token: &str, query: &str, accept: &str) -> (u16, String, String) {
+pub async fn report(app: &TestApp, token: &str, query: &str, accept: &str) -> (u16, String, String) {
     let res = app
         .client
         .get(app.url(&format!("/v1/reports/reliability?{query}")))
@@ -133,7 +133,7 @@ fn md_summary(md: &str) -> Vec<Vec<String>> {
     md_rows(&lines)
 }
 
-fn html_table(html: &str, caption: &str) -> Vec<Vec<String>> {
+pub fn html_table(html: &str, caption: &str) -> Vec<Vec<String>> {
     let table = between(html, &format!("<caption>{caption}</caption>"), "</table>");
     between(table, "<tbody>", "</tbody>")
         .split("<tr>")
@@ -147,7 +147,7 @@ fn html_table(html: &str, caption: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-fn md_table(md: &str, caption: &str) -> Vec<Vec<String>> {
+pub fn md_table(md: &str, caption: &str) -> Vec<Vec<String>> {
     let lines: Vec<&str> = md
         .lines()
         .skip_while(|l| *l != format!("{caption}:"))

@@ -1,6 +1,6 @@
 // Faultline dashboard: asks the API for the report fragment (server-rendered, escaped HTML with
 // inline SVG) with the reader's token and shows it. The token stays in this browser's localStorage;
-// `/#token=...&from=YYYY-MM-DD&to=YYYY-MM-DD&cluster=...` pre-fills it (the fragment never reaches
+// `/#token=...&from=YYYY-MM-DD&to=YYYY-MM-DD&cluster=...&job_gpus=N` pre-fills it (the fragment never reaches
 // the server) and is then removed from the address bar.
 'use strict';
 (function () {
@@ -28,6 +28,7 @@
       if (/^\d{4}-\d{2}-\d{2}$/.test(params.get(name) || '')) $(name).value = params.get(name);
     }
     if (params.get('cluster')) setCluster(params.get('cluster'));
+    if (/^\d{1,7}$/.test(params.get('job_gpus') || '')) $('job-gpus').value = params.get('job_gpus');
     writeFragment();
   }
 
@@ -35,6 +36,7 @@
   function writeFragment() {
     const params = new URLSearchParams({ from: $('from').value, to: $('to').value });
     if ($('cluster').value) params.set('cluster', $('cluster').value);
+    if ($('job-gpus').value) params.set('job_gpus', $('job-gpus').value);
     history.replaceState(null, '', location.pathname + location.search + '#' + params.toString());
   }
 
@@ -54,6 +56,8 @@
       to: isoDay(new Date(toDay.getTime() + DAY)) + 'T00:00:00Z',
     });
     if ($('cluster').value) params.set('cluster', $('cluster').value);
+    // The fleet-health section's job-plan card.
+    if ($('job-gpus').value) params.set('job_gpus', $('job-gpus').value);
     return '/v1/reports/reliability?' + params.toString();
   }
 
