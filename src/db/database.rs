@@ -46,6 +46,8 @@ pub async fn ensure_database(server_url: &str, name: &str) -> anyhow::Result<()>
     let mut conn = sqlx::PgConnection::connect(&admin_url)
         .await
         .with_context(|| format!("connecting to {}", redact(&admin_url)))?;
+    // Runtime SQL here: these statements run against the server's maintenance database before any
+    // migration, and CREATE DATABASE takes an identifier, which cannot be a bound parameter.
     let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
         .bind(name)
         .fetch_one(&mut conn)

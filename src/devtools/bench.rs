@@ -24,6 +24,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     {
         use sqlx::Connection;
         let mut conn = sqlx::PgConnection::connect(&with_database(&opts.server_url, "postgres")).await?;
+        // Runtime SQL: a database name is an identifier, which cannot be a bound parameter.
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"
         )))
@@ -81,10 +82,10 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     let t = Instant::now();
     let sent = client.post_events(&fleet.events, opts.batch, true).await?;
     let ingest_secs = t.elapsed().as_secs_f64();
-    let failures: i64 = sqlx::query_scalar("SELECT count(*) FROM failures")
+    let failures: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM failures"#)
         .fetch_one(&db)
         .await?;
-    sqlx::query("ANALYZE").execute(&db).await?;
+    sqlx::query!("ANALYZE").execute(&db).await?;
 
     let http = reqwest::Client::new();
     let end = start + chrono::Duration::days(days.into());

@@ -34,7 +34,7 @@ pub async fn load_if_empty(
     catalog: &storage::catalog::CatalogCache,
     window: Duration,
 ) -> anyhow::Result<Option<Loaded>> {
-    let has_events: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM events)")
+    let has_events: bool = sqlx::query_scalar!(r#"SELECT EXISTS (SELECT 1 FROM events) AS "exists!""#)
         .fetch_one(db)
         .await?;
     if has_events {
@@ -54,7 +54,7 @@ pub async fn load_if_empty(
     for chunk in events.chunks(5_000) {
         crate::ingest::store_events(db, catalog, window, chunk.to_vec()).await?;
     }
-    let failures: i64 = sqlx::query_scalar("SELECT count(*) FROM failures")
+    let failures: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM failures"#)
         .fetch_one(db)
         .await?;
     Ok(Some(Loaded {

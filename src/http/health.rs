@@ -41,7 +41,7 @@ pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(
             headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))),
     ))]
 pub async fn readyz(State(ctx): State<ApiContext>) -> Result<Json<Health>, ApiError> {
-    let probe = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&ctx.db);
+    let probe = sqlx::query_scalar!(r#"SELECT 1 AS "one!""#).fetch_one(&ctx.db);
     match tokio::time::timeout(READY_TIMEOUT, probe).await {
         Ok(Ok(_)) => Ok(Json(Health { status: "ready".into() })),
         Ok(Err(e)) => {

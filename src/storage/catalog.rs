@@ -51,7 +51,8 @@ impl RuleRow {
 }
 
 pub async fn load_rules(conn: &mut PgConnection) -> Result<Vec<Rule>, sqlx::Error> {
-    let rows: Vec<RuleRow> = sqlx::query_as(
+    let rows: Vec<RuleRow> = sqlx::query_as!(
+        RuleRow,
         "SELECT rule_id, kind, code, pattern, priority, category, component, severity, transient, secondary,
                 action, description, source, builtin
          FROM classification_rules ORDER BY kind, priority DESC, rule_id",
@@ -64,7 +65,7 @@ pub async fn load_rules(conn: &mut PgConnection) -> Result<Vec<Rule>, sqlx::Erro
 /// Takes the catalog version FOR SHARE (a concurrent rule change waits for this transaction, and
 /// this one for it) and returns the matching catalog, from the cache when it is current.
 pub async fn lock_shared(conn: &mut PgConnection, cache: &CatalogCache) -> Result<Arc<Catalog>, sqlx::Error> {
-    let version: i64 = sqlx::query_scalar("SELECT version FROM catalog_state FOR SHARE")
+    let version: i64 = sqlx::query_scalar!("SELECT version FROM catalog_state FOR SHARE")
         .fetch_one(&mut *conn)
         .await?;
     current(conn, cache, version).await
@@ -73,7 +74,7 @@ pub async fn lock_shared(conn: &mut PgConnection, cache: &CatalogCache) -> Resul
 /// Takes the catalog version row FOR UPDATE without changing it: for writes that change what
 /// the fold reads besides signals (job records), so no ingest folds half before and half after.
 pub async fn lock_exclusive(conn: &mut PgConnection, cache: &CatalogCache) -> Result<Arc<Catalog>, sqlx::Error> {
-    let version: i64 = sqlx::query_scalar("SELECT version FROM catalog_state FOR UPDATE")
+    let version: i64 = sqlx::query_scalar!("SELECT version FROM catalog_state FOR UPDATE")
         .fetch_one(&mut *conn)
         .await?;
     current(conn, cache, version).await
@@ -100,24 +101,26 @@ pub async fn load_catalog(conn: &mut PgConnection, version: i64) -> Result<Catal
 
 /// Bumps the version, holding the row lock until commit: ingest waits, then sees the new rules.
 pub async fn bump_version(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("UPDATE catalog_state SET version = version + 1 RETURNING version")
+    sqlx::query_scalar!("UPDATE catalog_state SET version = version + 1 RETURNING version")
         .fetch_one(&mut *conn)
         .await
 }
 
 pub async fn version(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT version FROM catalog_state")
+    sqlx::query_scalar!("SELECT version FROM catalog_state")
         .fetch_one(&mut *conn)
         .await
 }
 
 /// Inserts or replaces a rule. Returns true when it replaced an existing one.
 pub async fn upsert_rule(conn: &mut PgConnection, r: &Rule, by: &str) -> Result<bool, sqlx::Error> {
-    let existed: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM classification_rules WHERE rule_id = $1)")
-        .bind(&r.rule_id)
-        .fetch_one(&mut *conn)
-        .await?;
-    sqlx::query(
+    let existed = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM classification_rules WHERE rule_id = $1) AS "existed!""#,
+        &r.rule_id,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    sqlx::query!(
         "INSERT INTO classification_rules (rule_id, kind, code, pattern, priority, category, component, severity,
                                            transient, secondary, action, description, source, builtin, updated_by)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, false, $14)
@@ -126,29 +129,28 @@ pub async fn upsert_rule(conn: &mut PgConnection, r: &Rule, by: &str) -> Result<
              severity = EXCLUDED.severity, transient = EXCLUDED.transient, secondary = EXCLUDED.secondary,
              action = EXCLUDED.action, description = EXCLUDED.description, source = EXCLUDED.source,
              builtin = false, updated_at = now(), updated_by = EXCLUDED.updated_by",
+        &r.rule_id,
+        &r.kind,
+        r.code,
+        r.pattern.as_deref(),
+        r.priority,
+        r.category.as_str(),
+        r.component.as_str(),
+        r.severity.as_str(),
+        r.transient,
+        r.secondary,
+        &r.action,
+        &r.description,
+        &r.source,
+        by,
     )
-    .bind(&r.rule_id)
-    .bind(&r.kind)
-    .bind(r.code)
-    .bind(&r.pattern)
-    .bind(r.priority)
-    .bind(r.category.as_str())
-    .bind(r.component.as_str())
-    .bind(r.severity.as_str())
-    .bind(r.transient)
-    .bind(r.secondary)
-    .bind(&r.action)
-    .bind(&r.description)
-    .bind(&r.source)
-    .bind(by)
     .execute(&mut *conn)
     .await?;
     Ok(existed)
 }
 
 pub async fn delete_rule(conn: &mut PgConnection, rule_id: &str) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM classification_rules WHERE rule_id = $1")
-        .bind(rule_id)
+    let done = sqlx::query!("DELETE FROM classification_rules WHERE rule_id = $1", rule_id,)
         .execute(&mut *conn)
         .await?;
     Ok(done.rows_affected() == 1)

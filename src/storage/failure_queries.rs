@@ -31,12 +31,6 @@ pub struct FailureRow {
     pub catalog_version: i64,
 }
 
-const FAILURE_SELECT: &str = "SELECT f.id, f.cluster, f.job_id, f.first_at, f.last_at, f.nodes, f.signal_ids, f.signal_count,
-        f.root_signal, f.root_node, f.root_kind, f.root_code,
-        COALESCE(n.gpu_generation, f.signal_generation) AS gpu_generation,
-        f.category, f.component, f.severity, f.transient, f.action, f.rule_id, f.explanation, f.explicit_cause, f.symptom, f.catalog_version
- FROM failures f LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node";
-
 #[derive(Debug, Default)]
 pub struct FailureFilter {
     pub from: Option<DateTime<Utc>>,
@@ -53,38 +47,51 @@ pub struct FailureFilter {
 }
 
 pub async fn list(db: &PgPool, f: &FailureFilter) -> Result<Vec<FailureRow>, sqlx::Error> {
-    let (before_t, before_id) = f.before.unzip();
-    let sql = format!(
-        "{FAILURE_SELECT}
-         WHERE ($1::timestamptz IS NULL OR f.first_at >= $1) AND ($2::timestamptz IS NULL OR f.first_at < $2)
-           AND ($3::text IS NULL OR f.cluster = $3) AND ($4::text IS NULL OR f.category = $4)
-           AND ($5::text IS NULL OR f.component = $5)
-           AND ($6::text IS NULL OR COALESCE(n.gpu_generation, f.signal_generation) = $6)
-           AND ($7::text IS NULL OR $7 = ANY(f.nodes)) AND ($8::text IS NULL OR f.job_id = $8)
-           AND ($9::timestamptz IS NULL OR (f.first_at, f.id) < ($9, $10))
-         ORDER BY f.first_at DESC, f.id DESC LIMIT $11"
-    );
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(f.from)
-        .bind(f.to)
-        .bind(&f.cluster)
-        .bind(&f.category)
-        .bind(&f.component)
-        .bind(&f.generation)
-        .bind(&f.node)
-        .bind(&f.job)
-        .bind(before_t)
-        .bind(before_id)
-        .bind(f.limit)
-        .fetch_all(db)
-        .await
+    select(db, f, None).await
 }
 
 pub async fn get(db: &PgPool, id: Uuid) -> Result<Option<FailureRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!("{FAILURE_SELECT} WHERE f.id = $1")))
-        .bind(id)
-        .fetch_optional(db)
-        .await
+    let all = FailureFilter {
+        limit: 1,
+        ..Default::default()
+    };
+    Ok(select(db, &all, Some(id)).await?.into_iter().next())
+}
+
+/// The one statement that reads failures (a list page, or one failure by id).
+async fn select(db: &PgPool, f: &FailureFilter, id: Option<Uuid>) -> Result<Vec<FailureRow>, sqlx::Error> {
+    let (before_t, before_id) = f.before.unzip();
+    sqlx::query_as!(
+        FailureRow,
+        r#"SELECT f.id, f.cluster, f.job_id, f.first_at, f.last_at, f.nodes, f.signal_ids, f.signal_count,
+                  f.root_signal, f.root_node, f.root_kind, f.root_code,
+                  COALESCE(n.gpu_generation, f.signal_generation) AS "gpu_generation!",
+                  f.category, f.component, f.severity, f.transient, f.action, f.rule_id, f.explanation,
+                  f.explicit_cause, f.symptom, f.catalog_version
+           FROM failures f LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node
+           WHERE ($1::timestamptz IS NULL OR f.first_at >= $1) AND ($2::timestamptz IS NULL OR f.first_at < $2)
+             AND ($3::text IS NULL OR f.cluster = $3) AND ($4::text IS NULL OR f.category = $4)
+             AND ($5::text IS NULL OR f.component = $5)
+             AND ($6::text IS NULL OR COALESCE(n.gpu_generation, f.signal_generation) = $6)
+             AND ($7::text IS NULL OR $7 = ANY(f.nodes)) AND ($8::text IS NULL OR f.job_id = $8)
+             AND ($9::timestamptz IS NULL OR (f.first_at, f.id) < ($9, $10))
+             AND ($12::uuid IS NULL OR f.id = $12)
+           ORDER BY f.first_at DESC, f.id DESC LIMIT $11"#,
+        f.from,
+        f.to,
+        f.cluster.as_deref(),
+        f.category.as_deref(),
+        f.component.as_deref(),
+        f.generation.as_deref(),
+        f.node.as_deref(),
+        f.job.as_deref(),
+        before_t,
+        before_id,
+        f.limit,
+        id,
+    )
+    .fetch_all(db)
+    .await
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -106,13 +113,14 @@ pub struct SignalRow {
 }
 
 pub async fn signals(db: &PgPool, ids: &[Uuid], limit: i64) -> Result<Vec<SignalRow>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        SignalRow,
         "SELECT id, occurred_at, node, gpu_index, job_id, kind, code, symptom, rc_category, rc_component, message, attributes,
                 repeat_count, last_occurred_at
          FROM events WHERE id = ANY($1) ORDER BY occurred_at, id LIMIT $2",
+        ids,
+        limit,
     )
-    .bind(ids)
-    .bind(limit)
     .fetch_all(db)
     .await
 }
@@ -136,21 +144,23 @@ pub async fn worst_nodes(
     cluster: Option<&str>,
     limit: i64,
 ) -> Result<Vec<WorstNodeRow>, sqlx::Error> {
-    sqlx::query_as(
-        "WITH per_node AS (
+    sqlx::query_as!(
+        WorstNodeRow,
+        r#"WITH per_node AS (
              SELECT cluster, root_node, count(*) AS failures FROM failures
              WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3) AND root_node IS NOT NULL
              GROUP BY 1, 2)
-         SELECT p.cluster, p.root_node AS hostname, n.gpu_generation, p.failures,
-                sum(p.failures) OVER ()::bigint AS failures_with_node, count(*) OVER () AS nodes_with_failures
+         SELECT p.cluster AS "cluster!", p.root_node AS "hostname!", n.gpu_generation AS "gpu_generation?",
+                p.failures AS "failures!", sum(p.failures) OVER ()::bigint AS "failures_with_node!",
+                count(*) OVER () AS "nodes_with_failures!"
          FROM per_node p LEFT JOIN nodes n ON n.cluster = p.cluster AND n.hostname = p.root_node
          ORDER BY p.failures DESC, p.cluster, p.root_node
-         LIMIT $4",
+         LIMIT $4"#,
+        from,
+        to,
+        cluster,
+        limit,
     )
-    .bind(from)
-    .bind(to)
-    .bind(cluster)
-    .bind(limit)
     .fetch_all(db)
     .await
 }

@@ -43,15 +43,16 @@ pub async fn attributed_jobs(
     nodes: &[&str],
     times: &[DateTime<Utc>],
 ) -> Result<Vec<Attribution>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT u.id, faultline_attributed_job(u.cluster, u.node, NULL, u.at) AS job_id
+    sqlx::query_as!(
+        Attribution,
+        r#"SELECT u.id AS "id!", faultline_attributed_job(u.cluster, u.node, NULL, u.at) AS "job_id!"
          FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::timestamptz[]) AS u(id, cluster, node, at)
-         WHERE faultline_attributed_job(u.cluster, u.node, NULL, u.at) IS NOT NULL",
+         WHERE faultline_attributed_job(u.cluster, u.node, NULL, u.at) IS NOT NULL"#,
+        ids,
+        clusters as &[&str],
+        nodes as &[&str],
+        times,
     )
-    .bind(ids)
-    .bind(clusters)
-    .bind(nodes)
-    .bind(times)
     .fetch_all(&mut *conn)
     .await
 }
@@ -73,16 +74,17 @@ pub async fn failure_spans(
     starts: &[DateTime<Utc>],
     ends: &[DateTime<Utc>],
 ) -> Result<Vec<FailureSpan>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT k.idx, min(f.first_at) AS first_at, max(f.last_at) AS last_at
+    sqlx::query_as!(
+        FailureSpan,
+        r#"SELECT k.idx AS "idx!", min(f.first_at) AS "first_at!", max(f.last_at) AS "last_at!"
          FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS k(cluster, key, s, e, idx)
          JOIN failures f ON f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
-         GROUP BY k.idx",
+         GROUP BY k.idx"#,
+        clusters as &[&str],
+        keys,
+        starts,
+        ends,
     )
-    .bind(clusters)
-    .bind(keys)
-    .bind(starts)
-    .bind(ends)
     .fetch_all(&mut *conn)
     .await
 }
@@ -95,15 +97,15 @@ pub async fn delete_in_ranges(
     starts: &[DateTime<Utc>],
     ends: &[DateTime<Utc>],
 ) -> Result<u64, sqlx::Error> {
-    Ok(sqlx::query(
+    Ok(sqlx::query!(
         "DELETE FROM failures f
          USING UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS k(cluster, key, s, e)
          WHERE f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e",
+        clusters as &[&str],
+        keys,
+        starts,
+        ends,
     )
-    .bind(clusters)
-    .bind(keys)
-    .bind(starts)
-    .bind(ends)
     .execute(&mut *conn)
     .await?
     .rows_affected())
@@ -123,12 +125,13 @@ pub async fn signals_of_keys(
     ends: &[DateTime<Utc>],
     alone: &[Uuid],
 ) -> Result<Vec<SignalRow>, sqlx::Error> {
-    sqlx::query_as(
-        "WITH k AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[])
+    sqlx::query_as!(
+        SignalRow,
+        r#"WITH k AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[])
                     AS k(cluster, job, node, s, e))
-         SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at) AS last_at, e.cluster, e.node,
-                e.job_id, e.gpu_model, e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
-                NULL::text AS attributed_job
+         SELECT e.id AS "id!", e.occurred_at AS "occurred_at!", COALESCE(e.last_occurred_at, e.occurred_at) AS "last_at!",
+                e.cluster AS "cluster!", e.node, e.job_id, e.gpu_model, e.kind AS "kind!", e.code, e.symptom,
+                e.rc_category, e.rc_component, e.message, NULL::text AS "attributed_job?"
          FROM k JOIN events e ON e.cluster = k.cluster AND e.job_id = k.job AND e.occurred_at <= k.e
                               AND COALESCE(e.last_occurred_at, e.occurred_at) >= k.s
          WHERE k.job IS NOT NULL
@@ -156,14 +159,14 @@ pub async fn signals_of_keys(
          SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at), e.cluster, e.node,
                 e.job_id, e.gpu_model, e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
                 NULL
-         FROM events e WHERE e.id = ANY($6)",
+         FROM events e WHERE e.id = ANY($6)"#,
+        clusters as &[&str],
+        jobs as &[Option<&str>],
+        nodes as &[Option<&str>],
+        starts,
+        ends,
+        alone,
     )
-    .bind(clusters)
-    .bind(jobs)
-    .bind(nodes)
-    .bind(starts)
-    .bind(ends)
-    .bind(alone)
     .fetch_all(&mut *conn)
     .await
 }
@@ -171,23 +174,24 @@ pub async fn signals_of_keys(
 /// Every signal with its attributed job, ordered by cluster and correlation key, then time: the
 /// input of a full rebuild, streamed.
 pub fn all_signals(conn: &mut PgConnection) -> BoxStream<'_, Result<SignalRow, sqlx::Error>> {
-    sqlx::query_as(
-        "SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at) AS last_at, e.cluster, e.node,
+    sqlx::query_as!(
+        SignalRow,
+        r#"SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at) AS "last_at!", e.cluster, e.node,
                 e.job_id, e.gpu_model, e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
-                a.job_id AS attributed_job
+                a.job_id AS "attributed_job?"
          FROM events e
          CROSS JOIN LATERAL (SELECT faultline_attributed_job(e.cluster, e.node, e.job_id, e.occurred_at) AS job_id) a
          ORDER BY e.cluster,
                   (CASE WHEN COALESCE(e.job_id, a.job_id) IS NOT NULL THEN 'job:' || COALESCE(e.job_id, a.job_id)
                         WHEN e.node IS NOT NULL THEN 'node:' || e.node
                         ELSE 'alone:' || e.id::text END),
-                  e.occurred_at, e.id",
+                  e.occurred_at, e.id"#,
     )
     .fetch(conn)
 }
 
 pub async fn delete_all(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
-    Ok(sqlx::query("DELETE FROM failures")
+    Ok(sqlx::query!("DELETE FROM failures",)
         .execute(&mut *conn)
         .await?
         .rows_affected())
@@ -229,7 +233,7 @@ pub async fn insert(conn: &mut PgConnection, c: FailureColumns, catalog_version:
     if c.id.is_empty() {
         return Ok(());
     }
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO failures (id, cluster, correlation_key, job_id, first_at, last_at, nodes, signal_ids, signal_count,
                                root_signal, root_node, root_kind, root_code, signal_generation, category, component,
                                severity, transient, action, rule_id, explicit_cause, symptom, catalog_version, explanation)
@@ -244,31 +248,31 @@ pub async fn insert(conn: &mut PgConnection, c: FailureColumns, catalog_version:
               AS t(id, cluster, key, job, first_at, last_at, nodes, signals, cnt, root, root_node, root_kind,
                    root_code, generation, category, component, severity, transient, action, rule_id, explicit, symptom,
                    explanation)",
+        &c.id,
+        &c.cluster,
+        &c.key,
+        &c.job as &[Option<String>],
+        &c.first,
+        &c.last,
+        &c.nodes,
+        &c.signals,
+        &c.count,
+        &c.root,
+        &c.root_node as &[Option<String>],
+        &c.root_kind,
+        &c.root_code as &[Option<i64>],
+        &c.generation,
+        &c.category as &[&str],
+        &c.component as &[&str],
+        &c.severity as &[&str],
+        &c.transient,
+        &c.action,
+        &c.rule as &[Option<String>],
+        &c.explicit,
+        &c.symptom as &[Option<&str>],
+        catalog_version,
+        &c.explanation,
     )
-    .bind(c.id)
-    .bind(c.cluster)
-    .bind(c.key)
-    .bind(c.job)
-    .bind(c.first)
-    .bind(c.last)
-    .bind(c.nodes)
-    .bind(c.signals)
-    .bind(c.count)
-    .bind(c.root)
-    .bind(c.root_node)
-    .bind(c.root_kind)
-    .bind(c.root_code)
-    .bind(c.generation)
-    .bind(c.category)
-    .bind(c.component)
-    .bind(c.severity)
-    .bind(c.transient)
-    .bind(c.action)
-    .bind(c.rule)
-    .bind(c.explicit)
-    .bind(c.symptom)
-    .bind(catalog_version)
-    .bind(c.explanation)
     .execute(&mut *conn)
     .await?;
     Ok(())

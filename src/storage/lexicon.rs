@@ -32,7 +32,8 @@ impl TermRow {
 
 /// Every term, by term. A row the code cannot read (edited by hand) is skipped.
 pub async fn load_terms(conn: &mut PgConnection) -> Result<Vec<Term>, sqlx::Error> {
-    let rows: Vec<TermRow> = sqlx::query_as(
+    let rows: Vec<TermRow> = sqlx::query_as!(
+        TermRow,
         "SELECT term, kind, category, component, weight, source, builtin FROM classification_terms ORDER BY term",
     )
     .fetch_all(&mut *conn)
@@ -42,28 +43,27 @@ pub async fn load_terms(conn: &mut PgConnection) -> Result<Vec<Term>, sqlx::Erro
 
 /// Inserts or replaces a term.
 pub async fn upsert_term(conn: &mut PgConnection, t: &Term, by: &str) -> Result<bool, sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO classification_terms (term, kind, category, component, weight, source, builtin, updated_by)
          VALUES ($1, $2, $3, $4, $5, $6, false, $7)
          ON CONFLICT (term) DO UPDATE SET kind = EXCLUDED.kind, category = EXCLUDED.category,
              component = EXCLUDED.component, weight = EXCLUDED.weight, source = EXCLUDED.source,
              builtin = false, updated_at = now(), updated_by = EXCLUDED.updated_by",
+        &t.term,
+        t.kind.as_str(),
+        t.category.as_str(),
+        t.component.as_str(),
+        t.weight,
+        &t.source,
+        by,
     )
-    .bind(&t.term)
-    .bind(t.kind.as_str())
-    .bind(t.category.as_str())
-    .bind(t.component.as_str())
-    .bind(t.weight)
-    .bind(&t.source)
-    .bind(by)
     .execute(&mut *conn)
     .await?;
     Ok(true)
 }
 
 pub async fn delete_term(conn: &mut PgConnection, term: &str) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM classification_terms WHERE term = $1")
-        .bind(term)
+    let done = sqlx::query!("DELETE FROM classification_terms WHERE term = $1", term,)
         .execute(&mut *conn)
         .await?;
     Ok(done.rows_affected() == 1)
