@@ -31,7 +31,7 @@ pub struct Loaded {
 /// Loads the fleet unless the database already holds events. Returns None when it did nothing.
 pub async fn load_if_empty(
     db: &PgPool,
-    catalog: &storage::catalog::CatalogCache,
+    catalog: &crate::ingest::catalog::CatalogCache,
     window: Duration,
 ) -> anyhow::Result<Option<Loaded>> {
     let has_events: bool = sqlx::query_scalar!(r#"SELECT EXISTS (SELECT 1 FROM events) AS "exists!""#)

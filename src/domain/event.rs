@@ -274,3 +274,12 @@ mod tests {
         assert!(err.message.contains("missing field `cluster`"), "{err:?}");
     }
 }
+
+/// One stored signal standing for `count` identical ones seen from `event.occurred_at` to
+/// `last_at`. `event` is the earliest member (ties: smallest id), so its id is deterministic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Burst {
+    pub event: Event,
+    pub count: i32,
+    pub last_at: DateTime<Utc>,
+}

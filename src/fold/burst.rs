@@ -2,7 +2,7 @@
 //! times; identical signals repeating within a short gap are one signal with a repeat count and
 //! a first/last time.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 
 use crate::domain::event::Event;
 
@@ -13,14 +13,7 @@ pub fn burst_gap() -> Duration {
     Duration::seconds(BURST_GAP_SECS)
 }
 
-/// One stored signal standing for `count` identical ones seen from `event.occurred_at` to
-/// `last_at`. `event` is the earliest member (ties: smallest id), so its id is deterministic.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Burst {
-    pub event: Event,
-    pub count: i32,
-    pub last_at: DateTime<Utc>,
-}
+pub use crate::domain::event::Burst;
 
 /// What makes two signals "the same": the source (cluster, node, GPU, job) and the signal
 /// (kind, code, stated symptom and root cause). The job is part of it so that one job's failure
@@ -83,6 +76,7 @@ pub fn collapse(events: Vec<Event>, gap: Duration) -> Vec<Burst> {
 mod tests {
     use super::*;
     use crate::domain::taxonomy::Symptom;
+    use chrono::{DateTime, Utc};
     use uuid::Uuid;
 
     fn at(secs: i64) -> DateTime<Utc> {

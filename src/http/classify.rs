@@ -14,7 +14,6 @@ use crate::classify::Severity;
 use crate::domain::auth::Permission;
 use crate::domain::taxonomy::{Category, Component};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::storage;
 
 pub const MAX_ITEMS: usize = 1000;
 /// The kind used when an item has none: how most sites send text causes.
@@ -104,7 +103,7 @@ pub async fn classify(
     caller.require(Permission::Query)?;
     let items = parse_items(&body)?;
     let mut conn = ctx.db.acquire().await?;
-    let catalog = storage::catalog::lock_shared(&mut conn, &ctx.catalog).await?;
+    let catalog = crate::ingest::catalog::lock_shared(&mut conn, &ctx.catalog).await?;
     drop(conn);
     let results = items
         .iter()

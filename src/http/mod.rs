@@ -36,7 +36,7 @@ pub struct ApiContext {
     /// Bounds concurrent ingest work (relay-style backpressure: 503 + Retry-After beyond it).
     pub ingest_permits: Arc<Semaphore>,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
-    pub catalog: crate::storage::catalog::CatalogCache,
+    pub catalog: crate::ingest::catalog::CatalogCache,
     /// SHA-256 of the configured admin token, computed once at start-up.
     pub admin_token_hash: Arc<[u8]>,
 }

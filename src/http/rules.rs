@@ -58,7 +58,7 @@ pub async fn list_rules(
     caller.require(Permission::Query)?;
     let mut conn = ctx.db.acquire().await?;
     let catalog_version = storage::catalog::version(&mut conn).await?;
-    let rules = storage::catalog::load_rules(&mut conn)
+    let rules = crate::ingest::catalog::load_rules(&mut conn)
         .await?
         .into_iter()
         .filter(|r| q.kind.as_ref().is_none_or(|k| &r.kind == k))

@@ -65,7 +65,7 @@ pub async fn list_terms(
     caller.require(Permission::Query)?;
     let mut conn = ctx.db.acquire().await?;
     let catalog_version = storage::catalog::version(&mut conn).await?;
-    let terms = storage::lexicon::load_terms(&mut conn)
+    let terms = crate::ingest::catalog::load_terms(&mut conn)
         .await?
         .into_iter()
         .filter(|t| q.kind.is_none_or(|k| t.kind == k) && q.component.is_none_or(|c| t.component == c))

@@ -9,8 +9,8 @@ use sqlx::PgPool;
 
 use super::refold::{self, Touched, touch_job};
 use crate::domain::job::Job;
+use crate::ingest::catalog::CatalogCache;
 use crate::storage;
-use crate::storage::catalog::CatalogCache;
 
 /// Upserts validated jobs and re-folds what they change; returns how many were upserted.
 pub async fn upsert_jobs(
@@ -20,7 +20,7 @@ pub async fn upsert_jobs(
     jobs: &[Job],
 ) -> Result<usize, sqlx::Error> {
     let mut tx = db.begin().await?;
-    let catalog = storage::catalog::lock_exclusive(&mut tx, cache).await?;
+    let catalog = crate::ingest::catalog::lock_exclusive(&mut tx, cache).await?;
     let mut touched = Touched::new();
     for old in storage::jobs::stored_runs(&mut tx, jobs).await? {
         touch_job(

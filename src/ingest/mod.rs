@@ -13,8 +13,8 @@ use std::collections::HashSet;
 use sqlx::PgPool;
 
 use crate::domain::event::Event;
+use crate::ingest::catalog::CatalogCache;
 use crate::storage;
-use crate::storage::catalog::CatalogCache;
 use locks::LockSpace;
 
 /// What storing a batch of validated signals did (part of every ingest answer).
@@ -50,7 +50,7 @@ pub async fn store_events(
     let mut seen = HashSet::with_capacity(events.len());
     events.retain(|e| seen.insert(e.id));
     let mut tx = db.begin().await?;
-    let catalog = storage::catalog::lock_shared(&mut tx, catalog_cache).await?;
+    let catalog = crate::ingest::catalog::lock_shared(&mut tx, catalog_cache).await?;
     let ids: Vec<uuid::Uuid> = events.iter().map(|e| e.id).collect();
     let new_ids: HashSet<uuid::Uuid> = storage::events::claim_ids(&mut tx, &ids).await?.into_iter().collect();
     events.retain(|e| new_ids.contains(&e.id));

@@ -7,8 +7,7 @@ use utoipa::ToSchema;
 use super::{Computed, computed, inputs};
 use crate::analytics::cost::{self as c, ErrorRow};
 use crate::domain::window::Window;
-use crate::storage;
-use crate::storage::catalog::CatalogCache;
+use crate::ingest::catalog::CatalogCache;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TopErrorsResponse {
@@ -47,7 +46,7 @@ pub async fn top_errors(
     let all = inputs::signal_errors(db, w).await?;
     let catalog = {
         let mut conn = db.acquire().await?;
-        storage::catalog::lock_shared(&mut conn, catalog_cache).await?
+        crate::ingest::catalog::lock_shared(&mut conn, catalog_cache).await?
     };
     let all = c::top_errors(
         all.into_iter()

@@ -1,102 +1,51 @@
-//! The classification rule catalog and its version.
-
-use std::sync::Arc;
+//! The classification rule catalog (`classification_rules`) and its version (`catalog_state`), as
+//! rows; `crate::ingest::catalog` turns them into the classification engine's catalog.
 
 use sqlx::PgConnection;
-use tokio::sync::RwLock;
 
-use crate::classify::{Catalog, Rule, Severity};
-use crate::domain::taxonomy::{Category, Component};
-
-/// The last catalog loaded, shared by the handlers; reloaded when the stored version moves.
-pub type CatalogCache = Arc<RwLock<Arc<Catalog>>>;
-
-#[derive(sqlx::FromRow)]
-struct RuleRow {
-    rule_id: String,
-    kind: String,
-    code: Option<i64>,
-    pattern: Option<String>,
-    priority: i32,
-    category: String,
-    component: String,
-    severity: String,
-    transient: bool,
-    secondary: bool,
-    action: String,
-    description: String,
-    source: String,
-    builtin: bool,
+/// A rule as stored.
+#[derive(Debug, Clone)]
+pub struct RuleRow {
+    pub rule_id: String,
+    pub kind: String,
+    pub code: Option<i64>,
+    pub pattern: Option<String>,
+    pub priority: i32,
+    pub category: String,
+    pub component: String,
+    pub severity: String,
+    pub transient: bool,
+    pub secondary: bool,
+    pub action: String,
+    pub description: String,
+    pub source: String,
+    pub builtin: bool,
 }
 
-impl RuleRow {
-    fn into_rule(self) -> Rule {
-        Rule {
-            category: Category::parse(&self.category).unwrap_or(Category::Unknown),
-            component: Component::parse(&self.component).unwrap_or(Component::Unknown),
-            severity: Severity::parse(&self.severity).unwrap_or(Severity::Medium),
-            rule_id: self.rule_id,
-            kind: self.kind,
-            code: self.code,
-            pattern: self.pattern,
-            priority: self.priority,
-            transient: self.transient,
-            secondary: self.secondary,
-            action: self.action,
-            description: self.description,
-            source: self.source,
-            builtin: self.builtin,
-        }
-    }
-}
-
-pub async fn load_rules(conn: &mut PgConnection) -> Result<Vec<Rule>, sqlx::Error> {
-    let rows: Vec<RuleRow> = sqlx::query_as!(
+pub async fn rules(conn: &mut PgConnection) -> Result<Vec<RuleRow>, sqlx::Error> {
+    sqlx::query_as!(
         RuleRow,
         "SELECT rule_id, kind, code, pattern, priority, category, component, severity, transient, secondary,
                 action, description, source, builtin
          FROM classification_rules ORDER BY kind, priority DESC, rule_id",
     )
     .fetch_all(&mut *conn)
-    .await?;
-    Ok(rows.into_iter().map(RuleRow::into_rule).collect())
+    .await
 }
 
-/// Takes the catalog version FOR SHARE (a concurrent rule change waits for this transaction, and
-/// this one for it) and returns the matching catalog, from the cache when it is current.
-pub async fn lock_shared(conn: &mut PgConnection, cache: &CatalogCache) -> Result<Arc<Catalog>, sqlx::Error> {
-    let version: i64 = sqlx::query_scalar!("SELECT version FROM catalog_state FOR SHARE")
+/// The catalog version, locked FOR SHARE until the transaction ends (a concurrent catalog change
+/// waits for it, and it for the change).
+pub async fn version_for_share(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!("SELECT version FROM catalog_state FOR SHARE")
         .fetch_one(&mut *conn)
-        .await?;
-    current(conn, cache, version).await
+        .await
 }
 
-/// Takes the catalog version row FOR UPDATE without changing it: for writes that change what
-/// the fold reads besides signals (job records), so no ingest folds half before and half after.
-pub async fn lock_exclusive(conn: &mut PgConnection, cache: &CatalogCache) -> Result<Arc<Catalog>, sqlx::Error> {
-    let version: i64 = sqlx::query_scalar!("SELECT version FROM catalog_state FOR UPDATE")
+/// The catalog version, locked FOR UPDATE without changing it.
+pub async fn version_for_update(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!("SELECT version FROM catalog_state FOR UPDATE")
         .fetch_one(&mut *conn)
-        .await?;
-    current(conn, cache, version).await
-}
-
-async fn current(conn: &mut PgConnection, cache: &CatalogCache, version: i64) -> Result<Arc<Catalog>, sqlx::Error> {
-    {
-        let cached = cache.read().await;
-        if cached.version == version && !cached.is_empty() {
-            return Ok(cached.clone());
-        }
-    }
-    let catalog = Arc::new(load_catalog(conn, version).await?);
-    *cache.write().await = catalog.clone();
-    Ok(catalog)
-}
-
-/// The rules and the lexicon as one catalog of `version`.
-pub async fn load_catalog(conn: &mut PgConnection, version: i64) -> Result<Catalog, sqlx::Error> {
-    let rules = load_rules(conn).await?;
-    let terms = super::lexicon::load_terms(conn).await?;
-    Ok(Catalog::with_lexicon(version, rules, terms))
+        .await
 }
 
 /// Bumps the version, holding the row lock until commit: ingest waits, then sees the new rules.
@@ -113,7 +62,7 @@ pub async fn version(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
 }
 
 /// Inserts or replaces a rule. Returns true when it replaced an existing one.
-pub async fn upsert_rule(conn: &mut PgConnection, r: &Rule, by: &str) -> Result<bool, sqlx::Error> {
+pub async fn upsert_rule(conn: &mut PgConnection, r: &RuleRow, by: &str) -> Result<bool, sqlx::Error> {
     let existed = sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM classification_rules WHERE rule_id = $1) AS "existed!""#,
         &r.rule_id,
@@ -134,9 +83,9 @@ pub async fn upsert_rule(conn: &mut PgConnection, r: &Rule, by: &str) -> Result<
         r.code,
         r.pattern.as_deref(),
         r.priority,
-        r.category.as_str(),
-        r.component.as_str(),
-        r.severity.as_str(),
+        &r.category,
+        &r.component,
+        &r.severity,
         r.transient,
         r.secondary,
         &r.action,

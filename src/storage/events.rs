@@ -2,7 +2,7 @@ use chrono::{DateTime, Duration, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::fold::burst::Burst;
+use crate::domain::event::Burst;
 
 /// Claims signal ids in the idempotency ledger; returns the ids not seen before. Ids are
 /// inserted in sorted order so that overlapping concurrent batches lock them in the same order

@@ -233,7 +233,7 @@ pub async fn get_failure(
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
     let mut conn = ctx.db.acquire().await?;
-    let catalog = storage::catalog::lock_shared(&mut conn, &ctx.catalog).await?;
+    let catalog = crate::ingest::catalog::lock_shared(&mut conn, &ctx.catalog).await?;
     drop(conn);
     let signals = storage::failure_queries::signals(&ctx.db, &row.signal_ids, 1000).await?;
     let truncated = row.signal_ids.len() > signals.len();
