@@ -14,6 +14,7 @@ mod helpers;
 mod ingest;
 mod inventory;
 mod logs;
+mod metrics;
 mod openapi;
 mod report;
 mod shutdown;
