@@ -17,5 +17,6 @@ mod logs;
 mod metrics;
 mod openapi;
 mod report;
+mod reporting;
 mod shutdown;
 mod simulation;
