@@ -160,9 +160,10 @@ async fn every_dashboard_panel_runs_as_the_reader_and_returns_its_columns() {
         (
             3,
             &[
+                "cluster",
                 "node_group",
-                "nodes",
-                "node_hours",
+                "gpus",
+                "group_hours",
                 "failures",
                 "hardware_failures",
                 "mtbf_hours",
@@ -229,6 +230,29 @@ async fn every_dashboard_panel_runs_as_the_reader_and_returns_its_columns() {
     assert_eq!(gpu_days.len(), 2, "{gpu_days:?}");
     let total: f64 = gpu_days.iter().map(|(_, d)| d).sum();
     assert!((total - 2432.0).abs() < 0.05, "{gpu_days:?}");
+    // MTBF per group. su-1: 64 GPUs x 720 h / 64 GPUs = 720 h; failures rooted in it: the XID
+    // cascade and two ECC on h03, the GPU OOM on h05 = 4 -> 180 h. su-2: 32 GPUs x 384 h (16 days)
+    // / 32 = 384 h; the ECC on a01 and the XID on a02 = 2 -> 192 h. Sorted by MTBF.
+    let panel_sql = expand(panels[2]["targets"][0]["rawSql"].as_str().unwrap());
+    let (_, rows) = as_reader(
+        &app,
+        &format!(
+            "SELECT node_group, group_hours::float8 AS h, failures, mtbf_hours::float8 AS mtbf FROM ({panel_sql}) p"
+        ),
+    )
+    .await
+    .unwrap();
+    let groups: Vec<(String, f64, i64, f64)> = rows
+        .iter()
+        .map(|r| (r.get("node_group"), r.get("h"), r.get("failures"), r.get("mtbf")))
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            ("su-1".to_string(), 720.0, 4, 180.0),
+            ("su-2".to_string(), 384.0, 2, 192.0)
+        ]
+    );
     // Worst node: h03 is the root of the XID cascade and both ECC failures (3 failures, all
     // hardware); the GPU OOM on h05 counts as hardware after the post-mortem.
     let (_, rows) = as_reader(&app, &expand(panels[4]["targets"][0]["rawSql"].as_str().unwrap()))
