@@ -253,6 +253,38 @@ async fn every_dashboard_panel_runs_as_the_reader_and_returns_its_columns() {
             ("su-2".to_string(), 384.0, 2, 192.0)
         ]
     );
+    // The API says the same for the same month.
+    let (status, mtbf) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/analytics/mtbf?from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z&cluster=c1",
+        )
+        .await;
+    assert_eq!(status, 200, "{mtbf}");
+    let api: Vec<(String, f64, u64, f64)> = mtbf["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let f = |k: &str| g[k].as_f64().unwrap();
+            (
+                g["group"].as_str().unwrap().to_string(),
+                f("exposure_hours"),
+                g["failures"].as_u64().unwrap(),
+                f("mtbf_hours"),
+            )
+        })
+        .collect();
+    let mut api_sorted = api.clone();
+    api_sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        api_sorted,
+        [
+            ("c1/su-1".to_string(), 720.0, 4, 180.0),
+            ("c1/su-2".to_string(), 384.0, 2, 192.0)
+        ],
+        "{mtbf}"
+    );
     // Worst node: h03 is the root of the XID cascade and both ECC failures (3 failures, all
     // hardware); the GPU OOM on h05 counts as hardware after the post-mortem.
     let (_, rows) = as_reader(&app, &expand(panels[4]["targets"][0]["rawSql"].as_str().unwrap()))
