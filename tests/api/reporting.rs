@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use sqlx::{Column, Row};
 
-use crate::helpers::{ADMIN_TOKEN, TestApp, event, spawn_app, status_json, uuid_n};
+use crate::helpers::{ADMIN_TOKEN, TestApp, event, join_all, spawn_app, status_json, uuid_n};
 
 /// The dashboard's time range in the test: all of November 2026 (the fleet's signals lie in it).
 /// Grafana's `$__timeFilter` is BETWEEN, inclusive at both ends: the range ends a second before
@@ -470,4 +470,62 @@ async fn the_reader_role_reads_reporting_only() {
         msg.contains("permission denied") || msg.contains("cannot delete from view"),
         "{err}"
     );
+}
+
+/// The migration's role block, as several databases of one server run it at once (roles are
+/// server-wide): under a fresh role name, the block runs in four databases while the first, which
+/// created the role, has not committed; the others wait on the role name and then succeed (the
+/// concurrent creation is caught), and each grants in its own database. (Two runs in one database
+/// never overlap: sqlx holds a per-database lock while migrating.)
+#[tokio::test]
+async fn the_role_block_is_idempotent_and_safe_when_run_concurrently() {
+    let apps = join_all((0..4).map(|_| spawn_app()).collect()).await;
+    let migration = include_str!("../../migrations/0011_reporting.sql");
+    let start = migration.find("DO $$").unwrap();
+    let role = format!("faultline_reader_race_{}", uuid::Uuid::new_v4().simple());
+    let block = migration[start..].replace("faultline_reader", &role);
+    let run = |db: sqlx::PgPool, block: String| async move {
+        let mut tx = db.begin().await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(block)).execute(&mut *tx).await?;
+        tx.commit().await
+    };
+    let mut first = apps[0].db.begin().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(block.clone()))
+        .execute(&mut *first)
+        .await
+        .unwrap();
+    let others: Vec<_> = apps[1..]
+        .iter()
+        .map(|a| tokio::spawn(run(a.db.clone(), block.clone())))
+        .collect();
+    // Let the others reach CREATE ROLE and wait on the uncommitted one.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        others.iter().all(|h| !h.is_finished()),
+        "the others should wait on the first"
+    );
+    first.commit().await.unwrap();
+    for h in others {
+        h.await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("a concurrent run failed: {e}"));
+    }
+    // Once more, now that the role exists: a no-op that still grants.
+    run(apps[0].db.clone(), block.clone()).await.unwrap();
+    for app in &apps {
+        let readable: bool = sqlx::query_scalar("SELECT has_table_privilege($1, 'reporting.failures', 'SELECT')")
+            .bind(&role)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+        assert!(readable);
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP OWNED BY {role}")))
+            .execute(&app.db)
+            .await
+            .unwrap();
+    }
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP ROLE {role}")))
+        .execute(&apps[0].db)
+        .await
+        .unwrap();
 }
