@@ -180,10 +180,12 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
         correlation_window: Duration::from_secs(settings.correlation_window_secs.into()),
         edge: settings.edge.clone(),
     };
-    let ctx = startup::api_context(config, database.pool.clone());
+    let app = startup::Application::build(config, database.pool.clone(), settings.addr)
+        .await
+        .with_context(|| format!("starting on {}", settings.addr))?;
     if settings.demo {
-        let window = chrono::Duration::seconds(settings.correlation_window_secs.into());
-        match faultline::devtools::demo::load_if_empty(&database.pool, &ctx.catalog, window).await? {
+        let window = app.context().config.fold_window();
+        match faultline::devtools::demo::load_if_empty(&database.pool, &app.context().catalog, window).await? {
             Some(l) => tracing::info!(
                 nodes = l.nodes,
                 events = l.events,
@@ -193,17 +195,8 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
             None => tracing::info!("database already holds events; demo fleet not loaded"),
         }
     }
-    let listener = tokio::net::TcpListener::bind(settings.addr)
-        .await
-        .with_context(|| format!("binding {}", settings.addr))?;
-    tracing::info!(addr = %listener.local_addr()?, "faultline listening; API docs at /docs");
-    let served = startup::serve_with_deadline(
-        listener,
-        startup::build_router(ctx),
-        shutdown_signal(),
-        settings.edge.shutdown_timeout(),
-    )
-    .await;
+    tracing::info!(addr = %app.local_addr()?, "faultline listening; API docs at /docs");
+    let served = app.run_until(shutdown_signal()).await;
     // A request still running past the deadline may hold a connection, which `close` would wait for.
     if tokio::time::timeout(Duration::from_secs(2), database.pool.close())
         .await

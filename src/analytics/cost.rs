@@ -1,6 +1,6 @@
 //! What failures cost: recovery and downtime, ETTR, top errors, node concentration, job size,
 //! stragglers, low-utilisation causes and the timeline. Pure: storage hands in rows, these functions
-//! compute the figures the literature reports (see shared/domain.md), unit-tested by hand.
+//! compute the figures the literature reports (see `analytics::baselines`), unit-tested by hand.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -1,4 +1,6 @@
-//! Builds the application: router, layers, state; and runs it on a listener.
+//! Builds the application: router, layers, state; and runs it on a listener. One
+//! [`Application::build`] serves `faultline serve`, the benchmark and the integration tests, so they
+//! all run the same app.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,6 +24,43 @@ use crate::app::configuration::AppConfig;
 use crate::http::error::ApiError;
 use crate::http::openapi::ApiDoc;
 use crate::http::{self, ApiContext, extract::json_errors};
+
+/// The app bound to its listener, ready to serve.
+pub struct Application {
+    listener: TcpListener,
+    context: ApiContext,
+}
+
+impl Application {
+    /// Migrates `db` (idempotent), builds the state and binds `addr` (port 0: any free port).
+    pub async fn build(config: AppConfig, db: PgPool, addr: std::net::SocketAddr) -> anyhow::Result<Application> {
+        crate::storage::migrate(&db).await?;
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Application {
+            listener,
+            context: api_context(config, db),
+        })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The shared state (its catalog cache, for loading the demo fleet before serving).
+    pub fn context(&self) -> &ApiContext {
+        &self.context
+    }
+
+    /// Serves until `shutdown` resolves, then drains in-flight requests for at most the
+    /// configured shutdown deadline.
+    pub async fn run_until(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let deadline = self.context.config.edge.shutdown_timeout();
+        serve_with_deadline(self.listener, build_router(self.context), shutdown, deadline).await
+    }
+}
 
 pub fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
     ApiContext {

@@ -83,32 +83,9 @@ pub async fn resolve(explicit: Option<&str>, data_dir: &Path) -> Result<Database
     Ok(DatabaseServer::Private(PrivateCluster::start(data_dir).await?))
 }
 
-/// Server URL for tests: `DATABASE_URL` if set (returned as given), else the server on
-/// 127.0.0.1:5432 if one answers, else a private cluster in `<temp dir>/faultline-test-pg`.
-///
-/// That cluster is started once (runs fsync-free, as the data is throwaway) and deliberately
-/// left running, so later test processes (nextest runs each test in its own) reuse it instead of
-/// paying for `initdb` again. A lock on `<temp dir>/faultline-test-pg.lock` keeps concurrent
-/// processes from initialising or starting it twice. Stop it with
-/// `pg_ctl stop -D <temp dir>/faultline-test-pg/pg` (as `postgres` when tests run as root).
-pub async fn test_server_url() -> Result<String> {
-    if let Ok(url) = std::env::var("DATABASE_URL")
-        && !url.is_empty()
-    {
-        return Ok(url);
-    }
-    if answers_postgres(DEFAULT_PORT).await {
-        return Ok(local_url(DEFAULT_PORT));
-    }
-    shared_test_cluster(&std::env::temp_dir().join("faultline-test-pg")).await
-}
-
-/// Starts, or finds running, the test cluster in `dir/pg`; never stops it.
-async fn shared_test_cluster(dir: &Path) -> Result<String> {
-    let _lock = lock_file(&dir.with_extension("lock")).await?;
-    let cluster =
-        PrivateCluster::start_with(dir, "-c fsync=off -c synchronous_commit=off -c full_page_writes=off").await?;
-    Ok(cluster.url)
+/// The server on localhost:5432 when one answers there.
+pub async fn local_server() -> Option<String> {
+    answers_postgres(DEFAULT_PORT).await.then(|| local_url(DEFAULT_PORT))
 }
 
 /// A PostgreSQL cluster that Faultline initialised and runs itself.
@@ -137,7 +114,7 @@ impl PrivateCluster {
 
     /// [`start`](Self::start) with extra `postgres` options (as for `pg_ctl -o`), used only when
     /// this call starts the server.
-    async fn start_with(data_dir: &Path, extra_options: &str) -> Result<Self> {
+    pub async fn start_with(data_dir: &Path, extra_options: &str) -> Result<Self> {
         let bin_dir = server_bin_dir()?;
         let run_as = if effective_uid().await == Some(0) {
             Some(unprivileged_user().await?)
@@ -621,7 +598,7 @@ fn shell_quote(text: &str) -> String {
 
 /// Holds an exclusive advisory lock on `path` until dropped, waiting for it up to 3 minutes.
 /// The kernel drops the lock when its holder dies, so a killed test never leaves it stuck.
-async fn lock_file(path: &Path) -> Result<std::fs::File> {
+pub async fn lock_file(path: &Path) -> Result<std::fs::File> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)

@@ -52,7 +52,7 @@ pub async fn load_if_empty(
         .collect();
     let count = events.len();
     for chunk in events.chunks(5_000) {
-        crate::ingest::store_events(db, catalog, window, chunk.to_vec()).await?;
+        crate::ingest::store_events(db, catalog, window, crate::ingest::batch::Route::Events, chunk.to_vec()).await?;
     }
     let failures: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM failures"#)
         .fetch_one(db)

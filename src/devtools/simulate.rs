@@ -4,7 +4,7 @@
 //! Pure: no I/O, no clock, no OS randomness. One seeded xoshiro256** stream per phase, so the same
 //! [`SimConfig`] gives byte-identical output and each phase's draws do not perturb the others.
 //!
-//! Calibration (see `shared/domain.md`): a 128-GPU group fails a few times a week (Unicron), newer
+//! Calibration (the published figures of `analytics::baselines`): a 128-GPU group fails a few times a week (Unicron), newer
 //! generations fail more, root causes hardware : platform : user near 2 : 2 : 3 overall (ICSE 2023) but
 //! hardware dominates big jobs (Llama 3), hardware splits node/host > network > GPU, a few lemon nodes
 //! fail repeatedly, stragglers slow jobs down (MegaScale), and faults surface as NCCL timeouts on the

@@ -12,9 +12,10 @@ use utoipa::ToSchema;
 use super::ApiContext;
 use super::extract::{Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
-use crate::domain::event::{Event, EventInput, FieldError, validate_event};
+use crate::domain::event::{EventInput, FieldError, validate_event};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::ingest::batch::{Batch, RejectReason, Rejection, Route, count_stored};
+use crate::ingest::StoreOutcome;
+use crate::ingest::batch::{Batch, RejectReason, RejectedItem, Rejection, Route};
 
 pub fn router() -> Router<ApiContext> {
     Router::new().route("/v1/events", post(ingest_events))
@@ -35,8 +36,6 @@ pub struct IngestResponse {
     pub outcome: StoreOutcome,
     pub rejected: Vec<RejectedItem>,
 }
-
-pub use crate::ingest::batch::RejectedItem;
 
 /// Ingest a batch of signals.
 ///
@@ -106,23 +105,20 @@ pub async fn ingest_events(
     let (received, rejected) = (batch.received, batch.rejected);
     // The body is no longer needed once its items are typed events: free it before storing.
     drop(bytes);
-    let outcome = store_events(&ctx, Route::Events, batch.items).await?;
+    let outcome = crate::ingest::store_events(
+        &ctx.db,
+        &ctx.catalog,
+        ctx.config.fold_window(),
+        Route::Events,
+        batch.items,
+    )
+    .await?;
     Ok(Json(IngestResponse {
         received,
         outcome,
         rejected,
     }))
 }
-
-/// The one write path for signals, as the handlers call it (see [`crate::ingest::store_events`]):
-/// stores and counts the accepted and duplicate items of `route`.
-pub async fn store_events(ctx: &ApiContext, route: Route, events: Vec<Event>) -> ApiResult<StoreOutcome> {
-    let outcome = crate::ingest::store_events(&ctx.db, &ctx.catalog, ctx.config.fold_window(), events).await?;
-    count_stored(route, outcome.accepted, outcome.duplicates);
-    Ok(outcome)
-}
-
-pub use crate::ingest::StoreOutcome;
 
 /// A JSON batch as slices of the body: the items are parsed one at a time straight into
 /// [`EventInput`], so the batch never exists as a `serde_json::Value` tree (which took several
@@ -189,18 +185,6 @@ fn parse_item(text: &[u8]) -> Result<EventInput, Rejection> {
     })
 }
 
-/// One batch item before validation: a parsed JSON value, or why its line was not JSON.
-pub type RawItem = Result<serde_json::Value, String>;
-
-/// NDJSON: every non-blank line is one item; a malformed line is rejected alone.
-pub fn split_ndjson(bytes: &[u8]) -> Vec<RawItem> {
-    bytes
-        .split(|b| *b == b'\n')
-        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
-        .map(|line| serde_json::from_slice(line).map_err(|e| format!("line is not JSON: {e}")))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,7 +210,7 @@ mod tests {
 
     #[test]
     fn ndjson_lines_fail_alone() {
-        let items = split_ndjson(b"{\"a\":1}\n\n  \nnot json\n{\"b\":2}");
+        let items = crate::http::extract::split_ndjson(b"{\"a\":1}\n\n  \nnot json\n{\"b\":2}");
         assert_eq!(items.len(), 3);
         assert!(items[0].is_ok() && items[1].is_err() && items[2].is_ok());
     }

@@ -276,3 +276,15 @@ pub async fn json_errors(response: Response<Body>) -> Response<Body> {
     }
     out
 }
+
+/// One batch item before validation: a parsed JSON value, or why its line was not JSON.
+pub type RawItem = Result<serde_json::Value, String>;
+
+/// NDJSON: every non-blank line is one item; a malformed line is rejected alone.
+pub fn split_ndjson(bytes: &[u8]) -> Vec<RawItem> {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+        .map(|line| serde_json::from_slice(line).map_err(|e| format!("line is not JSON: {e}")))
+        .collect()
+}

@@ -12,11 +12,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
-use super::events::{RejectedItem, StoreOutcome, store_events};
 use super::extract::{AppQuery, Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::domain::event::{Event, FieldError};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::ingest::StoreOutcome;
+use crate::ingest::batch::RejectedItem;
 use crate::ingest::batch::{Batch, RejectReason, Route, count_rejected};
 use crate::logparse::records::{
     FieldNames, LineOutcome, LineSource, Occurrences, bound_line, ingest_line, read_record,
@@ -252,7 +253,8 @@ pub async fn ingest_logs(
         out.rejected.iter().filter(|r| r.reason == RejectReason::InvalidSignal),
     );
     if !events.is_empty() {
-        out.outcome = store_events(&ctx, Route::Logs, events).await?;
+        out.outcome =
+            crate::ingest::store_events(&ctx.db, &ctx.catalog, ctx.config.fold_window(), Route::Logs, events).await?;
     }
     metrics::counter!("faultline_log_lines_total", "outcome" => "signal").increment(out.signals as u64);
     metrics::counter!("faultline_log_lines_total", "outcome" => "unmatched").increment(out.unmatched as u64);

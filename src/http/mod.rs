@@ -5,14 +5,12 @@ pub mod body_budget;
 pub mod classify;
 pub mod csv;
 pub mod dashboard;
-pub mod decisions;
 pub mod error;
 pub mod events;
 pub mod extract;
 pub mod failures;
 pub mod health;
 pub mod jobs;
-pub mod lifecycle;
 pub mod logs;
 pub mod nodes;
 pub mod nvsentinel;
@@ -69,8 +67,6 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(classify::router())
         .merge(failures::router())
         .merge(analytics::router())
-        .merge(lifecycle::router())
         .merge(jobs::router())
-        .merge(decisions::router())
         .merge(report::router())
 }

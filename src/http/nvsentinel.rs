@@ -12,11 +12,13 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
-use super::events::{RejectedItem, StoreOutcome, split_ndjson, store_events};
+use super::extract::split_ndjson;
 use super::extract::{AppQuery, Caller, content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::domain::event::FieldError;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::ingest::StoreOutcome;
+use crate::ingest::batch::RejectedItem;
 use crate::ingest::batch::{Batch, RejectReason, Route};
 use crate::ingest::nvsentinel::{map_health_event, split_body};
 
@@ -127,6 +129,13 @@ pub async fn ingest_health_events(
         out.healthy += usize::from(e.symptom == Some(crate::domain::taxonomy::Symptom::None));
     }
     let events = batch.items;
-    out.outcome = store_events(&ctx, Route::Nvsentinel, events).await?;
+    out.outcome = crate::ingest::store_events(
+        &ctx.db,
+        &ctx.catalog,
+        ctx.config.fold_window(),
+        Route::Nvsentinel,
+        events,
+    )
+    .await?;
     Ok(Json(out))
 }

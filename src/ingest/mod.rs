@@ -41,6 +41,7 @@ pub async fn store_events(
     db: &PgPool,
     catalog_cache: &CatalogCache,
     window: chrono::Duration,
+    route: batch::Route,
     mut events: Vec<Event>,
 ) -> Result<StoreOutcome, sqlx::Error> {
     for e in &mut events {
@@ -74,6 +75,7 @@ pub async fn store_events(
     let stored = storage::events::insert_bursts(&mut tx, &fresh).await?.len();
     refold::after_bursts(&mut tx, &catalog, window, &bursts).await?;
     tx.commit().await?;
+    batch::count_stored(route, accepted, received - accepted);
     Ok(StoreOutcome {
         accepted,
         duplicates: received - accepted,

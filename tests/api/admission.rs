@@ -90,7 +90,7 @@ fn summary(label: &str, answers: &[Answer]) -> (usize, usize, Duration) {
 /// 503 with Retry-After and a JSON body, none waits long, and what was acknowledged is stored.
 #[tokio::test]
 async fn overload_answers_only_2xx_or_503_with_retry_after() {
-    let server_url = faultline::db::embedded_pg::test_server_url().await.unwrap();
+    let server_url = crate::helpers::test_server_url().await.unwrap();
     let app = spawn_app_on(&server_url, Limits::default(), small_pool(2)).await;
     let agent = app.token("agent", None).await;
     let reader = app.token("reader", None).await;

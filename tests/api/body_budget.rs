@@ -32,7 +32,7 @@ async fn answer(mut s: tokio::net::TcpStream) -> String {
 /// exceed the budget; when the first upload goes away, the budget is free again.
 #[tokio::test]
 async fn bodies_beyond_the_budget_get_503_before_being_read() {
-    let server_url = faultline::db::embedded_pg::test_server_url().await.unwrap();
+    let server_url = crate::helpers::test_server_url().await.unwrap();
     let edge = EdgeSettings {
         max_inflight_body_bytes: 1_000_000,
         ..EdgeSettings::default()

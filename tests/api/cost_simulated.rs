@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::helpers::{ADMIN_TOKEN, spawn_app};
 
 /// The deterministic simulated fleet (default: seed 42, 256 nodes, 28 days) gives figures of the published
-/// order: the simulator is calibrated on the same literature (shared/domain.md).
+/// order: the simulator is calibrated on the same literature (`analytics::baselines`).
 #[tokio::test]
 async fn a_simulated_fleet_shows_figures_of_the_published_order() {
     use faultline::devtools::simulate::{SimConfig, simulate};

@@ -19,14 +19,31 @@ pub struct TestApp {
     server_url: String,
 }
 
+/// The PostgreSQL server the tests use: `DATABASE_URL`, else one on localhost:5432, else a private
+/// cluster in the temp directory that later runs reuse (fsync off: test data is disposable).
+pub async fn test_server_url() -> anyhow::Result<String> {
+    use faultline::db::embedded_pg::{PrivateCluster, local_server, lock_file};
+    if let Ok(url) = std::env::var("DATABASE_URL")
+        && !url.is_empty()
+    {
+        return Ok(url);
+    }
+    if let Some(url) = local_server().await {
+        return Ok(url);
+    }
+    let dir = std::env::temp_dir().join("faultline-test-pg");
+    let _lock = lock_file(&dir.with_extension("lock")).await?;
+    let cluster =
+        PrivateCluster::start_with(&dir, "-c fsync=off -c synchronous_commit=off -c full_page_writes=off").await?;
+    Ok(cluster.url().to_string())
+}
+
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(Limits::default()).await
 }
 
 pub async fn spawn_app_with(limits: Limits) -> TestApp {
-    let server_url = faultline::db::embedded_pg::test_server_url()
-        .await
-        .expect("a PostgreSQL server for tests");
+    let server_url = test_server_url().await.expect("a PostgreSQL server for tests");
     spawn_app_on(&server_url, limits, EdgeSettings::default()).await
 }
 
@@ -41,18 +58,17 @@ pub async fn spawn_app_on(server_url: &str, limits: Limits, edge: EdgeSettings) 
     let db = faultline::db::pool::connect(&with_database(&server_url, &db_name), &edge.pool)
         .await
         .expect("connect");
-    faultline::storage::migrate(&db).await.expect("migrate");
     let config = AppConfig {
         admin_token: ADMIN_TOKEN.to_string(),
         limits,
         correlation_window: Duration::from_secs(600),
         edge,
     };
-    let ctx = startup::api_context(config, db.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = format!("http://{}", listener.local_addr().unwrap());
-    let router = startup::build_router(ctx);
-    tokio::spawn(startup::serve(listener, router, std::future::pending()));
+    let app = startup::Application::build(config, db.clone(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("build the app");
+    let address = format!("http://{}", app.local_addr().unwrap());
+    tokio::spawn(app.run_until(std::future::pending()));
     TestApp {
         address,
         client: reqwest::Client::new(),

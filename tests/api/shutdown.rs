@@ -11,7 +11,7 @@ use crate::helpers::ADMIN_TOKEN;
 /// (FAULTLINE_SHUTDOWN_TIMEOUT_SECS=2) has passed, not when the client pleases.
 #[tokio::test]
 async fn sigterm_exits_after_the_deadline_despite_a_stalled_client() {
-    let server_url = faultline::db::embedded_pg::test_server_url().await.unwrap();
+    let server_url = crate::helpers::test_server_url().await.unwrap();
     let db_name = format!("faultline_test_{}", uuid::Uuid::new_v4().simple());
     faultline::db::database::ensure_database(&server_url, &db_name)
         .await

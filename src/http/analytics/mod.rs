@@ -2,11 +2,14 @@
 //! parameters, calls its read use case in `crate::queries` and renders JSON (or CSV).
 
 pub mod baselines;
+pub mod compare;
 pub mod concentration;
 pub mod efficiency;
 pub mod errors;
 pub mod headline;
+pub mod job_plan;
 pub mod job_size;
+pub mod lemon;
 pub mod recovery;
 pub mod stragglers;
 pub mod timeline;
@@ -37,6 +40,9 @@ pub fn router() -> Router<ApiContext> {
         .route("/v1/analytics/efficiency", get(efficiency::efficiency))
         .route("/v1/analytics/timeline", get(timeline::timeline))
         .route("/v1/analytics/baselines", get(baselines::baselines))
+        .route("/v1/analytics/compare", get(compare::compare))
+        .route("/v1/analytics/job-plan", get(job_plan::job_plan))
+        .route("/v1/analytics/lemon-nodes", get(lemon::lemon_nodes))
 }
 
 /// The window every analysis takes. Defaults: `to` = now, `from` = `to` - 30 days.

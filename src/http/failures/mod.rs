@@ -1,4 +1,6 @@
-//! `GET /v1/failures` and `GET /v1/failures/{id}`.
+//! `GET /v1/failures` and `GET /v1/failures/{id}`; the lifecycle routes (PATCH, history) in [`lifecycle`].
+
+pub mod lifecycle;
 
 use axum::extract::State;
 use axum::routing::get;
@@ -20,6 +22,7 @@ pub fn router() -> Router<ApiContext> {
     Router::new()
         .route("/v1/failures", get(list_failures))
         .route("/v1/failures/{id}", get(get_failure))
+        .merge(lifecycle::router())
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

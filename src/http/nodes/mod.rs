@@ -1,5 +1,7 @@
 //! Fleet inventory: `PUT /v1/nodes` (bulk upsert) and `GET /v1/nodes`.
 
+pub mod state;
+
 use axum::extract::State;
 use axum::routing::put;
 use axum::{Json, Router};
@@ -18,7 +20,9 @@ use crate::storage;
 use crate::storage::nodes::NodeFilter;
 
 pub fn router() -> Router<ApiContext> {
-    Router::new().route("/v1/nodes", put(upsert_nodes).get(list_nodes))
+    Router::new()
+        .route("/v1/nodes", put(upsert_nodes).get(list_nodes))
+        .merge(state::router())
 }
 
 #[derive(Deserialize, ToSchema)]

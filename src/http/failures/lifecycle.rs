@@ -1,8 +1,7 @@
-//! The failure lifecycle (`PATCH /v1/failures/{id}`, `GET /v1/failures/{id}/history`) and node
-//! service state (`POST`/`GET /v1/nodes/{cluster}/{hostname}/state`).
+//! The failure lifecycle: `PATCH /v1/failures/{id}` (resolution, recovery phases, post-mortem
+//! cause) and `GET /v1/failures/{id}/history` (who changed what, when).
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::routing::{get, patch};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
@@ -10,26 +9,20 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::ApiContext;
-use super::analytics::WindowQuery;
-use super::extract::{AppJson, AppPath, AppQuery, Caller};
-use crate::analytics::cost::{Phases, downtime_minutes, out_of_service_hours};
+use crate::analytics::cost::{Phases, downtime_minutes};
 use crate::analytics::headline::round6;
 use crate::domain::auth::Permission;
-use crate::domain::event::optional_text;
 use crate::domain::lifecycle::{self, LifecyclePatch, Resolution};
 use crate::domain::taxonomy::{Category, Component, RootCause};
+use crate::http::ApiContext;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::storage::lifecycle::{self as store, FailureAnchor, LifecycleRow, NewTransition};
+use crate::http::extract::{AppJson, AppPath, Caller};
+use crate::storage::lifecycle::{self as store, FailureAnchor, LifecycleRow};
 
 pub fn router() -> Router<ApiContext> {
     Router::new()
         .route("/v1/failures/{id}", patch(patch_failure))
         .route("/v1/failures/{id}/history", get(failure_history))
-        .route(
-            "/v1/nodes/{cluster}/{hostname}/state",
-            get(node_state).post(record_node_state),
-        )
 }
 
 /// Recovery phases in minutes.
@@ -232,178 +225,4 @@ pub async fn failure_history(
         lifecycle: view(&f, rows.first()),
         changes,
     }))
-}
-
-/// drained: out of service; returned: back in service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeServiceState {
-    Drained,
-    Returned,
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NodeStateInput {
-    pub state: NodeServiceState,
-    /// When it happened (default: now).
-    pub at: Option<DateTime<Utc>>,
-    pub reason: Option<String>,
-    /// The failure that caused a drain, if known.
-    pub failure_id: Option<Uuid>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct NodeTransitionView {
-    pub state: NodeServiceState,
-    pub at: DateTime<Utc>,
-    pub reason: Option<String>,
-    /// `api` (this endpoint) or `event` (node_drain / node_resume signals).
-    pub source: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct NodeStateView {
-    pub cluster: String,
-    pub hostname: String,
-    /// State at the end of the window (`returned` when never drained).
-    pub state: NodeServiceState,
-    pub from: DateTime<Utc>,
-    pub to: DateTime<Utc>,
-    /// Hours drained inside [from, to).
-    pub out_of_service_hours: f64,
-    /// out_of_service_hours x the node's GPUs.
-    pub out_of_service_gpu_hours: f64,
-    /// The state entering the window (its last earlier transition) and every transition in it.
-    pub transitions: Vec<NodeTransitionView>,
-}
-
-async fn node_state_view(
-    ctx: &ApiContext,
-    cluster: &str,
-    hostname: &str,
-    gpus: i32,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-) -> ApiResult<NodeStateView> {
-    let rows = store::transitions(&ctx.db, from, to, Some(cluster), Some(hostname)).await?;
-    let marks: Vec<(DateTime<Utc>, bool)> = rows.iter().map(|r| (r.at, r.state == "drained")).collect();
-    let hours = out_of_service_hours(&marks, from, to);
-    let drained = marks.last().is_some_and(|m| m.1);
-    Ok(NodeStateView {
-        cluster: cluster.to_string(),
-        hostname: hostname.to_string(),
-        state: if drained {
-            NodeServiceState::Drained
-        } else {
-            NodeServiceState::Returned
-        },
-        from,
-        to,
-        out_of_service_hours: round6(hours),
-        out_of_service_gpu_hours: round6(hours * f64::from(gpus)),
-        transitions: rows
-            .into_iter()
-            .map(|r| NodeTransitionView {
-                state: if r.state == "drained" {
-                    NodeServiceState::Drained
-                } else {
-                    NodeServiceState::Returned
-                },
-                at: r.at,
-                reason: r.reason,
-                source: r.source,
-            })
-            .collect(),
-    })
-}
-
-/// Record that a node was drained (taken out of service) or returned to service.
-///
-/// Agents may also send the same fact as signals of kind `node_drain` / `node_resume` on the node;
-/// both are read together. A node's out-of-service time is the time between a drain and the next
-/// return. The answer is the node's state over the 30 days before the transition.
-#[utoipa::path(
-    post, path = "/v1/nodes/{cluster}/{hostname}/state", tag = "inventory", request_body = NodeStateInput,
-    params(("cluster" = String, Path, description = "Cluster"), ("hostname" = String, Path, description = "Hostname in the inventory")),
-    responses(
-        (status = 201, description = "Transition recorded; the node's state and out-of-service time", body = NodeStateView),
-        (status = 400, description = "Body is not a valid transition", body = ErrorBody),
-        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
-        (status = 403, description = "Token role may not write inventory, or the cluster is outside its scope", body = ErrorBody),
-        (status = 404, description = "The node is not in the inventory", body = ErrorBody),
-        (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
-        (status = 422, description = "The time is more than 24 h in the future, or the reason too long", body = ErrorBody),
-    ),
-    security(("bearer" = []))
-)]
-pub async fn record_node_state(
-    State(ctx): State<ApiContext>,
-    caller: Caller,
-    AppPath((cluster, hostname)): AppPath<(String, String)>,
-    AppJson(input): AppJson<NodeStateInput>,
-) -> ApiResult<(StatusCode, Json<NodeStateView>)> {
-    caller.require(Permission::Ingest)?;
-    if !caller.may_write(&cluster) {
-        return Err(ApiError::Forbidden(format!(
-            "this token may not write cluster '{cluster}'"
-        )));
-    }
-    let gpus = store::node_gpus(&ctx.db, &cluster, &hostname)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no node {cluster}/{hostname} in the inventory")))?;
-    let now = Utc::now();
-    let at = input.at.unwrap_or(now);
-    let unprocessable = |m: String| ApiError::Unprocessable {
-        message: m,
-        details: None,
-    };
-    if at > now + chrono::Duration::hours(24) {
-        return Err(unprocessable(format!("at: {at} is more than 24 h in the future")));
-    }
-    let reason = optional_text("reason", input.reason).map_err(|e| unprocessable(format!("reason: {}", e.message)))?;
-    store::insert_transition(
-        &ctx.db,
-        &NewTransition {
-            cluster: &cluster,
-            hostname: &hostname,
-            drained: input.state == NodeServiceState::Drained,
-            at,
-            reason: reason.as_deref(),
-            failure_id: input.failure_id,
-            by: &caller.name,
-        },
-    )
-    .await?;
-    let to = at.max(now) + chrono::Duration::milliseconds(1);
-    let v = node_state_view(&ctx, &cluster, &hostname, gpus, to - chrono::Duration::days(30), to).await?;
-    Ok((StatusCode::CREATED, Json(v)))
-}
-
-/// A node's service state, its transitions and out-of-service time in the window.
-#[utoipa::path(
-    get, path = "/v1/nodes/{cluster}/{hostname}/state", tag = "inventory",
-    params(("cluster" = String, Path, description = "Cluster"), ("hostname" = String, Path, description = "Hostname in the inventory"), WindowQuery),
-    responses(
-        (status = 200, description = "State at the end of the window, transitions and out-of-service hours in it", body = NodeStateView),
-        (status = 400, description = "Invalid window", body = ErrorBody),
-        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
-        (status = 403, description = "Token role may not read inventory", body = ErrorBody),
-        (status = 404, description = "The node is not in the inventory", body = ErrorBody),
-    ),
-    security(("bearer" = []))
-)]
-pub async fn node_state(
-    State(ctx): State<ApiContext>,
-    caller: Caller,
-    AppPath((cluster, hostname)): AppPath<(String, String)>,
-    AppQuery(wq): AppQuery<WindowQuery>,
-) -> ApiResult<Json<NodeStateView>> {
-    caller.require(Permission::ReadInventory)?;
-    let w = wq.window()?;
-    let (from, to) = (w.from, w.to);
-    let gpus = store::node_gpus(&ctx.db, &cluster, &hostname)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no node {cluster}/{hostname} in the inventory")))?;
-    Ok(Json(node_state_view(&ctx, &cluster, &hostname, gpus, from, to).await?))
 }
