@@ -2,5 +2,6 @@
 //! tests) and telemetry.
 pub mod configuration;
 pub mod edge;
+pub mod process_metrics;
 pub mod startup;
 pub mod telemetry;

@@ -1,8 +1,12 @@
-//! Logging and metrics set-up.
+//! Logging and metrics set-up: the one Prometheus recorder, every metric described (`# HELP`,
+//! unit), latency histograms with fixed buckets, build info; process metrics come from
+//! [`crate::app::process_metrics`] and the pool gauges are refreshed on each scrape.
 
 use std::sync::OnceLock;
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics::Unit;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use sqlx::PgPool;
 use tracing_subscriber::EnvFilter;
 
 pub fn init_tracing() {
@@ -13,15 +17,116 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// Buckets of `faultline_http_request_seconds`: 1 ms .. 10 s, roughly x2.5 per step (reads answer
+/// in milliseconds, reports and large exports in seconds).
+pub const REQUEST_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Buckets of `faultline_ingest_seconds`: 1 ms .. 30 s (a full batch of 10,000 signals with its
+/// fold takes about a second; a stalled database shows up in the upper buckets).
+pub const INGEST_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
 /// The `metrics` facade needs one process-wide recorder; tests start several apps in one process,
 /// so it is installed once and its handle shared.
 pub fn metrics_handle() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            PrometheusBuilder::new()
+            let handle = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full("faultline_http_request_seconds".into()), REQUEST_BUCKETS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full("faultline_ingest_seconds".into()), INGEST_BUCKETS)
+                })
+                .expect("bucket lists are not empty")
                 .install_recorder()
-                .expect("no other metrics recorder is installed")
+                .expect("no other metrics recorder is installed");
+            describe_metrics();
+            metrics::gauge!("faultline_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+            handle
         })
         .clone()
+}
+
+/// `# HELP` text and unit of every metric the service records. A metric recorded anywhere must be
+/// described here (the README's "Metrics" table lists the same set).
+fn describe_metrics() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "faultline_http_requests_total",
+        Unit::Count,
+        "HTTP requests answered, by method, matched route template (or `unmatched`) and status code"
+    );
+    describe_histogram!(
+        "faultline_http_request_seconds",
+        Unit::Seconds,
+        "Time from receiving a request to its response head, by method and route template"
+    );
+    describe_counter!(
+        "faultline_ingest_items_total",
+        Unit::Count,
+        "Items of ingest batches, by route (events, logs, nvsentinel, nodes, jobs), outcome (accepted, duplicate, rejected) and rejection reason (`none` unless rejected)"
+    );
+    describe_histogram!(
+        "faultline_ingest_seconds",
+        Unit::Seconds,
+        "Time an admitted ingest request takes, body read, validation and storage included, by route; failed requests are counted too"
+    );
+    describe_counter!(
+        "faultline_ingest_shed_total",
+        Unit::Count,
+        "Ingest requests refused with 503 before their body was read because every ingest slot was taken, by endpoint"
+    );
+    describe_counter!(
+        "faultline_body_budget_shed_total",
+        Unit::Count,
+        "Requests refused with 503 because the in-flight request body budget was exhausted"
+    );
+    describe_counter!(
+        "faultline_db_unavailable_total",
+        Unit::Count,
+        "Requests answered 503 because the database did not answer or no pool connection was free in time"
+    );
+    describe_counter!(
+        "faultline_log_lines_total",
+        Unit::Count,
+        "Log lines ingested, by outcome: `signal` (matched a pattern and became a signal) or `unmatched`"
+    );
+    describe_gauge!(
+        "faultline_db_pool_connections",
+        Unit::Count,
+        "Database pool connections at the last scrape, by state: `open` (all), `idle`, `in_use`"
+    );
+    describe_gauge!(
+        "faultline_db_pool_max_connections",
+        Unit::Count,
+        "Configured maximum size of the database pool"
+    );
+    describe_gauge!(
+        "faultline_build_info",
+        Unit::Count,
+        "Always 1; the `version` label is the running release"
+    );
+}
+
+/// Sets the pool gauges from `db` (called on each scrape of `/metrics`). With several apps in one
+/// process (tests) the last scraped pool wins; a real process has one pool.
+pub fn record_pool(db: &PgPool) {
+    let open = db.size() as f64;
+    let idle = db.num_idle() as f64;
+    metrics::gauge!("faultline_db_pool_connections", "state" => "open").set(open);
+    metrics::gauge!("faultline_db_pool_connections", "state" => "idle").set(idle);
+    metrics::gauge!("faultline_db_pool_connections", "state" => "in_use").set((open - idle).max(0.0));
+    metrics::gauge!("faultline_db_pool_max_connections").set(f64::from(db.options().get_max_connections()));
+}
+
+/// The whole `/metrics` answer: the recorder's metrics (pool gauges refreshed first) followed by
+/// the process metrics.
+pub fn render(handle: &PrometheusHandle, db: &PgPool) -> String {
+    record_pool(db);
+    let mut text = handle.render();
+    text.push_str(&crate::app::process_metrics::render());
+    text
 }

@@ -1,7 +1,5 @@
 //! `POST /v1/events`: batches of signals as JSON or NDJSON, optionally gzip-encoded.
 
-use std::time::Instant;
-
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -76,7 +74,7 @@ pub async fn ingest_events(
 ) -> ApiResult<Json<IngestResponse>> {
     caller.require(Permission::Ingest)?;
     let _permit = ctx.ingest_permit("events")?;
-    let started = Instant::now();
+    let _timer = crate::ingest::timing::IngestTimer::start(Route::Events);
     let limits = &ctx.config.limits;
     let bytes;
     let items = match content_type(&headers).as_deref() {
@@ -115,7 +113,6 @@ pub async fn ingest_events(
         batch.items,
     )
     .await?;
-    metrics::histogram!("faultline_ingest_seconds", "endpoint" => "events").record(started.elapsed().as_secs_f64());
     Ok(Json(IngestResponse {
         received,
         outcome,

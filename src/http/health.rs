@@ -59,13 +59,14 @@ pub async fn readyz(State(ctx): State<ApiContext>) -> Result<Json<Health>, ApiEr
     }
 }
 
-/// Prometheus metrics: requests, events accepted / duplicate / rejected by reason, ingest latency.
+/// Prometheus metrics: requests and their latency, ingest items by route, outcome and reason, ingest
+/// latency, shed requests, database pool, process and build info (the README's "Metrics" table).
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Metrics in the Prometheus text exposition format", body = String, content_type = "text/plain")))]
 pub async fn metrics_text(State(ctx): State<ApiContext>) -> impl IntoResponse {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        ctx.metrics.render(),
+        crate::app::telemetry::render(&ctx.metrics, &ctx.db),
     )
 }

@@ -60,6 +60,7 @@ pub async fn upsert_jobs(
     AppJson(batch): AppJson<JobBatch>,
 ) -> ApiResult<Json<JobUpsertResponse>> {
     caller.require(Permission::Ingest)?;
+    let _timer = crate::ingest::timing::IngestTimer::start(Route::Jobs);
     let batch = Batch::new(Route::Jobs, batch.jobs, ctx.config.limits.max_batch_items)?
         .parse(|value| parse_job(value).map_err(|e| (RejectReason::InvalidField, e)))
         .scoped(|n| n.cluster.as_str(), |c| caller.may_write(c))

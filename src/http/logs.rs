@@ -1,7 +1,6 @@
 //! `POST /v1/logs`: raw log lines, as text or as the NDJSON/JSON records of log shippers.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -133,7 +132,7 @@ pub async fn ingest_logs(
 ) -> ApiResult<Json<LogIngestResponse>> {
     caller.require(Permission::Ingest)?;
     let _permit = ctx.ingest_permit("logs")?;
-    let started = Instant::now();
+    let _timer = crate::ingest::timing::IngestTimer::start(Route::Logs);
     let limits = &ctx.config.limits;
     let is_text = match content_type(&headers).as_deref() {
         Some("text/plain") => true,
@@ -259,7 +258,6 @@ pub async fn ingest_logs(
     }
     metrics::counter!("faultline_log_lines_total", "outcome" => "signal").increment(out.signals as u64);
     metrics::counter!("faultline_log_lines_total", "outcome" => "unmatched").increment(out.unmatched as u64);
-    metrics::histogram!("faultline_ingest_seconds", "endpoint" => "logs").record(started.elapsed().as_secs_f64());
     Ok(Json(out))
 }
 

@@ -81,6 +81,7 @@ pub async fn ingest_health_events(
 ) -> ApiResult<Json<HealthEventsResponse>> {
     caller.require(Permission::Ingest)?;
     let _permit = ctx.ingest_permit("nvsentinel")?;
+    let _timer = crate::ingest::timing::IngestTimer::start(Route::Nvsentinel);
     if !caller.may_write(&query.cluster) {
         return Err(ApiError::Forbidden(format!(
             "this token may not write cluster '{}'",

@@ -66,6 +66,7 @@ pub async fn upsert_nodes(
     AppJson(batch): AppJson<NodeBatch>,
 ) -> ApiResult<Json<NodeUpsertResponse>> {
     caller.require(Permission::Ingest)?;
+    let _timer = crate::ingest::timing::IngestTimer::start(Route::Nodes);
     let batch = Batch::new(Route::Nodes, batch.nodes, ctx.config.limits.max_batch_items)?
         .parse(|value| parse_node(value).map_err(|e| (RejectReason::InvalidField, e)))
         .scoped(|n| n.cluster.as_str(), |c| caller.may_write(c))
