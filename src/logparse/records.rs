@@ -394,8 +394,8 @@ mod tests {
 
     #[test]
     fn a_line_becomes_an_event_with_a_stable_id_and_its_facts() {
-        let record_time = Some("2026-11-30T10:00:00Z".parse().unwrap());
-        let s = src(Some("n07"), record_time);
+        let at: DateTime<Utc> = "2026-11-30T10:00:00Z".parse().unwrap();
+        let s = src(Some("n07"), Some(at));
         let LineOutcome::Signal(e) = ingest_line(XID79, &s, &mut Occurrences::default()) else {
             panic!()
         };
@@ -403,7 +403,7 @@ mod tests {
             (e.kind.as_str(), e.code, e.node.as_deref(), e.job_id.as_deref()),
             ("xid", Some(79), Some("n07"), Some("j1"))
         );
-        assert_eq!(e.occurred_at, record_time.unwrap());
+        assert_eq!(e.occurred_at, at);
         assert_eq!(e.attributes["raw_line"], XID79);
         assert_eq!(e.attributes["pci_bus_id"], "0000:3b:00.0");
         assert_eq!(e.attributes["time_source"], "record");
@@ -420,8 +420,7 @@ mod tests {
         };
         assert_ne!(a.id, b.id);
         // Another host or time is another id.
-        let LineOutcome::Signal(other) =
-            ingest_line(XID79, &src(Some("n08"), record_time), &mut Occurrences::default())
+        let LineOutcome::Signal(other) = ingest_line(XID79, &src(Some("n08"), Some(at)), &mut Occurrences::default())
         else {
             panic!()
         };

@@ -54,7 +54,7 @@ pub async fn stragglers(
         return Err(bad("min_ratio must be at least 1"));
     }
     let sample_ok = sample.is_finite() && sample > 0.0 && sample <= 1440.0;
-    if !sample_ok || !(gap.is_finite() && (0.0..=10_080.0).contains(&gap)) {
+    if !(sample_ok && gap.is_finite() && (0.0..=10_080.0).contains(&gap)) {
         return Err(bad("sample_minutes must be in (0, 1440] and gap_minutes in [0, 10080]"));
     }
     let params = StragglerParams {
