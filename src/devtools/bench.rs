@@ -86,13 +86,19 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
 
     client.put_nodes(&fleet.nodes, 1000).await?;
     // The signals are sorted by time, so the tenths are the history in order: the last tenth is
-    // ingested on top of nine tenths of stored events and failures. Tenths are whole batches.
+    // ingested on top of nine tenths of stored events and failures. A tenth is a run of whole
+    // batches: the batches are split into ten runs as evenly as they go.
     let batch = opts.batch.max(1);
-    let tenth = fleet.events.len().div_ceil(10).div_ceil(batch).max(1) * batch;
+    let batches = fleet.events.len().div_ceil(batch);
     let mut sent = crate::devtools::client::SendTotals::default();
     let mut tenths: Vec<(usize, f64)> = Vec::new();
     let t = Instant::now();
-    for (i, part) in fleet.events.chunks(tenth).enumerate() {
+    for i in 0..10.min(batches) {
+        let (from, to) = (
+            i * batches / 10 * batch,
+            ((i + 1) * batches / 10 * batch).min(fleet.events.len()),
+        );
+        let part = &fleet.events[from..to];
         let tt = Instant::now();
         let s = client.post_events(part, batch, false).await?;
         let secs = tt.elapsed().as_secs_f64();
