@@ -93,10 +93,11 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     let mut sent = crate::devtools::client::SendTotals::default();
     let mut tenths: Vec<(usize, f64)> = Vec::new();
     let t = Instant::now();
-    for i in 0..10.min(batches) {
+    let parts = batches.clamp(1, 10);
+    for i in 0..parts {
         let (from, to) = (
-            i * batches / 10 * batch,
-            ((i + 1) * batches / 10 * batch).min(fleet.events.len()),
+            i * batches / parts * batch,
+            ((i + 1) * batches / parts * batch).min(fleet.events.len()),
         );
         let part = &fleet.events[from..to];
         let tt = Instant::now();
