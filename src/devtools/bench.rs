@@ -1,9 +1,15 @@
 //! `faultline bench`: ingest throughput over HTTP and analytics latency over a large simulated
 //! fleet, against a real Postgres. Prints a Markdown table (the README's figures come from it).
+//!
+//! Besides the HTTP figure it measures, from the same run: throughput of the first and the last
+//! tenth of the signals (ingest must not slow down as history grows), the raw write limit (`COPY`
+//! of the very rows ingest stored into a scratch copy of `events` with the same indexes), the
+//! HTTP/COPY ratio, and the storage each signal costs.
 
 use std::time::{Duration, Instant};
 
-use chrono::{TimeZone, Utc};
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use futures_util::TryStreamExt;
 
 use crate::app::configuration::{AppConfig, Limits};
 use crate::app::startup;
@@ -79,9 +85,40 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     let client = Client::new(&base, &token)?;
 
     client.put_nodes(&fleet.nodes, 1000).await?;
+    // The signals are sorted by time, so the tenths are the history in order: the last tenth is
+    // ingested on top of nine tenths of stored events and failures. A tenth is a run of whole
+    // batches: the batches are split into ten runs as evenly as they go.
+    let batch = opts.batch.max(1);
+    let batches = fleet.events.len().div_ceil(batch);
+    let mut sent = crate::devtools::client::SendTotals::default();
+    let mut tenths: Vec<(usize, f64)> = Vec::new();
     let t = Instant::now();
-    let sent = client.post_events(&fleet.events, opts.batch, true).await?;
+    let parts = batches.clamp(1, 10);
+    for i in 0..parts {
+        let (from, to) = (
+            i * batches / parts * batch,
+            ((i + 1) * batches / parts * batch).min(fleet.events.len()),
+        );
+        let part = &fleet.events[from..to];
+        let tt = Instant::now();
+        let s = client.post_events(part, batch, false).await?;
+        let secs = tt.elapsed().as_secs_f64();
+        sent.accepted += s.accepted;
+        sent.duplicates += s.duplicates;
+        sent.rejected += s.rejected;
+        sent.retries += s.retries;
+        eprintln!(
+            "  tenth {:>2}: {:>8} signals in {secs:>6.1} s = {:>6.0} signals/s",
+            i + 1,
+            part.len(),
+            part.len() as f64 / secs
+        );
+        tenths.push((part.len(), secs));
+    }
     let ingest_secs = t.elapsed().as_secs_f64();
+    let rate = |(n, secs): (usize, f64)| n as f64 / secs;
+    let first_rate = rate(tenths[0]);
+    let last_rate = rate(*tenths.last().expect("at least one tenth"));
     let failures: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM failures"#)
         .fetch_one(&db)
         .await?;
@@ -128,6 +165,20 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         sent.accepted,
         sent.retries
     ));
+    out.push_str(&format!(
+        "| ingest, first tenth of the history ({} signals) | {first_rate:.0} signals/s |\n\
+         | ingest, last tenth of the history ({} signals) | {last_rate:.0} signals/s |\n\
+         | last tenth / first tenth (goal: 0.80 or more) | {:.2} |\n\
+         | ingest, each tenth in order | {} signals/s |\n",
+        tenths[0].0,
+        tenths.last().expect("at least one tenth").0,
+        last_rate / first_rate,
+        tenths
+            .iter()
+            .map(|&t| format!("{:.0}", rate(t)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
     for (name, path) in queries {
         let mut times = Vec::new();
         for _ in 0..7 {
@@ -144,6 +195,190 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         ));
     }
     server.abort();
+
+    let storage = storage_per_signal(&db, sent.accepted).await?;
+    out.push_str(&format!(
+        "| storage, `events` with its {} indexes (primary key included) | {:.0} bytes/signal, {:.0} bytes/row ({} rows, {:.1} MiB) |\n\
+         | storage, `events` + `event_ids` ledger | {:.0} bytes/signal ({:.1} MiB) |\n",
+        storage.indexes,
+        storage.events_bytes as f64 / storage.signals.max(1) as f64,
+        storage.events_bytes as f64 / storage.rows.max(1) as f64,
+        storage.rows,
+        storage.events_bytes as f64 / 1048576.0,
+        (storage.events_bytes + storage.ledger_bytes) as f64 / storage.signals.max(1) as f64,
+        (storage.events_bytes + storage.ledger_bytes) as f64 / 1048576.0,
+    ));
+
+    let copy = copy_limit(&db).await?;
+    let http_rate = fleet.events.len() as f64 / ingest_secs;
+    let copy_rate = copy.rows as f64 / copy.secs;
+    out.push_str(&format!(
+        "| COPY of the same {} stored rows into a copy of `events` (same indexes) | {copy_rate:.0} rows/s ({:.1} s) |\n\
+         | HTTP ingest / COPY (signals/s over rows/s; goal 0.8 or more) | {:.2}x |\n",
+        copy.rows,
+        copy.secs,
+        http_rate / copy_rate,
+    ));
     db.close().await;
     Ok(out)
+}
+
+/// Storage cost of what ingest stored: `events` (heap, TOAST and all its indexes) and the
+/// `event_ids` idempotency ledger, per accepted signal and per stored row (bursts fold several
+/// signals into one row).
+struct Storage {
+    signals: u64,
+    rows: i64,
+    indexes: i64,
+    events_bytes: i64,
+    ledger_bytes: i64,
+}
+
+async fn storage_per_signal(db: &sqlx::PgPool, signals: u64) -> anyhow::Result<Storage> {
+    let row = sqlx::query!(
+        r#"SELECT (SELECT count(*) FROM events) AS "rows!",
+                  (SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'events') AS "indexes!",
+                  pg_total_relation_size('events') AS "events_bytes!",
+                  pg_total_relation_size('event_ids') AS "ledger_bytes!""#
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(Storage {
+        signals,
+        rows: row.rows,
+        indexes: row.indexes,
+        events_bytes: row.events_bytes,
+        ledger_bytes: row.ledger_bytes,
+    })
+}
+
+/// One stored event, every column of `events`, in the order of [`COPY_EVENTS`].
+struct StoredEvent {
+    id: uuid::Uuid,
+    occurred_at: DateTime<Utc>,
+    received_at: DateTime<Utc>,
+    cluster: String,
+    node: Option<String>,
+    gpu_index: Option<i32>,
+    gpu_uuid: Option<String>,
+    gpu_model: Option<String>,
+    job_id: Option<String>,
+    job_gpus: Option<i32>,
+    kind: String,
+    code: Option<i64>,
+    symptom: Option<String>,
+    rc_category: Option<String>,
+    rc_component: Option<String>,
+    message: Option<String>,
+    attributes: serde_json::Value,
+    repeat_count: i32,
+    last_occurred_at: Option<DateTime<Utc>>,
+}
+
+// Runtime SQL: DDL and COPY cannot go through the compile-checked macros (COPY is not a
+// preparable statement; the scratch table does not exist when the macros check queries).
+// Both are static strings without any input in them.
+const CREATE_SCRATCH: &str = "DROP TABLE IF EXISTS bench_copy; CREATE TABLE bench_copy (LIKE events INCLUDING ALL)";
+const DROP_SCRATCH: &str = "DROP TABLE bench_copy";
+const COPY_EVENTS: &str = "COPY bench_copy (id, occurred_at, received_at, cluster, node, gpu_index, gpu_uuid, \
+     gpu_model, job_id, job_gpus, kind, code, symptom, rc_category, rc_component, message, attributes, \
+     repeat_count, last_occurred_at) FROM STDIN (FORMAT text)";
+
+struct CopyRun {
+    rows: u64,
+    secs: f64,
+}
+
+/// The raw write limit: the rows ingest stored, encoded by hand in COPY text format (not timed),
+/// then sent with one `COPY ... FROM STDIN` into `bench_copy`, which has the columns, defaults,
+/// constraints and all the indexes of `events` (timed: from COPY to its completion).
+async fn copy_limit(db: &sqlx::PgPool) -> anyhow::Result<CopyRun> {
+    let mut data: Vec<u8> = Vec::new();
+    let mut rows = sqlx::query_as!(
+        StoredEvent,
+        "SELECT id, occurred_at, received_at, cluster, node, gpu_index, gpu_uuid, gpu_model, job_id, \
+         job_gpus, kind, code, symptom, rc_category, rc_component, message, attributes, repeat_count, \
+         last_occurred_at FROM events"
+    )
+    .fetch(db);
+    let mut encoded = 0u64;
+    while let Some(e) = rows.try_next().await? {
+        encode_row(&mut data, &e);
+        encoded += 1;
+    }
+    drop(rows);
+
+    let mut conn = db.acquire().await?;
+    sqlx::raw_sql(CREATE_SCRATCH).execute(&mut *conn).await?;
+    let t = Instant::now();
+    let mut copy = conn.copy_in_raw(COPY_EVENTS).await?;
+    for chunk in data.chunks(1 << 20) {
+        copy.send(chunk).await?;
+    }
+    let copied = copy.finish().await?;
+    let secs = t.elapsed().as_secs_f64();
+    anyhow::ensure!(copied == encoded, "COPY stored {copied} rows of {encoded}");
+    sqlx::raw_sql(DROP_SCRATCH).execute(&mut *conn).await?;
+    Ok(CopyRun { rows: copied, secs })
+}
+
+/// One line of COPY text format: tab-separated, `\N` for NULL, backslash escapes in text.
+fn encode_row(out: &mut Vec<u8>, e: &StoredEvent) {
+    let ts = |t: &DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::AutoSi, true);
+    let fields: [Option<String>; 19] = [
+        Some(e.id.to_string()),
+        Some(ts(&e.occurred_at)),
+        Some(ts(&e.received_at)),
+        Some(e.cluster.clone()),
+        e.node.clone(),
+        e.gpu_index.map(|v| v.to_string()),
+        e.gpu_uuid.clone(),
+        e.gpu_model.clone(),
+        e.job_id.clone(),
+        e.job_gpus.map(|v| v.to_string()),
+        Some(e.kind.clone()),
+        e.code.map(|v| v.to_string()),
+        e.symptom.clone(),
+        e.rc_category.clone(),
+        e.rc_component.clone(),
+        e.message.clone(),
+        Some(e.attributes.to_string()),
+        Some(e.repeat_count.to_string()),
+        e.last_occurred_at.as_ref().map(ts),
+    ];
+    for (i, f) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(b'\t');
+        }
+        match f {
+            None => out.extend_from_slice(b"\\N"),
+            Some(text) => escape_copy_text(out, text),
+        }
+    }
+    out.push(b'\n');
+}
+
+fn escape_copy_text(out: &mut Vec<u8>, text: &str) {
+    for &b in text.as_bytes() {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            _ => out.push(b),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_text_escapes_separators_and_backslashes() {
+        let mut out = Vec::new();
+        escape_copy_text(&mut out, "a\tb\nc\\d\re");
+        // Each special byte becomes a backslash and a letter; a backslash is doubled.
+        assert_eq!(out, b"a\\tb\\nc\\\\d\\re");
+    }
 }
