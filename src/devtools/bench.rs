@@ -38,8 +38,8 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         .await?;
     }
     ensure_database(&opts.server_url, db_name).await?;
-    let db = crate::storage::connect(&with_database(&opts.server_url, db_name)).await?;
-    crate::storage::migrate(&db).await?;
+    let edge = crate::app::edge::EdgeSettings::default();
+    let db = crate::db::pool::connect(&with_database(&opts.server_url, db_name), &edge.pool).await?;
 
     // Scale the simulated fleet to the requested number of signals: measure a small run first.
     let start = Utc.with_ymd_and_hms(2025, 6, 1, 0, 0, 0).unwrap();
@@ -72,16 +72,12 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         admin_token: token.clone(),
         limits: Limits::default(),
         correlation_window: Duration::from_secs(600),
-        edge: Default::default(),
+        edge,
     };
-    let ctx = startup::api_context(config, db.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let server = tokio::spawn(startup::serve(
-        listener,
-        startup::build_router(ctx),
-        std::future::pending(),
-    ));
+    // The same app as `faultline serve` (it migrates the database), on a free port.
+    let app = startup::Application::build(config, db.clone(), "127.0.0.1:0".parse()?).await?;
+    let base = format!("http://{}", app.local_addr()?);
+    let server = tokio::spawn(app.run_until(std::future::pending()));
     let client = Client::new(&base, &token)?;
 
     client.put_nodes(&fleet.nodes, 1000).await?;

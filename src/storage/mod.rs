@@ -14,17 +14,8 @@ pub mod signal_stats;
 pub mod tokens;
 
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
-
-pub async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
-    PgPoolOptions::new()
-        .max_connections(16)
-        .acquire_timeout(std::time::Duration::from_secs(10))
-        .connect(url)
-        .await
-}
 
 pub async fn migrate(db: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     MIGRATOR.run(db).await

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::helpers::{ADMIN_TOKEN, spawn_app};
 
 /// Every chart the report draws for a fleet with failures (recovery has no data on this server).
-const CHARTS: [&str; 8] = [
+const CHARTS: [&str; 9] = [
     "failure-mix",
     "mtbf",
     "root-causes",
@@ -29,6 +29,7 @@ const CHARTS: [&str; 8] = [
     "timeline",
     "recovery",
     "worst-nodes",
+    "fleet-health",
     "baselines",
 ];
 
