@@ -1,5 +1,13 @@
 pub mod baselines;
+pub mod concentration;
 pub mod cost;
 pub mod decisions;
+pub mod efficiency;
+pub mod errors;
+pub mod ettr;
 pub mod headline;
+pub mod job_size;
+pub mod recovery;
 pub mod stats;
+pub mod stragglers;
+pub mod timeline;
