@@ -26,6 +26,18 @@ pub enum Unit {
     PerWeek,
 }
 
+impl Unit {
+    /// The name in JSON and CSV.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Fraction => "fraction",
+            Unit::Minutes => "minutes",
+            Unit::Hours => "hours",
+            Unit::PerWeek => "per_week",
+        }
+    }
+}
+
 /// A published figure beside this fleet's value of the same measure over the same window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Baseline {

@@ -71,8 +71,9 @@ pub struct AppConfig {
 }
 
 impl AppConfig {
-    /// The correlation window as the folding code measures time (whole seconds, as configured).
+    /// The correlation window as the folding code measures time (whole seconds, as configured: at
+    /// most u32::MAX, so the conversion cannot overflow).
     pub fn fold_window(&self) -> chrono::Duration {
-        chrono::Duration::seconds(i64::try_from(self.correlation_window.as_secs()).unwrap_or(i64::MAX / 1000))
+        chrono::Duration::seconds(self.correlation_window.as_secs() as i64)
     }
 }

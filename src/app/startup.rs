@@ -62,7 +62,7 @@ impl Application {
     }
 }
 
-pub fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
+fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
     ApiContext {
         // Admission matches the pool: no more ingest requests run than can hold a connection.
         ingest_permits: Arc::new(Semaphore::new(
@@ -79,7 +79,7 @@ pub fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
     }
 }
 
-pub fn build_router(ctx: ApiContext) -> Router {
+fn build_router(ctx: ApiContext) -> Router {
     let body_limit = ctx.config.limits.max_body_bytes;
     let budget = http::body_budget::BodyBudget::new(ctx.config.edge.max_inflight_body_bytes, body_limit);
     let api = http::api_router()
@@ -146,22 +146,11 @@ pub fn method_label(method: &axum::http::Method) -> &'static str {
     }
 }
 
-/// Serves until `shutdown` resolves, then drains in-flight requests for at most the default
-/// deadline (30 s).
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let deadline = crate::app::edge::EdgeSettings::default().shutdown_timeout();
-    serve_with_deadline(listener, router, shutdown, deadline).await
-}
-
 /// Serves until `shutdown` resolves; then stops accepting, lets in-flight requests finish for at
 /// most `deadline`, and returns even if some have not (a client that sent half a body and stalls
 /// would otherwise keep the process alive as long as it likes). Connections still open then are
 /// dropped when the runtime ends.
-pub async fn serve_with_deadline(
+async fn serve_with_deadline(
     listener: TcpListener,
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,

@@ -32,10 +32,6 @@ impl Window {
     pub fn cluster(&self) -> Option<&str> {
         self.cluster.as_deref()
     }
-
-    pub fn hours(&self) -> f64 {
-        (self.to - self.from).num_milliseconds() as f64 / 3_600_000.0
-    }
 }
 
 #[cfg(test)]
@@ -50,7 +46,7 @@ mod tests {
     fn defaults_to_thirty_days_before_to() {
         let w = Window::resolve(None, Some(t("2026-03-31T00:00:00Z")), None, t("2026-12-01T00:00:00Z")).unwrap();
         assert_eq!(w.from, t("2026-03-01T00:00:00Z"));
-        assert_eq!(w.hours(), 720.0);
+        assert_eq!(w.to - w.from, Duration::days(30));
         let w = Window::resolve(None, None, Some("a".into()), t("2026-12-01T00:00:00Z")).unwrap();
         assert_eq!(w.to, t("2026-12-01T00:00:00Z"));
         assert_eq!(w.cluster(), Some("a"));

@@ -26,16 +26,17 @@ pub async fn inputs(db: &PgPool, w: &Window) -> Result<BaselineInputs, sqlx::Err
         .into_iter()
         .map(|(kind, code, failures, _severity)| RootKind { kind, code, failures })
         .collect();
-    let rec = super::recovery::recovery_data(db, w, Duration::hours(24)).await?;
-    let sm = &rec.summary;
-    let js = super::job_size::job_size_data(db, w, 0.05).await?;
+    // The inventory once, for every analysis below.
     let inventory = inputs::node_service(db, w).await?;
+    let rec = super::recovery::recovery_data(db, w, &inventory, Duration::hours(24)).await?;
+    let sm = &rec.summary;
+    let js = super::job_size::job_size_data(db, w, &inventory, 0.05).await?;
     let gpu_hours: f64 = inventory
         .iter()
         .map(|n| n.exposure_hours(w.from, w.to) * f64::from(n.gpu_count))
         .sum();
-    let conc = super::concentration::concentration_data(db, w).await?;
-    let st = super::stragglers::straggler_data(db, w, 1.1, 10.0, 30.0).await?;
+    let conc = super::concentration::concentration_data(db, w, &inventory).await?;
+    let st = super::stragglers::straggler_data(db, w, &inventory, 1.1, 10.0, 30.0).await?;
     let eff = super::efficiency::efficiency(db, w).await?;
     Ok(BaselineInputs {
         causes,

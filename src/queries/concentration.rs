@@ -11,6 +11,7 @@ use super::{Computed, computed, inputs};
 use uuid::Uuid;
 
 use crate::analytics::cost::{self as c, ConcentrationTier, NodeFailureCount};
+use crate::analytics::headline::NodeService;
 use crate::analytics::headline::{ratio, round6};
 use crate::domain::window::Window;
 
@@ -72,9 +73,13 @@ pub struct ConcentrationData {
     pub tiers: Vec<ConcentrationTier>,
 }
 
-pub async fn concentration_data(db: &PgPool, w: &Window) -> Result<ConcentrationData, sqlx::Error> {
-    let inventory = inputs::node_service(db, w).await?;
-    let population = super::in_service(&inventory, w).len() as u64;
+/// `inventory`: the inventory of the window's cluster (read once by the caller).
+pub async fn concentration_data(
+    db: &PgPool,
+    w: &Window,
+    inventory: &[NodeService],
+) -> Result<ConcentrationData, sqlx::Error> {
+    let population = super::in_service(inventory, w).len() as u64;
     let (per_node, without_node) = inputs::failures_per_node(db, w).await?;
     let per_node: Vec<((String, String), u64)> = per_node.into_iter().collect();
     let with_node: u64 = per_node.iter().map(|(_, n)| n).sum();
@@ -95,7 +100,7 @@ pub async fn node_concentration(
     w: &Window,
     k: u64,
 ) -> Result<(ConcentrationResponse, Vec<NodeFailureCount>), sqlx::Error> {
-    let d = concentration_data(db, w).await?;
+    let d = concentration_data(db, w, &inputs::node_service(db, w).await?).await?;
     let offenders: Vec<(String, String)> = d
         .ranked
         .iter()

@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use super::{Computed, computed, inputs};
 use crate::analytics::cost::{self as c, JobOutcome, LargestJobs, MttfProjection, SizeBucket};
+use crate::analytics::headline::NodeService;
 use crate::analytics::headline::round6;
 use crate::domain::window::Window;
 
@@ -52,7 +53,13 @@ pub struct JobSizeData {
     pub projection: Projection,
 }
 
-pub async fn job_size_data(db: &PgPool, w: &Window, fraction: f64) -> Result<JobSizeData, sqlx::Error> {
+/// `inventory`: the inventory of the window's cluster (read once by the caller).
+pub async fn job_size_data(
+    db: &PgPool,
+    w: &Window,
+    inventory: &[NodeService],
+    fraction: f64,
+) -> Result<JobSizeData, sqlx::Error> {
     let jobs = inputs::jobs_in_window(db, w).await?;
     let failures = inputs::recovery_failures(db, w, Duration::zero()).await?;
     let mut per_job: HashMap<(&str, &str), u64> = HashMap::new();
@@ -72,8 +79,7 @@ pub async fn job_size_data(db: &PgPool, w: &Window, fraction: f64) -> Result<Job
         })
         .collect();
     let (buckets, largest) = c::job_size(&outcomes, w.from, w.to, fraction);
-    let inventory = inputs::node_service(db, w).await?;
-    let serving = super::in_service(&inventory, w);
+    let serving = super::in_service(inventory, w);
     let node_days: f64 = serving.iter().map(|n| n.exposure_hours(w.from, w.to) / 24.0).sum();
     let gpus: u64 = serving.iter().map(|n| u64::from(n.gpu_count)).sum();
     let known: HashSet<(&str, &str)> = inventory
@@ -107,7 +113,7 @@ pub async fn job_size_data(db: &PgPool, w: &Window, fraction: f64) -> Result<Job
 }
 
 pub async fn job_size(db: &PgPool, w: &Window, fraction: f64) -> Result<JobSizeResponse, sqlx::Error> {
-    let d = job_size_data(db, w, fraction).await?;
+    let d = job_size_data(db, w, &inputs::node_service(db, w).await?, fraction).await?;
     Ok(JobSizeResponse {
         window: computed(db, w).await?,
         jobs: d.jobs,

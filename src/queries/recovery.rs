@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use super::{Computed, computed, inputs};
 use crate::analytics::cost::{self as c, FleetEttr, JobEttr, RecoveryFailure, RecoverySummary};
+use crate::analytics::headline::NodeService;
 use crate::analytics::headline::round6;
 use crate::domain::window::Window;
 
@@ -60,12 +61,17 @@ pub struct RecoveryData {
     pub out: OutOfService,
 }
 
-pub async fn recovery_data(db: &PgPool, w: &Window, horizon: Duration) -> Result<RecoveryData, sqlx::Error> {
+/// `nodes`: the inventory of the window's cluster (read once by the caller).
+pub async fn recovery_data(
+    db: &PgPool,
+    w: &Window,
+    nodes: &[NodeService],
+    horizon: Duration,
+) -> Result<RecoveryData, sqlx::Error> {
     let failures = inputs::recovery_failures(db, w, horizon).await?;
     let summary = c::recovery(&failures);
     let jobs = inputs::jobs_in_window(db, w).await?;
     let (rows, fleet) = c::ettr(&jobs, &failures, w.from, w.to);
-    let nodes = inputs::node_service(db, w).await?;
     let gpus: HashMap<(&str, &str), u32> = nodes
         .iter()
         .map(|n| ((n.cluster.as_str(), n.hostname.as_str()), n.gpu_count))
@@ -100,7 +106,7 @@ pub async fn recovery(
     horizon: Duration,
     jobs_limit: usize,
 ) -> Result<(RecoveryResponse, Vec<RecoveryFailure>), sqlx::Error> {
-    let mut d = recovery_data(db, w, horizon).await?;
+    let mut d = recovery_data(db, w, &inputs::node_service(db, w).await?, horizon).await?;
     d.jobs.truncate(jobs_limit);
     let body = RecoveryResponse {
         window: computed(db, w).await?,

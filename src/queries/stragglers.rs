@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use super::{Computed, computed, inputs};
 use crate::analytics::cost::{self as c, StragglerEpisode};
+use crate::analytics::headline::NodeService;
 use crate::analytics::headline::{ratio, round6};
 use crate::domain::window::Window;
 
@@ -46,6 +47,7 @@ pub struct StragglerData {
 pub async fn straggler_data(
     db: &PgPool,
     w: &Window,
+    inventory: &[NodeService],
     min_ratio: f64,
     sample: f64,
     gap: f64,
@@ -58,8 +60,7 @@ pub async fn straggler_data(
         Duration::milliseconds((gap * 60_000.0) as i64),
     );
     let straggling: BTreeSet<(&str, &str)> = episodes.iter().map(|e| (e.cluster.as_str(), e.node.as_str())).collect();
-    let inventory = inputs::node_service(db, w).await?;
-    let nodes = (super::in_service(&inventory, w).len() as u64).max(straggling.len() as u64);
+    let nodes = (super::in_service(inventory, w).len() as u64).max(straggling.len() as u64);
     Ok(StragglerData {
         nodes,
         straggling: straggling.len() as u64,
@@ -88,7 +89,8 @@ impl Default for StragglerParams {
 }
 
 pub async fn stragglers(db: &PgPool, w: &Window, p: &StragglerParams) -> Result<StragglersResponse, sqlx::Error> {
-    let d = straggler_data(db, w, p.min_ratio, p.sample_minutes, p.gap_minutes).await?;
+    let inventory = inputs::node_service(db, w).await?;
+    let d = straggler_data(db, w, &inventory, p.min_ratio, p.sample_minutes, p.gap_minutes).await?;
     let wasted: f64 = d.episodes.iter().map(|e| e.gpu_hours_wasted).sum();
     let body = StragglersResponse {
         window: computed(db, w).await?,

@@ -33,8 +33,3 @@ pub async fn timeline(db: &PgPool, w: &Window, period: Period) -> Result<Timelin
         definitions: TIMELINE_DEFINITIONS.into(),
     })
 }
-
-/// Failures per UTC day and effective category over `w` (the report sums them into its buckets).
-pub async fn daily_categories(db: &PgPool, w: &Window) -> Result<Vec<(chrono::NaiveDate, String, u64)>, sqlx::Error> {
-    inputs::daily_categories(db, w).await
-}

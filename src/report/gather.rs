@@ -33,7 +33,7 @@ pub async fn gather(db: &PgPool, w: &Window) -> Result<ReportData, sqlx::Error> 
     let mtbf = queries::headline::mtbf(db, w, GROUP_SIZE, None).await?;
     let causes = queries::headline::root_causes(db, w).await?;
     let bucket = super::Bucket::for_window(w.from, w.to);
-    let days = queries::timeline::daily_categories(db, w).await?;
+    let days = queries::inputs::daily_categories(db, w).await?;
     Ok(ReportData {
         mix: MixSection {
             failures: mix.totals.failures,
@@ -62,7 +62,8 @@ pub async fn gather(db: &PgPool, w: &Window) -> Result<ReportData, sqlx::Error> 
 /// Downtime by recovery phase, from the failure lifecycles (PATCH /v1/failures/{id}); None when
 /// no failure of the window recorded a phase.
 async fn recovery(db: &PgPool, w: &Window) -> Result<Option<RecoverySection>, sqlx::Error> {
-    let data = queries::recovery::recovery_data(db, w, Duration::hours(24)).await?;
+    let inventory = queries::inputs::node_service(db, w).await?;
+    let data = queries::recovery::recovery_data(db, w, &inventory, Duration::hours(24)).await?;
     let phases: Vec<PhaseMinutes> = data
         .summary
         .phases

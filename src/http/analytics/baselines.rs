@@ -5,7 +5,6 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::WindowQuery;
-use crate::analytics::baselines::Unit;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
 use crate::http::csv::{Csv, o, respond};
@@ -53,7 +52,7 @@ pub async fn baselines(
                 o(r.published),
                 o(r.published_low),
                 o(r.published_high),
-                unit(r.unit).into(),
+                r.unit.as_str().into(),
                 r.source.clone(),
                 o(r.fleet),
                 r.basis.clone(),
@@ -62,13 +61,4 @@ pub async fn baselines(
         }
         csv.finish()
     }))
-}
-
-fn unit(u: Unit) -> &'static str {
-    match u {
-        Unit::Fraction => "fraction",
-        Unit::Minutes => "minutes",
-        Unit::Hours => "hours",
-        Unit::PerWeek => "per_week",
-    }
 }
