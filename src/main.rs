@@ -170,6 +170,7 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
         &settings.edge.pool,
     )
     .await?;
+    let replica = database::open_replica(settings.read_database_url.as_deref(), &settings.edge.pool).await?;
     let admin_token = match settings.admin_token.clone() {
         Some(t) if !t.trim().is_empty() => t,
         _ => load_or_create_admin_token(&settings.database.data_dir)?,
@@ -180,7 +181,7 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
         correlation_window: Duration::from_secs(settings.correlation_window_secs.into()),
         edge: settings.edge.clone(),
     };
-    let app = startup::Application::build(config, database.pool.clone(), settings.addr)
+    let app = startup::Application::build_with_replica(config, database.pool.clone(), replica.clone(), settings.addr)
         .await
         .with_context(|| format!("starting on {}", settings.addr))?;
     if settings.demo {
@@ -203,6 +204,9 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
         .is_err()
     {
         tracing::warn!("database connections still in use at exit");
+    }
+    if let Some(replica) = replica {
+        let _ = tokio::time::timeout(Duration::from_secs(2), replica.close()).await;
     }
     database.server.stop().await?;
     Ok(served?)

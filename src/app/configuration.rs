@@ -18,6 +18,11 @@ pub struct DatabaseSettings {
 pub struct ServeSettings {
     #[command(flatten)]
     pub database: DatabaseSettings,
+    /// Postgres URL of a read replica (a streaming standby of the database): analytics, the report
+    /// and the lists read from it, a few hundred milliseconds behind the primary at most under normal
+    /// replication. Without it every read goes to the primary.
+    #[arg(long, env = "FAULTLINE_READ_DATABASE_URL", hide_env_values = true)]
+    pub read_database_url: Option<String>,
     #[arg(long, env = "FAULTLINE_ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
     /// Admin bearer token. Without it one is generated, stored in the data directory and printed once.

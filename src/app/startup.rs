@@ -32,13 +32,26 @@ pub struct Application {
 }
 
 impl Application {
-    /// Migrates `db` (idempotent), builds the state and binds `addr` (port 0: any free port).
+    /// Migrates `db` (idempotent, and safe when several instances start at once: sqlx's migrator
+    /// holds a Postgres advisory lock while it applies), builds the state and binds `addr` (port 0:
+    /// any free port). Every read goes to `db`.
     pub async fn build(config: AppConfig, db: PgPool, addr: std::net::SocketAddr) -> anyhow::Result<Application> {
+        Self::build_with_replica(config, db, None, addr).await
+    }
+
+    /// [`build`](Self::build) with a read replica of `db`: analytics, the report and the lists read
+    /// `replica` (see `ApiContext::read_db`); `None` is `build`.
+    pub async fn build_with_replica(
+        config: AppConfig,
+        db: PgPool,
+        replica: Option<PgPool>,
+        addr: std::net::SocketAddr,
+    ) -> anyhow::Result<Application> {
         crate::storage::migrate(&db).await?;
         let listener = TcpListener::bind(addr).await?;
         Ok(Application {
             listener,
-            context: api_context(config, db),
+            context: api_context(config, db, replica),
         })
     }
 
@@ -62,7 +75,8 @@ impl Application {
     }
 }
 
-fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
+fn api_context(config: AppConfig, db: PgPool, replica: Option<PgPool>) -> ApiContext {
+    let read_replica = replica.is_some();
     ApiContext {
         // Admission matches the pool: no more ingest requests run than can hold a connection.
         ingest_permits: Arc::new(Semaphore::new(
@@ -73,6 +87,8 @@ fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
         )),
         admin_token_hash: crate::domain::auth::hash_secret(&config.admin_token).into(),
         config: Arc::new(config),
+        read_db: replica.unwrap_or_else(|| db.clone()),
+        read_replica,
         db,
         metrics: crate::app::telemetry::metrics_handle(),
         catalog: Default::default(),

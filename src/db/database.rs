@@ -39,6 +39,19 @@ pub async fn open_with(explicit_url: Option<&str>, data_dir: &Path, pool: &PoolS
     Ok(Database { pool, server })
 }
 
+/// The read-replica pool when `url` names one (empty counts as unset), sized and timed like the
+/// primary's. It must answer at start, as the primary must; it is not migrated (a standby is read-only
+/// and receives the primary's schema through replication).
+pub async fn open_replica(url: Option<&str>, pool: &PoolSettings) -> anyhow::Result<Option<PgPool>> {
+    let Some(url) = url.filter(|url| !url.is_empty()) else {
+        return Ok(None);
+    };
+    let replica = crate::db::pool::connect(url, pool)
+        .await
+        .with_context(|| format!("connecting to the read replica {}", redact(url)))?;
+    Ok(Some(replica))
+}
+
 /// Creates `name` on the server unless it exists. `server_url` has no database path.
 pub async fn ensure_database(server_url: &str, name: &str) -> anyhow::Result<()> {
     use sqlx::Connection;
@@ -57,8 +70,9 @@ pub async fn ensure_database(server_url: &str, name: &str) -> anyhow::Result<()>
         let sql = format!("CREATE DATABASE \"{}\"", name.replace('"', ""));
         match sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await {
             Ok(_) => {}
-            // A concurrent creator won the race: fine.
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P04") => {}
+            // A concurrent creator won the race: fine. Postgres reports it as "already exists" or,
+            // when both passed the existence check at once, as a unique violation on pg_database.
+            Err(sqlx::Error::Database(e)) if matches!(e.code().as_deref(), Some("42P04" | "23505")) => {}
             Err(e) => return Err(e.into()),
         }
     }

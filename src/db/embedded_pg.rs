@@ -115,6 +115,30 @@ impl PrivateCluster {
     /// [`start`](Self::start) with extra `postgres` options (as for `pg_ctl -o`), used only when
     /// this call starts the server.
     pub async fn start_with(data_dir: &Path, extra_options: &str) -> Result<Self> {
+        let mut cluster = Self::locate(data_dir).await?;
+        if !cluster.pgdata.join("PG_VERSION").exists() {
+            cluster.initdb().await?;
+        }
+        cluster.start_or_reuse(extra_options).await?;
+        Ok(cluster)
+    }
+
+    /// A hot standby of this running cluster in `data_dir/pg`, started on a free port (with
+    /// `extra_options`, as for [`start_with`](Self::start_with)): `pg_basebackup -R` copies this
+    /// cluster and configures streaming replication from it (initdb's `pg_hba.conf` trusts
+    /// replication connections from 127.0.0.1, and `wal_level=replica` is the default). How the
+    /// read-replica test gets a replica. Stop it with [`stop`](Self::stop).
+    pub async fn start_standby(&self, data_dir: &Path, extra_options: &str) -> Result<Self> {
+        let mut standby = Self::locate(data_dir).await?;
+        if !standby.pgdata.join("PG_VERSION").exists() {
+            standby.base_backup_of(self).await?;
+        }
+        standby.start_or_reuse(extra_options).await?;
+        Ok(standby)
+    }
+
+    /// The cluster directory for `data_dir` (or its fallback) and the binaries, not started.
+    async fn locate(data_dir: &Path) -> Result<Self> {
         let bin_dir = server_bin_dir()?;
         let run_as = if effective_uid().await == Some(0) {
             Some(unprivileged_user().await?)
@@ -141,7 +165,7 @@ impl PrivateCluster {
         }
         let pgdata = base.join("pg");
         let socket_dir = (pgdata.as_os_str().len() <= MAX_SOCKET_DIR_LEN).then(|| pgdata.clone());
-        let mut cluster = PrivateCluster {
+        Ok(PrivateCluster {
             pgdata,
             port: 0,
             socket_dir,
@@ -149,19 +173,19 @@ impl PrivateCluster {
             run_as,
             url: String::new(),
             reused: false,
-        };
-        if !cluster.pgdata.join("PG_VERSION").exists() {
-            cluster.initdb().await?;
+        })
+    }
+
+    /// Reuses the server running on this cluster, if any, else starts it on a free port.
+    async fn start_or_reuse(&mut self, extra_options: &str) -> Result<()> {
+        if let Some(port) = self.running_port().await {
+            self.port = port;
+            self.url = local_url(port);
+            self.reused = true;
+            info!(pgdata = %self.pgdata.display(), url = %self.url, "reusing running private PostgreSQL cluster");
+            return Ok(());
         }
-        if let Some(port) = cluster.running_port().await {
-            cluster.port = port;
-            cluster.url = local_url(port);
-            cluster.reused = true;
-            info!(pgdata = %cluster.pgdata.display(), url = %cluster.url, "reusing running private PostgreSQL cluster");
-            return Ok(cluster);
-        }
-        cluster.start_server(extra_options, None).await?;
-        Ok(cluster)
+        self.start_server(extra_options, None).await
     }
 
     /// Starts the stopped server again on the port it had, so URLs (and pools) that name it
@@ -207,16 +231,19 @@ impl PrivateCluster {
         self.reused
     }
 
-    async fn initdb(&self) -> Result<()> {
-        // Work in a scratch directory and rename it into place: a crash half-way then never
-        // leaves a `pg` directory that initdb would refuse to fill and postgres to start.
-        let scratch = self.pgdata.with_extension("initdb-tmp");
+    /// An empty scratch directory beside the cluster directory, owned by the user the cluster runs
+    /// as. Filling it and renaming it into place means a crash half-way never leaves a `pg`
+    /// directory that initdb or pg_basebackup would refuse to fill and postgres to start.
+    async fn scratch_dir(&self, extension: &str) -> Result<PathBuf> {
+        let scratch = self.pgdata.with_extension(extension);
         if scratch.exists() {
             tokio::fs::remove_dir_all(&scratch).await?;
         }
         tokio::fs::create_dir(&scratch)
             .await
             .with_context(|| format!("creating {}", scratch.display()))?;
+        // postgres refuses a data directory that others may read.
+        tokio::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o700)).await?;
         if let Some(user) = &self.run_as {
             // Only the cluster directory is handed over; the data dir stays Faultline's.
             let out = run(
@@ -227,6 +254,42 @@ impl PrivateCluster {
             .await?;
             check(&out, "chown")?;
         }
+        Ok(scratch)
+    }
+
+    /// Copies the running `primary` into this cluster directory as a standby of it.
+    async fn base_backup_of(&self, primary: &PrivateCluster) -> Result<()> {
+        let scratch = self.scratch_dir("basebackup-tmp").await?;
+        info!(pgdata = %self.pgdata.display(), primary = %primary.url, "copying a standby with pg_basebackup");
+        let args: Vec<OsString> = vec![
+            "-h".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            primary.port.to_string().into(),
+            "-U".into(),
+            "postgres".into(),
+            "-D".into(),
+            (&scratch).into(),
+            // standby.signal and primary_conninfo: start as a streaming standby.
+            "-R".into(),
+            "-X".into(),
+            "stream".into(),
+            "-c".into(),
+            "fast".into(),
+        ];
+        let out = run(self.run_as.as_deref(), &primary.bin_dir.join("pg_basebackup"), &args).await?;
+        check(&out, "pg_basebackup")?;
+        // The copy holds the primary's pid file and log; neither belongs to the standby.
+        let _ = tokio::fs::remove_file(scratch.join("postmaster.pid")).await;
+        let _ = tokio::fs::remove_file(scratch.join("server.log")).await;
+        tokio::fs::rename(&scratch, &self.pgdata)
+            .await
+            .with_context(|| format!("moving the standby to {}", self.pgdata.display()))?;
+        Ok(())
+    }
+
+    async fn initdb(&self) -> Result<()> {
+        let scratch = self.scratch_dir("initdb-tmp").await?;
         info!(pgdata = %self.pgdata.display(), user = ?self.run_as, "initialising private PostgreSQL cluster");
         let args: Vec<OsString> = vec![
             "-D".into(),

@@ -32,7 +32,14 @@ use crate::app::configuration::AppConfig;
 #[derive(Clone)]
 pub struct ApiContext {
     pub config: Arc<AppConfig>,
+    /// The primary: writes, and every read that must see the caller's own writes (tokens, the
+    /// catalog, single resources after a change).
     pub db: PgPool,
+    /// Analytics, the report and the lists: the read replica when one is configured, else a clone
+    /// of `db`. May lag the primary (see the README's "Read replicas").
+    pub read_db: PgPool,
+    /// Whether `read_db` is a replica (and not the primary again).
+    pub read_replica: bool,
     /// Bounds concurrent ingest work (relay-style backpressure: 503 + Retry-After beyond it).
     pub ingest_permits: Arc<Semaphore>,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,

@@ -120,7 +120,7 @@ pub async fn reliability(
         (Some(scope), _) => Some(scope.clone()),
         (None, asked) => asked,
     };
-    let data = report::health::gather_with_health(&ctx.db, &w, job_gpus).await?;
+    let data = report::health::gather_with_health(&ctx.read_db, &w, job_gpus).await?;
     let (body, content_type) = match format {
         ReportFormat::Html => (report::html::document(&data), "text/html; charset=utf-8"),
         ReportFormat::Fragment => (report::html::fragment(&data), "text/html; charset=utf-8"),

@@ -29,8 +29,11 @@ that / all failures (Unicron reports failure types this way: NCCL timeout 10.1%,
 signals and signal_share = signals / all signals; severity from the current classification catalog. The two views differ most for \
 symptoms such as NCCL timeouts that surface far from their cause.";
 
+/// `db` holds the failures (the read replica, if any); `primary` the catalog, which is read where it
+/// is edited and locked (a standby cannot take `FOR SHARE`).
 pub async fn top_errors(
     db: &PgPool,
+    primary: &PgPool,
     catalog_cache: &CatalogCache,
     w: &Window,
     limit: usize,
@@ -45,7 +48,7 @@ pub async fn top_errors(
     );
     let all = inputs::signal_errors(db, w).await?;
     let catalog = {
-        let mut conn = db.acquire().await?;
+        let mut conn = primary.acquire().await?;
         crate::ingest::catalog::lock_shared(&mut conn, catalog_cache).await?
     };
     let all = c::top_errors(

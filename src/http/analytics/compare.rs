@@ -142,7 +142,7 @@ pub async fn compare(
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
     let (a, b) = compare_spans(&q)?;
-    let comparison = qd::compare(&ctx.db, a, b, q.by, ("A", "B")).await?;
+    let comparison = qd::compare(&ctx.read_db, a, b, q.by, ("A", "B")).await?;
     let body = CompareResponse {
         comparison,
         definitions: COMPARE_DEFINITIONS.into(),

@@ -109,7 +109,7 @@ pub async fn job_plan(
     let window = Span::from(wq.window()?);
     let generation = q.generation.map(|g| g.as_str());
     let figures = qd::job_plan(
-        &ctx.db,
+        &ctx.read_db,
         window,
         JobPlanRequest {
             gpus: q.gpus,

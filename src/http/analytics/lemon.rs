@@ -97,7 +97,7 @@ pub async fn lemon_nodes(
         LemonCategory::All => None,
     };
     let window = Span::from(wq.window()?);
-    let figures = qd::lemons(&ctx.db, window, category, alpha).await?;
+    let figures = qd::lemons(&ctx.read_db, window, category, alpha).await?;
     let body = LemonResponse {
         figures,
         definitions: LEMON_DEFINITIONS.into(),

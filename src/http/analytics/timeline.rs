@@ -55,7 +55,7 @@ pub async fn timeline(
     if period == Period::Day && w.to - w.from > Duration::days(3660) {
         return Err(bad("a daily timeline covers at most 10 years; use period=week"));
     }
-    let body = queries::timeline(&ctx.db, &w, period).await?;
+    let body = queries::timeline(&ctx.read_db, &w, period).await?;
     Ok(respond(&headers, "timeline", body, |b| {
         let mut csv = Csv::new(&["period", "hardware", "platform", "user", "unknown", "total"]);
         for p in &b.points {

@@ -150,7 +150,7 @@ pub async fn list_failures(
         before,
         limit: limit + 1,
     };
-    let mut rows = storage::failure_queries::list(&ctx.db, &filter).await?;
+    let mut rows = storage::failure_queries::list(&ctx.read_db, &filter).await?;
     let next_cursor = if rows.len() as i64 > limit {
         rows.truncate(limit as usize);
         rows.last()

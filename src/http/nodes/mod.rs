@@ -167,7 +167,7 @@ pub async fn list_nodes(
         after,
         limit: limit + 1,
     };
-    let mut rows = storage::nodes::list(&ctx.db, &filter).await?;
+    let mut rows = storage::nodes::list(&ctx.read_db, &filter).await?;
     let next_cursor = if rows.len() as i64 > limit {
         rows.truncate(limit as usize);
         rows.last().map(|r| encode_cursor(&r.cluster, &r.hostname))
