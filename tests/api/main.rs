@@ -16,6 +16,7 @@ mod inventory;
 mod logs;
 mod metrics;
 mod openapi;
+mod replica;
 mod report;
 mod reporting;
 mod shutdown;
