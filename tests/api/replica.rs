@@ -68,9 +68,14 @@ async fn scenario(primary_url: String, standby_url: String) {
         correlation_window: Duration::from_secs(600),
         edge,
     };
-    let app = Application::build_with_replica(config, db.clone(), Some(replica.clone()), "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("build the app");
+    let app = Application::build_with_replica(
+        config,
+        db.clone(),
+        Some(replica.clone()),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .expect("build the app");
     let api = Api {
         base: format!("http://{}", app.local_addr().unwrap()),
         client: reqwest::Client::new(),
@@ -91,7 +96,12 @@ async fn scenario(primary_url: String, standby_url: String) {
         })
         .collect();
     let (status, body) = api
-        .send(reqwest::Method::PUT, "/v1/nodes", ADMIN_TOKEN, Some(json!({"nodes": nodes})))
+        .send(
+            reqwest::Method::PUT,
+            "/v1/nodes",
+            ADMIN_TOKEN,
+            Some(json!({"nodes": nodes})),
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     let first = json!({"events": [
@@ -99,14 +109,19 @@ async fn scenario(primary_url: String, standby_url: String) {
         event(&uuid_n(2), json!({"node": "n01", "occurred_at": "2026-11-03T00:00:00Z"})),
         event(&uuid_n(3), json!({"node": "n02", "occurred_at": "2026-11-04T00:00:00Z"})),
     ]});
-    let (status, body) = api.send(reqwest::Method::POST, "/v1/events", ADMIN_TOKEN, Some(first)).await;
+    let (status, body) = api
+        .send(reqwest::Method::POST, "/v1/events", ADMIN_TOKEN, Some(first))
+        .await;
     assert_eq!((status, body["accepted"].as_u64()), (200, Some(3)), "{body}");
     caught_up(&db, &standby_url).await;
     // 128 GPUs x 7 d = 896 GPU-days; 3 failures -> 3.348214 per 1,000; MTBF 168 h / 3 = 56 h.
     assert_eq!(api.headline(ADMIN_TOKEN).await, (3, 3.348214, 56.0));
 
     // Replay paused: the standby stays where it is while the primary moves on.
-    sqlx::query("SELECT pg_wal_replay_pause()").execute(&replica).await.unwrap();
+    sqlx::query("SELECT pg_wal_replay_pause()")
+        .execute(&replica)
+        .await
+        .unwrap();
     for _ in 0..100 {
         let state: String = sqlx::query_scalar("SELECT pg_get_wal_replay_pause_state()")
             .fetch_one(&replica)
@@ -118,9 +133,14 @@ async fn scenario(primary_url: String, standby_url: String) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let second = json!({"events": [event(&uuid_n(4), json!({"node": "n03", "occurred_at": "2026-11-05T00:00:00Z"}))]});
-    let (status, body) = api.send(reqwest::Method::POST, "/v1/events", ADMIN_TOKEN, Some(second)).await;
+    let (status, body) = api
+        .send(reqwest::Method::POST, "/v1/events", ADMIN_TOKEN, Some(second))
+        .await;
     assert_eq!((status, body["accepted"].as_u64()), (200, Some(1)), "{body}");
-    let on_primary: i64 = sqlx::query_scalar("SELECT count(*) FROM failures").fetch_one(&db).await.unwrap();
+    let on_primary: i64 = sqlx::query_scalar("SELECT count(*) FROM failures")
+        .fetch_one(&db)
+        .await
+        .unwrap();
     assert_eq!(on_primary, 4);
     // A token created now is not on the standby yet, and works at once: tokens are checked on the
     // primary. The analytics it reads still come from the (paused) standby.
@@ -136,9 +156,16 @@ async fn scenario(primary_url: String, standby_url: String) {
     let reader = created["token"].as_str().unwrap().to_string();
     assert_eq!(api.headline(&reader).await, (3, 3.348214, 56.0));
     let (status, list) = api.send(reqwest::Method::GET, "/v1/failures", &reader, None).await;
-    assert_eq!((status, list["failures"].as_array().map(Vec::len)), (200, Some(3)), "{list}");
+    assert_eq!(
+        (status, list["failures"].as_array().map(Vec::len)),
+        (200, Some(3)),
+        "{list}"
+    );
 
-    sqlx::query("SELECT pg_wal_replay_resume()").execute(&replica).await.unwrap();
+    sqlx::query("SELECT pg_wal_replay_resume()")
+        .execute(&replica)
+        .await
+        .unwrap();
     caught_up(&db, &standby_url).await;
     // 4 failures -> 4.464286 per 1,000 GPU-days; MTBF 168 h / 4 = 42 h.
     assert_eq!(api.headline(&reader).await, (4, 4.464286, 42.0));
@@ -175,7 +202,10 @@ struct Api {
 
 impl Api {
     async fn send(&self, method: reqwest::Method, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
-        let mut req = self.client.request(method, format!("{}{path}", self.base)).bearer_auth(token);
+        let mut req = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(token);
         if let Some(body) = body {
             req = req.json(&body);
         }
