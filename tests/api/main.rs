@@ -12,6 +12,7 @@ mod failures;
 mod fold_order;
 mod helpers;
 mod ingest;
+mod instances;
 mod inventory;
 mod logs;
 mod metrics;
