@@ -105,6 +105,16 @@ fn describe_metrics() {
         "Configured maximum size of the database pool"
     );
     describe_gauge!(
+        "faultline_db_read_pool_connections",
+        Unit::Count,
+        "Read-replica pool connections at the last scrape, by state (only with FAULTLINE_READ_DATABASE_URL)"
+    );
+    describe_gauge!(
+        "faultline_db_read_pool_max_connections",
+        Unit::Count,
+        "Configured maximum size of the read-replica pool (only with FAULTLINE_READ_DATABASE_URL)"
+    );
+    describe_gauge!(
         "faultline_build_info",
         Unit::Count,
         "Always 1; the `version` label is the running release"
@@ -114,18 +124,29 @@ fn describe_metrics() {
 /// Sets the pool gauges from `db` (called on each scrape of `/metrics`). With several apps in one
 /// process (tests) the last scraped pool wins; a real process has one pool.
 pub fn record_pool(db: &PgPool) {
-    let open = db.size() as f64;
-    let idle = db.num_idle() as f64;
-    metrics::gauge!("faultline_db_pool_connections", "state" => "open").set(open);
-    metrics::gauge!("faultline_db_pool_connections", "state" => "idle").set(idle);
-    metrics::gauge!("faultline_db_pool_connections", "state" => "in_use").set((open - idle).max(0.0));
-    metrics::gauge!("faultline_db_pool_max_connections").set(f64::from(db.options().get_max_connections()));
+    set_pool_gauges(db, "faultline_db_pool_connections", "faultline_db_pool_max_connections");
 }
 
-/// The whole `/metrics` answer: the recorder's metrics (pool gauges refreshed first) followed by
-/// the process metrics.
-pub fn render(handle: &PrometheusHandle, db: &PgPool) -> String {
+fn set_pool_gauges(db: &PgPool, connections: &'static str, max_connections: &'static str) {
+    let open = db.size() as f64;
+    let idle = db.num_idle() as f64;
+    metrics::gauge!(connections, "state" => "open").set(open);
+    metrics::gauge!(connections, "state" => "idle").set(idle);
+    metrics::gauge!(connections, "state" => "in_use").set((open - idle).max(0.0));
+    metrics::gauge!(max_connections).set(f64::from(db.options().get_max_connections()));
+}
+
+/// The whole `/metrics` answer: the recorder's metrics (pool gauges refreshed first, the read
+/// replica's too when there is one) followed by the process metrics.
+pub fn render(handle: &PrometheusHandle, db: &PgPool, replica: Option<&PgPool>) -> String {
     record_pool(db);
+    if let Some(replica) = replica {
+        set_pool_gauges(
+            replica,
+            "faultline_db_read_pool_connections",
+            "faultline_db_read_pool_max_connections",
+        );
+    }
     let mut text = handle.render();
     text.push_str(&crate::app::process_metrics::render());
     text

@@ -64,8 +64,9 @@ pub fn unavailable_retry_after(e: &sqlx::Error) -> Option<u32> {
         sqlx::Error::Database(db) => {
             let code = db.code()?;
             // 08xxx connection exception; 57P01-57P03 admin/crash shutdown, cannot connect
-            // now (starting up / shutting down); 53300 too many connections.
-            (code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300"))
+            // now (starting up / shutting down); 53300 too many connections; 40001 also what a
+            // read replica answers when replay cancels a query ("conflict with recovery").
+            (code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300" | "40001"))
                 .then_some(RETRY_AFTER_OUTAGE_SECS)
         }
         _ => None,

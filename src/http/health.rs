@@ -97,6 +97,6 @@ pub async fn metrics_text(State(ctx): State<ApiContext>) -> impl IntoResponse {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::app::telemetry::render(&ctx.metrics, &ctx.db),
+        crate::app::telemetry::render(&ctx.metrics, &ctx.db, ctx.read_replica.then_some(&ctx.read_db)),
     )
 }

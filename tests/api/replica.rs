@@ -88,6 +88,22 @@ async fn scenario(primary_url: String, standby_url: String) {
         (200, json!({"status": "ready", "primary": "ok", "read_replica": "ok"}))
     );
 
+    let metrics = api
+        .client
+        .get(format!("{}/metrics", api.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "faultline_db_read_pool_max_connections 16"),
+        "the read pool has its gauges: {metrics}"
+    );
+
     // 16 H100 nodes (128 GPUs) in group su1, in service all week; three XID 79 failures.
     let nodes: Vec<Value> = (0..16)
         .map(|i| {
