@@ -96,6 +96,13 @@ pub fn redact(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[tokio::test]
+    async fn no_or_an_empty_replica_url_means_no_replica() {
+        let settings = crate::app::edge::PoolSettings::default();
+        assert!(super::open_replica(None, &settings).await.unwrap().is_none());
+        assert!(super::open_replica(Some(""), &settings).await.unwrap().is_none());
+    }
+
     #[test]
     fn passwords_are_redacted() {
         assert_eq!(
