@@ -477,7 +477,10 @@ mod tests {
         assert_eq!(positive_zero(-1.5), -1.5);
         assert_eq!(positive_zero(2.0), 2.0);
         assert!(positive_zero(f64::NAN).is_nan());
-        assert_eq!(serde_json::to_string(&crate::analytics::headline::round6(-0.0000001)).unwrap(), "0.0");
+        assert_eq!(
+            serde_json::to_string(&crate::analytics::headline::round6(-0.0000001)).unwrap(),
+            "0.0"
+        );
     }
 
     fn assert_rel(got: f64, want: f64, tol: f64) {

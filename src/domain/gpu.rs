@@ -310,11 +310,31 @@ mod tests {
 
     #[test]
     fn generation_names_sort_by_age_not_alphabet() {
-        let mut names = vec!["hopper", "ada", "unknown", "volta", "blackwell", "zeta", "ampere", "kepler", "turing"];
+        let mut names = vec![
+            "hopper",
+            "ada",
+            "unknown",
+            "volta",
+            "blackwell",
+            "zeta",
+            "ampere",
+            "kepler",
+            "turing",
+        ];
         names.sort_by(|a, b| GpuGeneration::age_order(a, b));
         assert_eq!(
             names,
-            ["kepler", "volta", "turing", "ampere", "ada", "hopper", "blackwell", "unknown", "zeta"]
+            [
+                "kepler",
+                "volta",
+                "turing",
+                "ampere",
+                "ada",
+                "hopper",
+                "blackwell",
+                "unknown",
+                "zeta"
+            ]
         );
     }
 

@@ -227,10 +227,18 @@ pub mod fmt {
     /// `v` with `places` decimals and thousands separators ("39,575.7"); never "-0.0".
     pub fn decimal(v: f64, places: usize) -> String {
         if !v.is_finite() {
-            return if v.is_nan() { "n/a".into() } else if v > 0.0 { "inf".into() } else { "-inf".into() };
+            return if v.is_nan() {
+                "n/a".into()
+            } else if v > 0.0 {
+                "inf".into()
+            } else {
+                "-inf".into()
+            };
         }
         let text = format!("{:.*}", places, crate::analytics::stats::positive_zero(v).abs());
-        let (whole, frac) = text.split_once('.').map_or((text.as_str(), None), |(w, f)| (w, Some(f)));
+        let (whole, frac) = text
+            .split_once('.')
+            .map_or((text.as_str(), None), |(w, f)| (w, Some(f)));
         let mut out = String::with_capacity(text.len() + whole.len() / 3 + 1);
         // A value that rounds to zero shows no sign.
         if v < 0.0 && text.chars().any(|c| c.is_ascii_digit() && c != '0') {

@@ -103,7 +103,9 @@ fn mix(d: &ReportData) -> Section {
                 "{} fails most often: {} failures per 1,000 GPU-days, {}x the rate of {} ({}).",
                 worst.key,
                 fmt::rate(worst.failures_per_1000_gpu_days),
-                fmt::number(worst.failures_per_1000_gpu_days.unwrap_or(0.0) / best.failures_per_1000_gpu_days.unwrap_or(1.0)),
+                fmt::number(
+                    worst.failures_per_1000_gpu_days.unwrap_or(0.0) / best.failures_per_1000_gpu_days.unwrap_or(1.0)
+                ),
                 best.key,
                 fmt::rate(best.failures_per_1000_gpu_days)
             )

@@ -15,6 +15,8 @@ pub struct TestApp {
     pub address: String,
     pub client: reqwest::Client,
     pub db: PgPool,
+    /// The app's classification catalog cache, for loading data through the ingest use cases.
+    pub catalog: faultline::ingest::catalog::CatalogCache,
     db_name: String,
     server_url: String,
 }
@@ -68,11 +70,13 @@ pub async fn spawn_app_on(server_url: &str, limits: Limits, edge: EdgeSettings) 
         .await
         .expect("build the app");
     let address = format!("http://{}", app.local_addr().unwrap());
+    let catalog = app.context().catalog.clone();
     tokio::spawn(app.run_until(std::future::pending()));
     TestApp {
         address,
         client: reqwest::Client::new(),
         db,
+        catalog,
         db_name,
         server_url,
     }

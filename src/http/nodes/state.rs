@@ -166,7 +166,15 @@ pub async fn record_node_state(
     })?;
     let now = Utc::now();
     let to = at.max(now) + chrono::Duration::milliseconds(1);
-    let v = node_state_view(&ctx, &cluster, &hostname, gpus, to - chrono::Duration::days(crate::domain::window::DEFAULT_WINDOW_DAYS), to).await?;
+    let v = node_state_view(
+        &ctx,
+        &cluster,
+        &hostname,
+        gpus,
+        to - chrono::Duration::days(crate::domain::window::DEFAULT_WINDOW_DAYS),
+        to,
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(v)))
 }
 
