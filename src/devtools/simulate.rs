@@ -1619,6 +1619,49 @@ mod tests {
     }
 
     #[test]
+    fn jobs_drains_and_lifecycles_are_valid_inputs() {
+        let cfg = SimConfig::default();
+        let f = simulate(&cfg);
+        let end = cfg.start + chrono::Duration::days(i64::from(cfg.days));
+        assert!(f.jobs.len() > 500, "{}", f.jobs.len());
+        for j in &f.jobs {
+            let job = crate::domain::job::parse_job(j.clone()).unwrap_or_else(|e| panic!("{e:?}: {j}"));
+            assert!(job.start < end && !job.nodes.is_empty(), "{j}");
+        }
+        let states: HashSet<&str> = f.jobs.iter().map(|j| j["state"].as_str().unwrap()).collect();
+        assert_eq!(states, HashSet::from(["completed", "failed", "cancelled", "running"]));
+        // Per node, drains and returns alternate, starting with a drain, inside the window.
+        let mut last: HashMap<&str, &str> = HashMap::new();
+        for s in &f.node_states {
+            let (host, state) = (s["hostname"].as_str().unwrap(), s["state"].as_str().unwrap());
+            let at = ts(&s["at"]);
+            assert!(at >= cfg.start && at < end, "{s}");
+            let before = last.insert(host, state).unwrap_or("returned");
+            assert_ne!(before, state, "{s}");
+        }
+        assert!(f.node_states.iter().any(|s| s["state"] == "returned"));
+        // Most failures get a lifecycle; every patch is one the API accepts.
+        assert!(f.lifecycles.len() * 2 > f.truth.failures, "{}", f.lifecycles.len());
+        for l in &f.lifecycles {
+            let p: crate::domain::lifecycle::LifecyclePatch = serde_json::from_value(l["patch"].clone()).unwrap();
+            let first = ts(&l["first_at"]);
+            crate::domain::lifecycle::apply(&Default::default(), &p, first, end)
+                .unwrap_or_else(|e| panic!("{e:?}: {l}"));
+            assert!(l["job_id"].is_string() || l["node"].is_string(), "{l}");
+        }
+        assert!(
+            f.lifecycles.iter().any(|l| l["patch"]["root_cause"].is_object()),
+            "some post-mortem"
+        );
+        assert!(f.lifecycles.iter().any(|l| l["patch"]["resolution"] == "drained"));
+        assert!(
+            f.lifecycles
+                .iter()
+                .any(|l| l["patch"]["resolution"] == "transient_restart")
+        );
+    }
+
+    #[test]
     fn small_and_tiny_fleets_work() {
         for nodes in [0, 1, 6, 40] {
             let f = simulate(&SimConfig {
