@@ -50,13 +50,13 @@ struct SimulateArgs {
     token: String,
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Days simulated, ending today (or starting at --start).
-    #[arg(long, default_value_t = 28)]
+    /// Days simulated, ending now (or starting at --start); the default is what `serve --demo` loads.
+    #[arg(long, default_value_t = faultline::devtools::demo::DEMO_DAYS)]
     days: u32,
     /// Nodes in the fleet (8 GPUs each, mostly).
     #[arg(long, default_value_t = 256)]
     nodes: u32,
-    /// First day, RFC 3339 (default: `days` days ago).
+    /// First instant, RFC 3339 (default: `days` days before now).
     #[arg(long)]
     start: Option<chrono::DateTime<chrono::Utc>>,
     /// Events per request.
@@ -189,7 +189,10 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
         match faultline::devtools::demo::load_if_empty(&database.pool, &app.context().catalog, window).await? {
             Some(l) => tracing::info!(
                 nodes = l.nodes,
+                jobs = l.jobs,
                 events = l.events,
+                node_states = l.node_states,
+                lifecycles = l.lifecycles,
                 failures = l.failures,
                 "demo fleet loaded"
             ),
@@ -213,13 +216,10 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
 }
 
 async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
-    let start = args.start.unwrap_or_else(|| {
-        (chrono::Utc::now() - chrono::Duration::days(args.days.into()))
-            .date_naive()
-            .and_hms_opt(0, 0, 0)
-            .unwrap()
-            .and_utc()
-    });
+    use chrono::SubsecRound;
+    let start = args
+        .start
+        .unwrap_or_else(|| chrono::Utc::now().trunc_subsecs(0) - chrono::Duration::days(args.days.into()));
     let fleet = faultline::devtools::simulate::simulate(&faultline::devtools::simulate::SimConfig {
         seed: args.seed,
         start,
@@ -227,8 +227,9 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
         nodes: args.nodes,
     });
     eprintln!(
-        "simulated {} nodes, {} events, {} failures ({:?}) from {start}",
+        "simulated {} nodes, {} jobs, {} events, {} failures ({:?}) from {start}",
         fleet.nodes.len(),
+        fleet.jobs.len(),
         fleet.events.len(),
         fleet.truth.failures,
         fleet.truth.by_category
@@ -236,11 +237,23 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     let client = faultline::devtools::client::Client::new(&args.server, &args.token)?;
     let nodes = client.put_nodes(&fleet.nodes, 1000).await?;
     eprintln!("  nodes upserted: {}", nodes.accepted);
+    let jobs = client.put_jobs(&fleet.jobs, 1000).await?;
+    eprintln!("  jobs upserted: {}, rejected {}", jobs.accepted, jobs.rejected);
     let sent = client.post_events(&fleet.events, args.batch, true).await?;
     eprintln!(
         "  accepted {}, duplicates {}, rejected {}, retries {}",
         sent.accepted, sent.duplicates, sent.rejected, sent.retries
     );
+    let states = client.post_node_states(&fleet.node_states).await?;
+    eprintln!("  node drains and returns recorded: {}", states.accepted);
+    // Finding the failures to patch needs a token that may also read them (admin).
+    match client.patch_lifecycles(&fleet.lifecycles).await {
+        Ok(patched) => eprintln!(
+            "  failure lifecycles recorded: {} (failure not found: {})",
+            patched.accepted, patched.rejected
+        ),
+        Err(e) => eprintln!("  failure lifecycles not recorded ({e}); send them with an admin token"),
+    }
     Ok(())
 }
 

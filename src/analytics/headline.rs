@@ -127,6 +127,10 @@ pub fn failure_mix(
         *a.cat.entry(f.category.clone()).or_default() += f.failures;
         *a.comp.entry(format!("{}/{}", f.category, f.component)).or_default() += f.failures;
     }
+    let mut acc: Vec<(String, Acc)> = acc.into_iter().collect();
+    if matches!(by, MixKey::Generation) {
+        acc.sort_by(|a, b| crate::domain::gpu::GpuGeneration::age_order(&a.0, &b.0));
+    }
     acc.into_iter()
         .map(|(key, a)| {
             let gpu_days = a.gpu_hours / 24.0;
@@ -144,7 +148,7 @@ pub fn failure_mix(
 }
 
 pub fn round6(x: f64) -> f64 {
-    (x * 1e6).round() / 1e6
+    crate::analytics::stats::positive_zero((x * 1e6).round() / 1e6)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]

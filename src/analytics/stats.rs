@@ -24,6 +24,12 @@ const LANCZOS_COEF: [f64; 9] = [
     1.505_632_735_149_311_6e-7,
 ];
 
+/// `x`, with a negative zero made positive. Rust's empty f64 sum is -0.0 (and so are products like
+/// -1 x 0), which JSON and text would show as "-0.0"; every rounded figure goes through this.
+pub fn positive_zero(x: f64) -> f64 {
+    if x == 0.0 { 0.0 } else { x }
+}
+
 /// Natural log of the gamma function for `x > 0` (Lanczos approximation).
 pub fn ln_gamma(x: f64) -> f64 {
     if x.is_nan() || x <= 0.0 {
@@ -461,6 +467,21 @@ pub fn pack_into_groups(gpu_counts: &[u32], group_size: u32) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn negative_zero_becomes_zero_and_nothing_else_changes() {
+        let empty: f64 = std::iter::empty::<f64>().sum();
+        assert!(empty.is_sign_negative(), "the case this guards against");
+        assert!(positive_zero(empty).is_sign_positive());
+        assert_eq!(serde_json::to_string(&positive_zero(-0.0)).unwrap(), "0.0");
+        assert_eq!(positive_zero(-1.5), -1.5);
+        assert_eq!(positive_zero(2.0), 2.0);
+        assert!(positive_zero(f64::NAN).is_nan());
+        assert_eq!(
+            serde_json::to_string(&crate::analytics::headline::round6(-0.0000001)).unwrap(),
+            "0.0"
+        );
+    }
 
     fn assert_rel(got: f64, want: f64, tol: f64) {
         let err = if want == 0.0 {

@@ -43,6 +43,78 @@ impl Client {
         Ok(totals)
     }
 
+    /// PUT /v1/jobs in batches.
+    pub async fn put_jobs(&self, jobs: &[Value], batch: usize) -> anyhow::Result<SendTotals> {
+        let mut totals = SendTotals::default();
+        for chunk in jobs.chunks(batch.max(1)) {
+            let body = json!({ "jobs": chunk });
+            let (res, retries) = self.send_with_retry(reqwest::Method::PUT, "/v1/jobs", &body).await?;
+            totals.accepted += res["upserted"].as_u64().unwrap_or(0);
+            totals.rejected += res["rejected"].as_array().map_or(0, |r| r.len() as u64);
+            totals.retries += retries;
+        }
+        Ok(totals)
+    }
+
+    /// POST /v1/nodes/{cluster}/{hostname}/state for each drain or return (`cluster`, `hostname`,
+    /// `state`, `at`, `reason`), in order.
+    pub async fn post_node_states(&self, states: &[Value]) -> anyhow::Result<SendTotals> {
+        let mut totals = SendTotals::default();
+        for s in states {
+            let path = format!(
+                "/v1/nodes/{}/{}/state",
+                s["cluster"].as_str().unwrap_or_default(),
+                s["hostname"].as_str().unwrap_or_default()
+            );
+            let body = json!({"state": s["state"], "at": s["at"], "reason": s["reason"]});
+            let (_, retries) = self.send_with_retry(reqwest::Method::POST, &path, &body).await?;
+            totals.accepted += 1;
+            totals.retries += retries;
+        }
+        Ok(totals)
+    }
+
+    /// PATCH /v1/failures/{id} for each simulated lifecycle, finding the failure by its cluster,
+    /// first signal and job (else node) through GET /v1/failures. `rejected` counts those not found.
+    pub async fn patch_lifecycles(&self, lifecycles: &[Value]) -> anyhow::Result<SendTotals> {
+        let mut totals = SendTotals::default();
+        for l in lifecycles {
+            let first_at: chrono::DateTime<chrono::Utc> = l["first_at"].as_str().unwrap_or_default().parse()?;
+            let mut query: Vec<(&str, String)> = vec![
+                ("cluster", l["cluster"].as_str().unwrap_or_default().to_string()),
+                ("from", first_at.to_rfc3339()),
+                ("to", (first_at + chrono::Duration::seconds(1)).to_rfc3339()),
+                ("limit", "2".into()),
+            ];
+            match (l["job_id"].as_str(), l["node"].as_str()) {
+                (Some(j), _) => query.push(("job", j.to_string())),
+                (None, Some(n)) => query.push(("node", n.to_string())),
+                (None, None) => continue,
+            }
+            let res = self
+                .http
+                .get(format!("{}/v1/failures", self.base))
+                .bearer_auth(&self.token)
+                .query(&query)
+                .send()
+                .await?;
+            let status = res.status();
+            let page: Value = res.json().await.context("decoding GET /v1/failures")?;
+            if !status.is_success() {
+                bail!("GET /v1/failures: {status}: {page}");
+            }
+            let Some(id) = page["failures"][0]["id"].as_str() else {
+                totals.rejected += 1;
+                continue;
+            };
+            let path = format!("/v1/failures/{id}");
+            let (_, retries) = self.send_with_retry(reqwest::Method::PATCH, &path, &l["patch"]).await?;
+            totals.accepted += 1;
+            totals.retries += retries;
+        }
+        Ok(totals)
+    }
+
     /// POST /v1/events in batches, printing progress to stderr.
     pub async fn post_events(&self, events: &[Value], batch: usize, progress: bool) -> anyhow::Result<SendTotals> {
         let mut totals = SendTotals::default();

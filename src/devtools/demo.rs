@@ -1,48 +1,81 @@
 //! Loading a simulated fleet straight into the database (`faultline serve --demo`), through the
-//! same validation and storage path as the HTTP ingest.
+//! same validation and use cases (`crate::ingest`) as the HTTP routes: inventory, jobs, signals,
+//! node drains and returns, failure lifecycles (recovery phases, resolutions, post-mortems).
 
-use chrono::{Duration, Utc};
+use std::collections::HashMap;
+
+use chrono::{DateTime, Duration, SubsecRound, Utc};
 use sqlx::PgPool;
+use uuid::Uuid;
 
 use crate::devtools::simulate::{SimConfig, SimulatedFleet, simulate};
 use crate::domain::event::parse_event;
+use crate::domain::job::parse_job;
+use crate::domain::lifecycle::LifecyclePatch;
 use crate::domain::node::parse_node;
-use crate::storage;
+use crate::domain::window::DEFAULT_WINDOW_DAYS;
+use crate::ingest::catalog::CatalogCache;
+use crate::ingest::lifecycle::{Transition, WriteError};
+use crate::storage::failure_queries::{FailureFilter, FailureRow};
 
-/// A demo fleet whose 28 days end now, so the analytics' default window (30 days) shows it.
-pub fn demo_fleet() -> SimulatedFleet {
-    let start = (Utc::now() - Duration::days(28))
-        .date_naive()
-        .and_hms_opt(0, 0, 0)
-        .expect("midnight exists")
-        .and_utc();
-    simulate(&SimConfig {
-        start,
+/// Days the demo covers, ending now: two default analysis windows, so the default window is fully
+/// covered (its rates are not diluted by empty days) and `compare` and the report's health section
+/// have a previous window to set it against.
+pub const DEMO_DAYS: u32 = 2 * DEFAULT_WINDOW_DAYS as u32;
+
+/// Who the demo's drains and lifecycle changes are recorded as (the audit trail's `changed_by`).
+const DEMO_AUTHOR: &str = "demo";
+
+/// The simulation `serve --demo` loads and `faultline simulate` sends by default: [`DEMO_DAYS`]
+/// days ending at `now` (whole seconds).
+pub fn demo_config(now: DateTime<Utc>) -> SimConfig {
+    SimConfig {
+        start: now.trunc_subsecs(0) - Duration::days(DEMO_DAYS.into()),
+        days: DEMO_DAYS,
         ..SimConfig::default()
-    })
+    }
 }
 
+pub fn demo_fleet() -> SimulatedFleet {
+    simulate(&demo_config(Utc::now()))
+}
+
+#[derive(Debug, Default)]
 pub struct Loaded {
     pub nodes: usize,
+    pub jobs: usize,
     pub events: usize,
+    pub node_states: usize,
+    pub lifecycles: usize,
     pub failures: i64,
 }
 
-/// Loads the fleet unless the database already holds events. Returns None when it did nothing.
-pub async fn load_if_empty(
-    db: &PgPool,
-    catalog: &crate::ingest::catalog::CatalogCache,
-    window: Duration,
-) -> anyhow::Result<Option<Loaded>> {
+/// Loads the demo fleet unless the database already holds events. Returns None when it did nothing.
+pub async fn load_if_empty(db: &PgPool, catalog: &CatalogCache, window: Duration) -> anyhow::Result<Option<Loaded>> {
     let has_events: bool = sqlx::query_scalar!(r#"SELECT EXISTS (SELECT 1 FROM events) AS "exists!""#)
         .fetch_one(db)
         .await?;
     if has_events {
         return Ok(None);
     }
-    let fleet = demo_fleet();
+    Ok(Some(load(db, catalog, window, &demo_fleet()).await?))
+}
+
+/// Loads `fleet` in the order a site's agents would send it: inventory, jobs, signals, then what
+/// engineers record afterwards (drains and returns, lifecycles of the failures formed).
+pub async fn load(
+    db: &PgPool,
+    catalog: &CatalogCache,
+    window: Duration,
+    fleet: &SimulatedFleet,
+) -> anyhow::Result<Loaded> {
+    let mut loaded = Loaded::default();
     let nodes: Vec<_> = fleet.nodes.iter().cloned().filter_map(|v| parse_node(v).ok()).collect();
-    storage::nodes::upsert(db, &nodes).await?;
+    loaded.nodes = crate::ingest::inventory::upsert_nodes(db, &nodes).await?;
+    let jobs: Vec<_> = fleet.jobs.iter().cloned().filter_map(|v| parse_job(v).ok()).collect();
+    for chunk in jobs.chunks(1_000) {
+        loaded.jobs += crate::ingest::jobs::upsert_jobs(db, catalog, window, chunk).await?;
+    }
     let now = Utc::now();
     let events: Vec<_> = fleet
         .events
@@ -50,16 +83,103 @@ pub async fn load_if_empty(
         .cloned()
         .filter_map(|v| parse_event(v, now).ok())
         .collect();
-    let count = events.len();
+    loaded.events = events.len();
     for chunk in events.chunks(5_000) {
         crate::ingest::store_events(db, catalog, window, crate::ingest::batch::Route::Events, chunk.to_vec()).await?;
     }
-    let failures: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM failures"#)
-        .fetch_one(db)
-        .await?;
-    Ok(Some(Loaded {
-        nodes: nodes.len(),
-        events: count,
-        failures,
-    }))
+    for s in &fleet.node_states {
+        let text = |k: &str| s[k].as_str().unwrap_or_default();
+        let at = text("at").parse::<DateTime<Utc>>().ok();
+        let recorded = crate::ingest::lifecycle::record_transition(
+            db,
+            Transition {
+                cluster: text("cluster"),
+                hostname: text("hostname"),
+                drained: text("state") == "drained",
+                at,
+                reason: s["reason"].as_str().map(str::to_string),
+                failure_id: None,
+                by: DEMO_AUTHOR,
+            },
+        )
+        .await;
+        match recorded {
+            Ok(_) => loaded.node_states += 1,
+            Err(WriteError::Db(e)) => return Err(e.into()),
+            Err(_) => {} // a node the inventory refused
+        }
+    }
+    let failures = FailureIndex::read(db).await?;
+    for l in &fleet.lifecycles {
+        let Some(id) = failures.find(l) else { continue };
+        let Ok(patch) = serde_json::from_value::<LifecyclePatch>(l["patch"].clone()) else {
+            continue;
+        };
+        match crate::ingest::lifecycle::patch_failure(db, id, &patch, DEMO_AUTHOR, |_| true).await {
+            Ok(_) => loaded.lifecycles += 1,
+            Err(WriteError::Db(e)) => return Err(e.into()),
+            Err(_) => {}
+        }
+    }
+    loaded.failures = failures.count as i64;
+    Ok(loaded)
+}
+
+/// The stored failures by how the simulator names them: (cluster, first signal, job) for a job's
+/// failures, (cluster, first signal, node) for the others.
+struct FailureIndex {
+    by_name: HashMap<(String, DateTime<Utc>, String), Uuid>,
+    count: usize,
+}
+
+impl FailureIndex {
+    async fn read(db: &PgPool) -> Result<Self, sqlx::Error> {
+        let mut index = FailureIndex {
+            by_name: HashMap::new(),
+            count: 0,
+        };
+        let mut before = None;
+        loop {
+            let page: Vec<FailureRow> = crate::storage::failure_queries::list(
+                db,
+                &FailureFilter {
+                    before,
+                    limit: 1_000,
+                    ..FailureFilter::default()
+                },
+            )
+            .await?;
+            let Some(last) = page.last() else { break };
+            before = Some((last.first_at, last.id));
+            index.count += page.len();
+            for f in page {
+                match &f.job_id {
+                    Some(j) => {
+                        index
+                            .by_name
+                            .insert((f.cluster.clone(), f.first_at, format!("job\n{j}")), f.id);
+                    }
+                    None => {
+                        for n in &f.nodes {
+                            index
+                                .by_name
+                                .insert((f.cluster.clone(), f.first_at, format!("node\n{n}")), f.id);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(index)
+    }
+
+    fn find(&self, l: &serde_json::Value) -> Option<Uuid> {
+        let cluster = l["cluster"].as_str()?.to_string();
+        let first_at: DateTime<Utc> = l["first_at"].as_str()?.parse().ok()?;
+        let name = match (l["job_id"].as_str(), l["node"].as_str()) {
+            (Some(j), _) => format!("job\n{j}"),
+            (None, Some(n)) => format!("node\n{n}"),
+            (None, None) => return None,
+        };
+        self.by_name.get(&(cluster, first_at, name)).copied()
+    }
 }

@@ -56,6 +56,17 @@ pub struct SimulatedFleet {
     pub nodes: Vec<Value>,
     /// EventInput JSON objects, sorted by `occurred_at`.
     pub events: Vec<Value>,
+    /// JobInput JSON objects (`PUT /v1/jobs`): every job that ran in the window, in id order; refused
+    /// submissions never ran and are only signals.
+    pub jobs: Vec<Value>,
+    /// Drains and returns (`POST /v1/nodes/{cluster}/{hostname}/state`), in time order: `cluster`,
+    /// `hostname`, and the body's `state`, `at`, `reason`.
+    pub node_states: Vec<Value>,
+    /// What engineers record after failures (`PATCH /v1/failures/{id}`), in time order. A failure is
+    /// named by `cluster`, `first_at` (its first signal) and `job_id`, else `node`: the simulated
+    /// failures of one job or node lie more than [`SEPARATION`] apart, so that names exactly one.
+    /// `patch` is the LifecyclePatch body: resolution, recovery phases, sometimes a post-mortem cause.
+    pub lifecycles: Vec<Value>,
     /// What was injected, for tests and demos.
     pub truth: GroundTruth,
 }
@@ -274,8 +285,20 @@ impl Sig {
     }
 }
 
+/// A failure as committed: what its lifecycle is drawn from.
+struct Kept {
+    t: i64,
+    node: Option<usize>,
+    job: Option<usize>,
+    category: &'static str,
+    component: &'static str,
+    hang: bool,
+    pool: usize,
+}
+
 struct World {
     w: i64,
+    kept: Vec<Kept>,
     nodes: Vec<Node>,
     jobs: Vec<Job>,
     sigs: Vec<Sig>,
@@ -294,6 +317,7 @@ pub fn simulate(cfg: &SimConfig) -> SimulatedFleet {
         jobs: Vec::new(),
         sigs: Vec::new(),
         busy_job: Vec::new(),
+        kept: Vec::new(),
         truth: GroundTruth::default(),
     };
     schedule_jobs(&mut world, &mut Rng::new(cfg.seed, 2));
@@ -512,7 +536,7 @@ impl World {
 
     /// Keeps a failure (or benign signal group) only if it stays inside the window and its nodes' service,
     /// and lies more than SEPARATION from everything already kept on the same nodes and jobs.
-    fn commit(&mut self, sigs: Vec<Sig>, category: Option<&str>, pool: usize) -> bool {
+    fn commit(&mut self, sigs: Vec<Sig>, cause: Option<(&'static str, &'static str)>, pool: usize) -> bool {
         let a = sigs.iter().map(|s| s.t).min().unwrap_or(0);
         let b = sigs.iter().map(|s| s.t).max().unwrap_or(0);
         if a < 0 || b >= self.w || b - a > SPAN {
@@ -540,11 +564,21 @@ impl World {
                 self.busy_job[j].push((a, b));
             }
         }
-        match category {
-            Some(c) => {
+        match cause {
+            Some((c, component)) => {
                 self.truth.failures += 1;
                 *self.truth.by_category.entry(c.to_string()).or_default() += 1;
                 *self.truth.by_generation.entry(POOLS[pool].5.to_string()).or_default() += 1;
+                let root = &sigs[0];
+                self.kept.push(Kept {
+                    t: a,
+                    node: root.node,
+                    job: root.job,
+                    category: c,
+                    component,
+                    hang: root.symptom == Some("job_hang"),
+                    pool,
+                });
             }
             None => self.truth.benign += 1,
         }
@@ -1026,7 +1060,7 @@ fn node_failures(world: &mut World, rng: &mut Rng) {
                 break;
             }
             let job = world.job_at(n, t);
-            let (mut sigs, mut cat, comp) = match rng.weighted(&rates) {
+            let (mut sigs, mut cat, mut comp) = match rng.weighted(&rates) {
                 0 => {
                     let (s, c) = hardware(world, rng, n, t, job);
                     (s, "hardware", c)
@@ -1057,11 +1091,11 @@ fn node_failures(world: &mut World, rng: &mut Rng) {
                     "unknown" => *rng.pick(&[("hardware", "gpu"), ("platform", "driver"), ("unknown", "unknown")]),
                     _ => (cat, comp),
                 };
-                cat = rc.0;
+                (cat, comp) = rc;
                 sigs[0].cause = Some(rc);
                 sigs[0].attrs.insert("post_mortem".into(), json!(true));
             }
-            world.commit(sigs, Some(cat), pool);
+            world.commit(sigs, Some((cat, comp)), pool);
         }
     }
 }
@@ -1123,7 +1157,7 @@ fn job_failures(world: &mut World, rng: &mut Rng) {
             sigs[0].cause = Some((cat, comp));
             sigs[0].attrs.insert("post_mortem".into(), json!(true));
         }
-        world.commit(sigs, Some(cat), pool);
+        world.commit(sigs, Some((cat, comp)), pool);
     }
 }
 
@@ -1183,6 +1217,132 @@ fn rfc3339(start: i64, t: i64) -> String {
         .expect("timestamp in range")
         .format("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
+}
+
+/// The scheduler's records of the jobs that ran (refused submissions never did). Cancellations draw
+/// from their own stream, so the signals stay as they were.
+fn job_records(cfg: &SimConfig, world: &World, rng: &mut Rng) -> Vec<Value> {
+    let base = cfg.start.timestamp();
+    world
+        .jobs
+        .iter()
+        .filter(|j| !matches!(j.fate, Fate::Refused(_)) && j.start < world.w)
+        .map(|j| {
+            let state = match j.fate {
+                Fate::User(_) | Fate::Platform(_) => "failed",
+                _ if j.end >= world.w => "running",
+                _ if rng.chance(0.04) => "cancelled",
+                _ => "completed",
+            };
+            let mut v = json!({
+                "id": j.id, "cluster": POOLS[j.pool].0, "gpus": j.gpus,
+                "nodes": j.nodes.iter().map(|&n| world.nodes[n].host.as_str()).collect::<Vec<_>>(),
+                "start": rfc3339(base, j.start), "state": state,
+            });
+            if state != "running" {
+                v["end"] = json!(rfc3339(base, j.end));
+            }
+            v
+        })
+        .collect()
+}
+
+/// Minutes with one decimal, uniform in [lo, hi).
+fn minutes(rng: &mut Rng, lo: f64, hi: f64) -> f64 {
+    ((lo + rng.f64() * (hi - lo)) * 10.0).round() / 10.0
+}
+
+/// What engineers record after the failures (Unicron's recovery phases, resolutions, post-mortems)
+/// and the drains that hardware repairs take, from their own stream. Returns (node_states, lifecycles).
+fn aftermath(cfg: &SimConfig, world: &World, rng: &mut Rng) -> (Vec<Value>, Vec<Value>) {
+    let base = cfg.start.timestamp();
+    let mut states: Vec<(i64, Value)> = Vec::new();
+    let mut lifecycles = Vec::new();
+    // Until when each node is out of service: a node is drained at most once at a time.
+    let mut drained_until = vec![i64::MIN; world.nodes.len()];
+    let mut kept: Vec<&Kept> = world.kept.iter().collect();
+    kept.sort_by_key(|k| (k.t, k.pool, k.node, k.job));
+    for k in kept {
+        // Some failures are never written up: their downtime stays unknown.
+        if !rng.chance(0.75) {
+            continue;
+        }
+        let detection = if k.hang {
+            minutes(rng, 10.0, 30.0) // until the collective's watchdog fires
+        } else {
+            minutes(rng, 0.5, 5.0)
+        };
+        let mut phases = serde_json::Map::new();
+        phases.insert("detection".into(), json!(detection));
+        let mut total = detection;
+        if k.job.is_some() {
+            for (phase, lo, hi) in [
+                ("resubmission", 3.0, 15.0),
+                ("setup", 5.0, 20.0),
+                ("recomputation", 5.0, 45.0),
+            ] {
+                let m = minutes(rng, lo, hi);
+                total += m;
+                phases.insert(phase.into(), json!(m));
+            }
+        }
+        let repair = k.category == "hardware" && !matches!(k.component, "network" | "cooling");
+        let resolution = match (k.category, k.node) {
+            (_, Some(n)) if repair && drained_until[n] < k.t && rng.chance(0.7) => {
+                let at = k.t + (detection * MIN as f64) as i64;
+                let back = at + rng.range(2 * HOUR, 72 * HOUR);
+                let node = &world.nodes[n];
+                let reason = format!("{} fault: drained for repair", k.component);
+                states.push((
+                    at,
+                    json!({"cluster": POOLS[node.pool].0, "hostname": node.host, "state": "drained",
+                                        "at": rfc3339(base, at), "reason": reason}),
+                ));
+                if back < world.w && back < node.to {
+                    states.push((
+                        back,
+                        json!({"cluster": POOLS[node.pool].0, "hostname": node.host, "state": "returned",
+                                              "at": rfc3339(base, back), "reason": "repaired and burnt in"}),
+                    ));
+                    drained_until[n] = back;
+                } else {
+                    drained_until[n] = i64::MAX;
+                }
+                "drained"
+            }
+            ("user", _) => "other",
+            _ if rng.chance(0.8) => "transient_restart",
+            _ => "other",
+        };
+        let resolved = k.t + (total * MIN as f64) as i64;
+        let mut patch = json!({
+            "resolution": resolution,
+            "recovery_minutes": Value::Object(phases),
+        });
+        if resolved < world.w {
+            patch["resolved_at"] = json!(rfc3339(base, resolved));
+        }
+        // Post-mortems settle most unknown causes.
+        if k.category == "unknown" && rng.chance(0.6) {
+            let (category, component) =
+                *rng.pick(&[("hardware", "gpu"), ("platform", "driver"), ("platform", "framework")]);
+            patch["root_cause"] = json!({"category": category, "component": component});
+            patch["note"] = json!(format!("post-mortem: {category}/{component}, see the incident review"));
+        }
+        let mut v = json!({
+            "cluster": POOLS[k.pool].0,
+            "first_at": rfc3339(base, k.t),
+            "patch": patch,
+        });
+        match (k.job, k.node) {
+            (Some(j), _) => v["job_id"] = json!(world.jobs[j].id),
+            (None, Some(n)) => v["node"] = json!(world.nodes[n].host),
+            (None, None) => continue,
+        }
+        lifecycles.push(v);
+    }
+    states.sort_by_key(|(t, _)| *t);
+    (states.into_iter().map(|(_, v)| v).collect(), lifecycles)
 }
 
 fn render(cfg: &SimConfig, mut world: World) -> SimulatedFleet {
@@ -1263,9 +1423,14 @@ fn render(cfg: &SimConfig, mut world: World) -> SimulatedFleet {
             v
         })
         .collect();
+    let jobs = job_records(cfg, &world, &mut Rng::new(cfg.seed, 6));
+    let (node_states, lifecycles) = aftermath(cfg, &world, &mut Rng::new(cfg.seed, 7));
     SimulatedFleet {
         nodes,
         events,
+        jobs,
+        node_states,
+        lifecycles,
         truth: world.truth,
     }
 }
@@ -1451,6 +1616,49 @@ mod tests {
         }
         assert!(big_hw > 3 * big_user.max(1), "hw {big_hw} user {big_user}");
         assert!(per_node.values().any(|&c| c >= 4), "a lemon fails repeatedly");
+    }
+
+    #[test]
+    fn jobs_drains_and_lifecycles_are_valid_inputs() {
+        let cfg = SimConfig::default();
+        let f = simulate(&cfg);
+        let end = cfg.start + chrono::Duration::days(i64::from(cfg.days));
+        assert!(f.jobs.len() > 500, "{}", f.jobs.len());
+        for j in &f.jobs {
+            let job = crate::domain::job::parse_job(j.clone()).unwrap_or_else(|e| panic!("{e:?}: {j}"));
+            assert!(job.start < end && !job.nodes.is_empty(), "{j}");
+        }
+        let states: HashSet<&str> = f.jobs.iter().map(|j| j["state"].as_str().unwrap()).collect();
+        assert_eq!(states, HashSet::from(["completed", "failed", "cancelled", "running"]));
+        // Per node, drains and returns alternate, starting with a drain, inside the window.
+        let mut last: HashMap<&str, &str> = HashMap::new();
+        for s in &f.node_states {
+            let (host, state) = (s["hostname"].as_str().unwrap(), s["state"].as_str().unwrap());
+            let at = ts(&s["at"]);
+            assert!(at >= cfg.start && at < end, "{s}");
+            let before = last.insert(host, state).unwrap_or("returned");
+            assert_ne!(before, state, "{s}");
+        }
+        assert!(f.node_states.iter().any(|s| s["state"] == "returned"));
+        // Most failures get a lifecycle; every patch is one the API accepts.
+        assert!(f.lifecycles.len() * 2 > f.truth.failures, "{}", f.lifecycles.len());
+        for l in &f.lifecycles {
+            let p: crate::domain::lifecycle::LifecyclePatch = serde_json::from_value(l["patch"].clone()).unwrap();
+            let first = ts(&l["first_at"]);
+            crate::domain::lifecycle::apply(&Default::default(), &p, first, end)
+                .unwrap_or_else(|e| panic!("{e:?}: {l}"));
+            assert!(l["job_id"].is_string() || l["node"].is_string(), "{l}");
+        }
+        assert!(
+            f.lifecycles.iter().any(|l| l["patch"]["root_cause"].is_object()),
+            "some post-mortem"
+        );
+        assert!(f.lifecycles.iter().any(|l| l["patch"]["resolution"] == "drained"));
+        assert!(
+            f.lifecycles
+                .iter()
+                .any(|l| l["patch"]["resolution"] == "transient_restart")
+        );
     }
 
     #[test]

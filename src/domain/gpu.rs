@@ -39,6 +39,13 @@ impl GpuGeneration {
         GpuGeneration::Unknown,
     ];
 
+    /// Orders generation names (as stored and shown) by age, oldest first: known generations in
+    /// [`ALL`](Self::ALL) order, `unknown` after them, anything unrecognised last, by name.
+    pub fn age_order(a: &str, b: &str) -> std::cmp::Ordering {
+        let rank = |s: &str| GpuGeneration::parse(s).map_or(GpuGeneration::ALL.len(), |g| g as usize);
+        rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
+    }
+
     /// Stable lowercase identifier (used in storage and APIs).
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -300,6 +307,36 @@ pub fn generation_of(model: &str) -> GpuGeneration {
 mod tests {
     use super::GpuGeneration::*;
     use super::*;
+
+    #[test]
+    fn generation_names_sort_by_age_not_alphabet() {
+        let mut names = vec![
+            "hopper",
+            "ada",
+            "unknown",
+            "volta",
+            "blackwell",
+            "zeta",
+            "ampere",
+            "kepler",
+            "turing",
+        ];
+        names.sort_by(|a, b| GpuGeneration::age_order(a, b));
+        assert_eq!(
+            names,
+            [
+                "kepler",
+                "volta",
+                "turing",
+                "ampere",
+                "ada",
+                "hopper",
+                "blackwell",
+                "unknown",
+                "zeta"
+            ]
+        );
+    }
 
     fn check(cases: &[(&str, GpuGeneration)]) {
         let mut bad = Vec::new();

@@ -228,7 +228,11 @@ pub async fn compare(
     Ok(Comparison {
         overall: named(compare_rates(ta.overall, tb.overall, CONFIDENCE), names),
         groups: if by.is_some() {
-            keyed(&ta.groups, &tb.groups, names)
+            let mut groups = keyed(&ta.groups, &tb.groups, names);
+            if by == Some(CompareBy::GpuGeneration) {
+                groups.sort_by(|x, y| crate::domain::gpu::GpuGeneration::age_order(&x.key, &y.key));
+            }
+            groups
         } else {
             Vec::new()
         },

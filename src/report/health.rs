@@ -72,9 +72,11 @@ pub async fn gather(
 fn ratio_interval(c: &RateComparison) -> String {
     match (c.ratio_lower, c.ratio_upper) {
         (None, _) => "n/a".into(),
-        (Some(lo), None) => format!("at least {lo:.2}"),
-        (Some(lo), Some(hi)) if c.b_failures == 0 => format!("at most {hi:.2} (from {lo:.2})"),
-        (Some(lo), Some(hi)) => format!("{lo:.2} to {hi:.2}"),
+        (Some(lo), None) => format!("at least {}", fmt::rate(Some(lo))),
+        (Some(lo), Some(hi)) if c.b_failures == 0 => {
+            format!("at most {} (from {})", fmt::rate(Some(hi)), fmt::rate(Some(lo)))
+        }
+        (Some(lo), Some(hi)) => format!("{} to {}", fmt::rate(Some(lo)), fmt::rate(Some(hi))),
     }
 }
 
@@ -184,7 +186,7 @@ pub fn section(d: &ReportData) -> Section {
                 vec![
                     format!("{}/{}", n.cluster, n.hostname),
                     fmt::int(n.failures),
-                    format!("{:.2}", n.expected_failures),
+                    fmt::rate(Some(n.expected_failures)),
                     format!("{:.2e}", n.tail_probability),
                     format!("{:.2e}", n.adjusted_probability),
                     n.dominant_component.clone().unwrap_or_else(|| "n/a".into()),
@@ -194,7 +196,7 @@ pub fn section(d: &ReportData) -> Section {
             .collect(),
     };
     let p = &h.plan.plan;
-    let hours = |v: f64| format!("{v:.2}");
+    let hours = |v: f64| fmt::rate(Some(v));
     let plan_row = |name: &str, b: &Bounded, f: &dyn Fn(f64) -> String| {
         let [v, lo, hi] = interval(b, f);
         vec![name.to_string(), v, lo, hi]

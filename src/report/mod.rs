@@ -219,27 +219,66 @@ pub struct Figure {
     pub definition: String,
 }
 
-/// Number formats shared by the HTML and Markdown renderings.
+/// Number formats shared by the HTML and Markdown renderings and the dashboard (which shows the
+/// report's HTML): one function, [`fmt::decimal`], with thousands separators everywhere and a fixed
+/// number of decimals per kind of quantity: counts none, rates and ratios two, hours, minutes, days
+/// and other measures one, percentages one.
 pub mod fmt {
-    pub fn int(n: u64) -> String {
-        super::svg::tick_label(n as f64)
+    /// `v` with `places` decimals and thousands separators ("39,575.7"); never "-0.0".
+    pub fn decimal(v: f64, places: usize) -> String {
+        if !v.is_finite() {
+            return if v.is_nan() {
+                "n/a".into()
+            } else if v > 0.0 {
+                "inf".into()
+            } else {
+                "-inf".into()
+            };
+        }
+        let text = format!("{:.*}", places, crate::analytics::stats::positive_zero(v).abs());
+        let (whole, frac) = text
+            .split_once('.')
+            .map_or((text.as_str(), None), |(w, f)| (w, Some(f)));
+        let mut out = String::with_capacity(text.len() + whole.len() / 3 + 1);
+        // A value that rounds to zero shows no sign.
+        if v < 0.0 && text.chars().any(|c| c.is_ascii_digit() && c != '0') {
+            out.push('-');
+        }
+        for (i, c) in whole.chars().enumerate() {
+            if i > 0 && (whole.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        if let Some(f) = frac {
+            out.push('.');
+            out.push_str(f);
+        }
+        out
     }
 
+    /// A count.
+    pub fn int(n: u64) -> String {
+        decimal(n as f64, 0)
+    }
+
+    /// A rate or ratio (failures per 1,000 GPU-days, rate ratios, expected counts).
     pub fn rate(v: Option<f64>) -> String {
-        v.map_or_else(|| "n/a".into(), |v| format!("{v:.2}"))
+        v.map_or_else(|| "n/a".into(), |v| decimal(v, 2))
     }
 
     /// A fraction as a percentage with one decimal.
     pub fn pct(v: Option<f64>) -> String {
-        v.map_or_else(|| "n/a".into(), |v| format!("{:.1}%", v * 100.0))
+        v.map_or_else(|| "n/a".into(), |v| format!("{}%", decimal(v * 100.0, 1)))
     }
 
     pub fn hours(v: Option<f64>) -> String {
-        v.map_or_else(|| "n/a".into(), |v| format!("{v:.1} h"))
+        v.map_or_else(|| "n/a".into(), |v| format!("{} h", decimal(v, 1)))
     }
 
+    /// A measure (GPU-days, hours, minutes, failures per week).
     pub fn number(v: f64) -> String {
-        format!("{v:.1}")
+        decimal(v, 1)
     }
 }
 
@@ -334,6 +373,21 @@ fn format_group_label(group_size: u32) -> &'static str {
 mod tests {
     use super::*;
     use crate::analytics::headline::ComponentShare;
+
+    #[test]
+    fn one_number_format_with_thousands_separators() {
+        assert_eq!(fmt::number(39_575.66), "39,575.7");
+        assert_eq!(fmt::int(1_344), "1,344");
+        assert_eq!(fmt::int(7), "7");
+        assert_eq!(fmt::rate(Some(1_234_567.891)), "1,234,567.89");
+        assert_eq!(fmt::hours(Some(999.96)), "1,000.0 h");
+        assert_eq!(fmt::pct(Some(0.3125)), "31.2%");
+        assert_eq!(fmt::number(-0.0), "0.0");
+        assert_eq!(fmt::number(-0.01), "0.0");
+        assert_eq!(fmt::number(-1_500.25), "-1,500.2");
+        assert_eq!(fmt::decimal(123.0, 0), "123");
+        assert_eq!(fmt::rate(None), "n/a");
+    }
 
     fn t(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()

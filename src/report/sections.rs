@@ -100,10 +100,12 @@ fn mix(d: &ReportData) -> Section {
     let lead = match (best_worst.first(), best_worst.last()) {
         (Some(best), Some(worst)) if best.key != worst.key && best.failures_per_1000_gpu_days.unwrap_or(0.0) > 0.0 => {
             format!(
-                "{} fails most often: {} failures per 1,000 GPU-days, {:.1}x the rate of {} ({}).",
+                "{} fails most often: {} failures per 1,000 GPU-days, {}x the rate of {} ({}).",
                 worst.key,
                 fmt::rate(worst.failures_per_1000_gpu_days),
-                worst.failures_per_1000_gpu_days.unwrap_or(0.0) / best.failures_per_1000_gpu_days.unwrap_or(1.0),
+                fmt::number(
+                    worst.failures_per_1000_gpu_days.unwrap_or(0.0) / best.failures_per_1000_gpu_days.unwrap_or(1.0)
+                ),
                 best.key,
                 fmt::rate(best.failures_per_1000_gpu_days)
             )
@@ -192,9 +194,9 @@ fn mtbf(d: &ReportData) -> Section {
     let shown: Vec<_> = groups.iter().take(MTBF_ROWS).collect();
     let interval = |g: &crate::analytics::headline::MtbfGroup| {
         format!(
-            "{:.1}-{}",
-            g.mtbf_lower_hours,
-            g.mtbf_upper_hours.map_or_else(|| "inf".into(), |u| format!("{u:.1}"))
+            "{}-{}",
+            fmt::number(g.mtbf_lower_hours),
+            g.mtbf_upper_hours.map_or_else(|| "inf".into(), fmt::number)
         )
     };
     let rows: Vec<Row> = shown
@@ -205,8 +207,8 @@ fn mtbf(d: &ReportData) -> Section {
             low: Some(g.mtbf_lower_hours),
             high: g.mtbf_upper_hours,
             text: match g.mtbf_hours {
-                Some(h) => format!("{h:.1} h [{}]", interval(g)),
-                None => format!("no failures (> {:.1} h)", g.mtbf_lower_hours),
+                Some(h) => format!("{} [{}]", fmt::hours(Some(h)), interval(g)),
+                None => format!("no failures (> {})", fmt::hours(Some(g.mtbf_lower_hours))),
             },
         })
         .collect();
@@ -231,12 +233,12 @@ fn mtbf(d: &ReportData) -> Section {
         m.fleet.median_group_mtbf_hours,
     ) {
         (Some(worst), Some(median)) => format!(
-            "Median MTBF {median:.1} h over {with_failures} groups with failures; the worst, {}, fails every {:.1} h ({} failures per week).",
+            "Median MTBF {} over {} groups with failures; the worst, {}, fails every {} ({} failures per week).",
+            fmt::hours(Some(median)),
+            fmt::int(with_failures as u64),
             worst.group,
-            worst.mtbf_hours.unwrap_or(0.0),
-            worst
-                .failures_per_week
-                .map_or_else(|| "n/a".into(), |w| format!("{w:.1}"))
+            fmt::hours(worst.mtbf_hours),
+            worst.failures_per_week.map_or_else(|| "n/a".into(), fmt::number)
         ),
         _ => "No group had a failure in this window.".into(),
     };

@@ -15,14 +15,102 @@ pub struct TestApp {
     pub address: String,
     pub client: reqwest::Client,
     pub db: PgPool,
-    db_name: String,
-    server_url: String,
+    /// The app's classification catalog cache, for loading data through the ingest use cases.
+    pub catalog: faultline::ingest::catalog::CatalogCache,
+    /// Dropped with the app (last, after the pool), also when the test panics.
+    _database: TestDatabase,
+}
+
+/// A fresh database on the test server, dropped when this is dropped: at the end of the test, and
+/// also when it fails (panics unwind through it). Named `faultline_test_<unix seconds>_<uuid>`, so
+/// the first test of a process also drops those older than [`STALE_AFTER_SECS`] that a killed test
+/// run (timeout, SIGKILL: no unwinding) left behind.
+pub struct TestDatabase {
+    pub name: String,
+    pub server_url: String,
+}
+
+/// No test runs this long: an older test database is a leftover.
+const STALE_AFTER_SECS: u64 = 6 * 3600;
+
+impl TestDatabase {
+    pub async fn create(server_url: &str) -> TestDatabase {
+        static SWEPT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        if !SWEPT.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            drop_stale(server_url, now).await;
+        }
+        let name = format!("faultline_test_{now}_{}", uuid::Uuid::new_v4().simple());
+        // The guard exists before the database does: a failure from here on still drops it.
+        let db = TestDatabase {
+            name,
+            server_url: server_url.to_string(),
+        };
+        ensure_database(server_url, &db.name)
+            .await
+            .expect("create the test database");
+        db
+    }
+
+    pub fn url(&self) -> String {
+        with_database(&self.server_url, &self.name)
+    }
+}
+
+async fn drop_stale(server_url: &str, now: u64) {
+    use sqlx::Connection;
+    let Ok(mut conn) = sqlx::PgConnection::connect(&with_database(server_url, "postgres")).await else {
+        return;
+    };
+    let names: Vec<String> =
+        sqlx::query_scalar("SELECT datname::text FROM pg_database WHERE datname LIKE 'faultline\\_test\\_%'")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_default();
+    for name in names {
+        let created = name
+            .strip_prefix("faultline_test_")
+            .and_then(|rest| rest.split_once('_'))
+            .and_then(|(secs, _)| secs.parse::<u64>().ok());
+        if created.is_some_and(|t| t + STALE_AFTER_SECS < now) {
+            let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+            let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+        }
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let server_url = self.server_url.clone();
+        let db_name = self.name.clone();
+        // The pool's sockets belong to the test's runtime, which is blocked here (or unwinding):
+        // don't await them, use a runtime of our own. WITH (FORCE) ends those connections.
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                use sqlx::Connection;
+                if let Ok(mut conn) = sqlx::PgConnection::connect(&with_database(&server_url, "postgres")).await {
+                    let sql = format!("DROP DATABASE IF EXISTS \"{db_name}\" WITH (FORCE)");
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                }
+            });
+        })
+        .join()
+        .ok();
+    }
 }
 
 /// The PostgreSQL server the tests use: `DATABASE_URL`, else one on localhost:5432, else a private
-/// cluster in the temp directory that later runs reuse (fsync off: test data is disposable).
+/// cluster in the temp directory (fsync off: test data is disposable) that stops by itself once no
+/// test process has used it for a few seconds, i.e. when the run ends (see [`PG_WATCHDOG`]).
 pub async fn test_server_url() -> anyhow::Result<String> {
-    use faultline::db::embedded_pg::{PrivateCluster, local_server, lock_file};
+    use faultline::db::embedded_pg::{PrivateCluster, find_pg_bin, local_server, lock_file};
     if let Ok(url) = std::env::var("DATABASE_URL")
         && !url.is_empty()
     {
@@ -32,11 +120,64 @@ pub async fn test_server_url() -> anyhow::Result<String> {
         return Ok(url);
     }
     let dir = std::env::temp_dir().join("faultline-test-pg");
+    // A shared lock for the life of this process marks the cluster in use; the kernel releases it
+    // when the process ends, however it ends.
+    let users = dir.with_extension("users");
+    if CLUSTER_USER.get().is_none() {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&users)?;
+        let file = tokio::task::spawn_blocking(move || file.lock_shared().map(|()| file)).await??;
+        let _ = CLUSTER_USER.set(file);
+    }
     let _lock = lock_file(&dir.with_extension("lock")).await?;
     let cluster =
         PrivateCluster::start_with(&dir, "-c fsync=off -c synchronous_commit=off -c full_page_writes=off").await?;
+    if let Some(pg_ctl) = find_pg_bin("pg_ctl") {
+        use std::os::unix::process::CommandExt;
+        // Detached (own process group, no stdio): it outlives this test process; a second one exits.
+        let _ = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(PG_WATCHDOG)
+            .arg("faultline-test-pg-watchdog")
+            .arg(&users)
+            .arg(cluster.pgdata())
+            .arg(std::fs::canonicalize(&pg_ctl).unwrap_or(pg_ctl))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn();
+    }
     Ok(cluster.url().to_string())
 }
+
+/// This process's shared lock on the private cluster's users file.
+static CLUSTER_USER: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+
+/// Stops the private test cluster ($2, with pg_ctl $3) once nobody holds a shared lock on the users
+/// file ($1) for 10 s; it stops under an exclusive lock, so a test process starting meanwhile waits
+/// and then starts the cluster again (with a watchdog of its own). One watchdog per cluster.
+const PG_WATCHDOG: &str = r#"
+users="$1"; pgdata="$2"; pg_ctl="$3"
+exec 9>"$users.watchdog"
+flock -n 9 || exit 0
+idle=0
+while sleep 2; do
+  [ -f "$pgdata/postmaster.pid" ] || exit 0
+  if flock -n -x "$users" true; then idle=$((idle + 2)); else idle=0; fi
+  if [ "$idle" -ge 10 ]; then
+    if [ "$(id -u)" = 0 ]; then
+      flock -n -x "$users" runuser -u "$(stat -c %U "$pgdata")" -- "$pg_ctl" -D "$pgdata" stop -m fast && exit 0
+    else
+      flock -n -x "$users" "$pg_ctl" -D "$pgdata" stop -m fast && exit 0
+    fi
+    idle=0
+  fi
+done
+"#;
 
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(Limits::default()).await
@@ -50,12 +191,8 @@ pub async fn spawn_app_with(limits: Limits) -> TestApp {
 /// The app on the Postgres server at `server_url` (no database path), with `edge` settings (pool
 /// size and timeout, body budget).
 pub async fn spawn_app_on(server_url: &str, limits: Limits, edge: EdgeSettings) -> TestApp {
-    let server_url = server_url.to_string();
-    let db_name = format!("faultline_test_{}", uuid::Uuid::new_v4().simple());
-    ensure_database(&server_url, &db_name)
-        .await
-        .expect("create the test database");
-    let db = faultline::db::pool::connect(&with_database(&server_url, &db_name), &edge.pool)
+    let database = TestDatabase::create(server_url).await;
+    let db = faultline::db::pool::connect(&database.url(), &edge.pool)
         .await
         .expect("connect");
     let config = AppConfig {
@@ -68,13 +205,14 @@ pub async fn spawn_app_on(server_url: &str, limits: Limits, edge: EdgeSettings) 
         .await
         .expect("build the app");
     let address = format!("http://{}", app.local_addr().unwrap());
+    let catalog = app.context().catalog.clone();
     tokio::spawn(app.run_until(std::future::pending()));
     TestApp {
         address,
         client: reqwest::Client::new(),
         db,
-        db_name,
-        server_url,
+        catalog,
+        _database: database,
     }
 }
 
@@ -154,31 +292,6 @@ pub async fn status_json(res: reqwest::Response) -> (u16, Value) {
         status,
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}")),
     )
-}
-
-impl Drop for TestApp {
-    /// Drops the test database so runs don't pile them up.
-    fn drop(&mut self) {
-        let server_url = self.server_url.clone();
-        let db_name = self.db_name.clone();
-        // The pool's sockets belong to the test's runtime, which is blocked here: don't await them.
-        // WITH (FORCE) terminates those connections server-side.
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                use sqlx::Connection;
-                if let Ok(mut conn) = sqlx::PgConnection::connect(&with_database(&server_url, "postgres")).await {
-                    let sql = format!("DROP DATABASE IF EXISTS \"{db_name}\" WITH (FORCE)");
-                    let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
-                }
-            });
-        })
-        .join()
-        .ok();
-    }
 }
 
 /// A valid event with the given id and overrides.

@@ -7,6 +7,7 @@ mod classify;
 mod cost;
 mod cost_simulated;
 mod decisions;
+mod demo;
 mod edge;
 mod failures;
 mod fold_order;

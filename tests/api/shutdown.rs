@@ -12,10 +12,9 @@ use crate::helpers::ADMIN_TOKEN;
 #[tokio::test]
 async fn sigterm_exits_after_the_deadline_despite_a_stalled_client() {
     let server_url = crate::helpers::test_server_url().await.unwrap();
-    let db_name = format!("faultline_test_{}", uuid::Uuid::new_v4().simple());
-    faultline::db::database::ensure_database(&server_url, &db_name)
-        .await
-        .unwrap();
+    // Dropped at the end, also when the test fails.
+    let database = crate::helpers::TestDatabase::create(&server_url).await;
+    let db_name = database.name.clone();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -75,15 +74,4 @@ async fn sigterm_exits_after_the_deadline_despite_a_stalled_client() {
     assert!(took < Duration::from_secs(6), "took {took:?}");
     drop(stalled);
     let _ = std::fs::remove_dir_all(&data_dir);
-    drop_database(&server_url, &db_name).await;
-}
-
-async fn drop_database(server_url: &str, db_name: &str) {
-    use sqlx::Connection;
-    if let Ok(mut conn) =
-        sqlx::PgConnection::connect(&faultline::db::database::with_database(server_url, "postgres")).await
-    {
-        let sql = format!("DROP DATABASE IF EXISTS \"{db_name}\" WITH (FORCE)");
-        let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
-    }
 }

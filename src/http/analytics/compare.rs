@@ -62,7 +62,9 @@ fn span(from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<String>, side: &
 /// Resolves the two windows: B defaults to the last 30 days, A to the window of the same length before B.
 pub fn compare_spans(q: &CompareQuery) -> ApiResult<(Span, Span)> {
     let b_to = q.b_to.unwrap_or_else(Utc::now);
-    let b_from = q.b_from.unwrap_or(b_to - Duration::days(30));
+    let b_from = q
+        .b_from
+        .unwrap_or(b_to - Duration::days(crate::domain::window::DEFAULT_WINDOW_DAYS));
     let b = span(b_from, b_to, q.b_cluster.clone().or_else(|| q.cluster.clone()), "b")?;
     let a_to = q.a_to.unwrap_or(b.from);
     let a_from = q.a_from.unwrap_or(a_to - (b.to - b.from));

@@ -118,7 +118,8 @@
 
   const now = new Date();
   $('to').value = isoDay(now);
-  $('from').value = isoDay(new Date(now.getTime() - 27 * DAY));
+  // 30 days including today: the API's default window (now - 30 days to now), in whole UTC days.
+  $('from').value = isoDay(new Date(now.getTime() - 29 * DAY));
   readFragment();
   if (localStorage.getItem(TOKEN_KEY)) $('token').placeholder = 'token stored in this browser';
 

@@ -12,11 +12,12 @@ use uuid::Uuid;
 use crate::analytics::cost::{Phases, downtime_minutes};
 use crate::analytics::headline::round6;
 use crate::domain::auth::Permission;
-use crate::domain::lifecycle::{self, LifecyclePatch, Resolution};
+use crate::domain::lifecycle::{LifecyclePatch, Resolution};
 use crate::domain::taxonomy::{Category, Component, RootCause};
 use crate::http::ApiContext;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{AppJson, AppPath, Caller};
+use crate::ingest::lifecycle::WriteError;
 use crate::storage::lifecycle::{self as store, FailureAnchor, LifecycleRow};
 
 pub fn router() -> Router<ApiContext> {
@@ -136,31 +137,20 @@ pub async fn patch_failure(
             "the patch changes nothing: send at least one field",
         ));
     }
-    let mut tx = ctx.db.begin().await?;
-    let f = store::failure_anchor(&mut tx, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
-    if !caller.may_write(&f.cluster) {
-        return Err(ApiError::Forbidden(format!(
-            "this token may not write cluster '{}'",
-            f.cluster
-        )));
-    }
-    store::lock(&mut tx, &f).await?;
-    let rows = store::for_failure(&mut tx, &f).await?;
-    let current = rows.first();
-    let before = current.map(LifecycleRow::lifecycle).unwrap_or_default();
-    let (after, changes) =
-        lifecycle::apply(&before, &p, f.first_at, Utc::now()).map_err(|e| ApiError::Unprocessable {
-            message: format!("{}: {}", e.field.as_deref().unwrap_or("body"), e.message),
-            details: Some(serde_json::json!({ "field": e.field })),
+    let patched = crate::ingest::lifecycle::patch_failure(&ctx.db, id, &p, &caller.name, |c| caller.may_write(c))
+        .await
+        .map_err(|e| match e {
+            WriteError::NotFound => ApiError::NotFound(format!("no failure {id}")),
+            WriteError::Forbidden(cluster) => {
+                ApiError::Forbidden(format!("this token may not write cluster '{cluster}'"))
+            }
+            WriteError::Invalid(e) => ApiError::Unprocessable {
+                message: format!("{}: {}", e.field.as_deref().unwrap_or("body"), e.message),
+                details: Some(serde_json::json!({ "field": e.field })),
+            },
+            WriteError::Db(e) => e.into(),
         })?;
-    let lifecycle_id = current.map_or(f.id, |r| r.failure_id);
-    if !changes.is_empty() || current.is_none() {
-        store::save(&mut tx, lifecycle_id, &f, &after, &changes, &caller.name).await?;
-    }
-    let saved = store::by_lifecycle_id(&mut tx, lifecycle_id).await?;
-    tx.commit().await?;
+    let (f, saved) = (patched.failure, patched.saved);
     Ok(Json(view(&f, saved.as_ref())))
 }
 

@@ -13,12 +13,12 @@ use uuid::Uuid;
 use crate::analytics::cost::out_of_service_hours;
 use crate::analytics::headline::round6;
 use crate::domain::auth::Permission;
-use crate::domain::event::optional_text;
 use crate::http::ApiContext;
 use crate::http::analytics::WindowQuery;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{AppJson, AppPath, AppQuery, Caller};
-use crate::storage::lifecycle::{self as store, NewTransition};
+use crate::ingest::lifecycle::{Transition, WriteError};
+use crate::storage::lifecycle as store;
 
 pub fn router() -> Router<ApiContext> {
     Router::new().route(
@@ -142,34 +142,39 @@ pub async fn record_node_state(
             "this token may not write cluster '{cluster}'"
         )));
     }
-    let gpus = store::node_gpus(&ctx.db, &cluster, &hostname)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no node {cluster}/{hostname} in the inventory")))?;
-    let now = Utc::now();
-    let at = input.at.unwrap_or(now);
-    let unprocessable = |m: String| ApiError::Unprocessable {
-        message: m,
-        details: None,
-    };
-    if at > now + chrono::Duration::hours(24) {
-        return Err(unprocessable(format!("at: {at} is more than 24 h in the future")));
-    }
-    let reason = optional_text("reason", input.reason).map_err(|e| unprocessable(format!("reason: {}", e.message)))?;
-    store::insert_transition(
+    let (gpus, at) = crate::ingest::lifecycle::record_transition(
         &ctx.db,
-        &NewTransition {
+        Transition {
             cluster: &cluster,
             hostname: &hostname,
             drained: input.state == NodeServiceState::Drained,
-            at,
-            reason: reason.as_deref(),
+            at: input.at,
+            reason: input.reason,
             failure_id: input.failure_id,
             by: &caller.name,
         },
     )
-    .await?;
+    .await
+    .map_err(|e| match e {
+        WriteError::NotFound => ApiError::NotFound(format!("no node {cluster}/{hostname} in the inventory")),
+        WriteError::Forbidden(c) => ApiError::Forbidden(format!("this token may not write cluster '{c}'")),
+        WriteError::Invalid(e) => ApiError::Unprocessable {
+            message: format!("{}: {}", e.field.as_deref().unwrap_or("body"), e.message),
+            details: None,
+        },
+        WriteError::Db(e) => e.into(),
+    })?;
+    let now = Utc::now();
     let to = at.max(now) + chrono::Duration::milliseconds(1);
-    let v = node_state_view(&ctx, &cluster, &hostname, gpus, to - chrono::Duration::days(30), to).await?;
+    let v = node_state_view(
+        &ctx,
+        &cluster,
+        &hostname,
+        gpus,
+        to - chrono::Duration::days(crate::domain::window::DEFAULT_WINDOW_DAYS),
+        to,
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(v)))
 }
 

@@ -1,0 +1,242 @@
+//! A new user's first look: the demo fleet (`serve --demo`'s loader) makes every analysis and every
+//! report section show data in the default window; no answer shows a negative zero, empty or not.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app};
+
+/// Every `/v1/analytics/*` route of the OpenAPI document, with the query it needs (if any) and what
+/// "shows data" means for it.
+fn checks() -> Vec<(&'static str, &'static str, fn(&Value) -> bool)> {
+    vec![
+        ("/v1/analytics/failure-mix", "", |b| {
+            b["rows"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|r| r["failures"].as_u64() > Some(0)))
+        }),
+        ("/v1/analytics/mtbf", "", |b| {
+            b["groups"]
+                .as_array()
+                .is_some_and(|g| g.iter().any(|g| g["failures"].as_u64() > Some(0)))
+        }),
+        ("/v1/analytics/root-causes", "", |b| b["failures"].as_u64() > Some(0)),
+        ("/v1/analytics/recovery", "", |b| {
+            let s = &b["summary"];
+            s["downtime_minutes"]["count"].as_u64() > Some(0)
+                && s["phases"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().all(|p| p["minutes"]["count"].as_u64() > Some(0)))
+                && s["hardware_failures_drained"].as_u64() > Some(0)
+                && s["gpu_hours_lost"].as_f64() > Some(0.0)
+                && b["out_of_service"]["nodes_drained"].as_u64() > Some(0)
+                && b["ettr"]["fleet"]["jobs"].as_u64() > Some(0)
+                && b["ettr"]["fleet"]["ettr"].as_f64().is_some()
+                && !b["ettr"]["jobs"].as_array().is_none_or(Vec::is_empty)
+        }),
+        ("/v1/analytics/top-errors", "", |b| {
+            !b["root_signals"].as_array().is_none_or(Vec::is_empty)
+        }),
+        ("/v1/analytics/node-concentration", "", |b| {
+            !b["repeat_offenders"].as_array().is_none_or(Vec::is_empty)
+        }),
+        ("/v1/analytics/job-size", "", |b| {
+            b["jobs"].as_u64() > Some(0)
+                && b["largest"]["jobs"].as_u64() > Some(0)
+                && b["buckets"]
+                    .as_array()
+                    .is_some_and(|k| k.iter().any(|k| k["failed_jobs"].as_u64() > Some(0)))
+                && !b["projection"]["sizes"].as_array().is_none_or(Vec::is_empty)
+        }),
+        ("/v1/analytics/stragglers", "", |b| {
+            b["straggler_nodes"].as_u64() > Some(0) && b["gpu_hours_wasted"].as_f64() > Some(0.0)
+        }),
+        ("/v1/analytics/efficiency", "", |b| b["incidents"].as_u64() > Some(0)),
+        ("/v1/analytics/timeline", "", |b| {
+            b["points"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|p| p["total"].as_u64() > Some(0)))
+        }),
+        ("/v1/analytics/baselines", "", |b| {
+            b["baselines"]
+                .as_array()
+                .is_some_and(|r| r.iter().filter(|r| r["fleet"].is_number()).count() >= 10)
+        }),
+        ("/v1/analytics/compare", "by=gpu_generation", |b| {
+            b["overall"]["a_failures"].as_u64() > Some(0)
+                && b["overall"]["b_failures"].as_u64() > Some(0)
+                && !b["groups"].as_array().is_none_or(Vec::is_empty)
+        }),
+        ("/v1/analytics/job-plan", "gpus=1024", |b| {
+            b["failures"].as_u64() > Some(0) && b["plan"]["job_mtbf_hours"]["value"].is_number()
+        }),
+        ("/v1/analytics/lemon-nodes", "", |b| {
+            !b["lemons"].as_array().is_none_or(Vec::is_empty)
+        }),
+    ]
+}
+
+fn analytics_routes() -> BTreeSet<String> {
+    let doc: Value = serde_json::from_str(&faultline::http::openapi::openapi_json()).unwrap();
+    doc["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|p| p.starts_with("/v1/analytics/"))
+        .cloned()
+        .collect()
+}
+
+async fn get_text(app: &TestApp, path: &str) -> (u16, String) {
+    let res = app
+        .client
+        .get(app.url(path))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    (res.status().as_u16(), res.text().await.unwrap())
+}
+
+fn assert_no_negative_zero(path: &str, body: &str) {
+    for bad in ["-0.0,", "-0.0}", "-0.0]", "-0.0 ", "-0.0|", "-0.0<", "-0.0\n", "-0,"] {
+        assert!(!body.contains(bad), "{path} shows a negative zero ({bad:?}):\n{body}");
+    }
+}
+
+#[tokio::test]
+async fn the_demo_fleet_shows_data_in_every_analysis_and_every_report_section() {
+    let app = spawn_app().await;
+    let loaded = faultline::devtools::demo::load_if_empty(&app.db, &app.catalog, chrono::Duration::minutes(10))
+        .await
+        .unwrap()
+        .expect("an empty database gets the demo");
+    assert!(
+        loaded.jobs > 1000 && loaded.node_states > 50 && loaded.lifecycles > 300,
+        "{loaded:?}"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM failure_lifecycle").await,
+        loaded.lifecycles as i64
+    );
+    // Post-mortems settled most unknown causes: some lifecycle carries one.
+    assert!(
+        app.count("SELECT count(*) FROM failure_lifecycle WHERE pm_category IS NOT NULL")
+            .await
+            > 0
+    );
+    // A second start leaves the data alone.
+    assert!(
+        faultline::devtools::demo::load_if_empty(&app.db, &app.catalog, chrono::Duration::minutes(10))
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let checks = checks();
+    let checked: BTreeSet<String> = checks.iter().map(|c| c.0.to_string()).collect();
+    assert_eq!(
+        checked,
+        analytics_routes(),
+        "every analysis of the OpenAPI document is checked"
+    );
+    for (path, query, shows_data) in &checks {
+        // The default window: what a new user sees first.
+        let url = if query.is_empty() {
+            path.to_string()
+        } else {
+            format!("{path}?{query}")
+        };
+        let (status, text) = get_text(&app, &url).await;
+        assert_eq!(status, 200, "{url}: {text}");
+        let body: Value = serde_json::from_str(&text).unwrap();
+        assert!(shows_data(&body), "{url} shows no data: {text}");
+        assert_no_negative_zero(&url, &text);
+    }
+
+    // Generations in age order (volta, ampere, ada, hopper, blackwell), not alphabetical.
+    let (_, mix) = app.get(ADMIN_TOKEN, "/v1/analytics/failure-mix").await;
+    let keys: Vec<&str> = mix["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["volta", "ampere", "ada", "hopper", "blackwell"]);
+    let (_, cmp) = app.get(ADMIN_TOKEN, "/v1/analytics/compare?by=gpu_generation").await;
+    let keys: Vec<&str> = cmp["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["volta", "ampere", "ada", "hopper", "blackwell"]);
+
+    let (status, md) = get_text(&app, "/v1/reports/reliability?format=markdown&job_gpus=1024").await;
+    assert_eq!(status, 200, "{md}");
+    assert_no_negative_zero("report", &md);
+    let sections: Vec<&str> = md.split("\n## ").skip(1).collect();
+    let titles: Vec<&str> = sections.iter().map(|s| s.lines().next().unwrap()).collect();
+    assert_eq!(
+        titles,
+        [
+            "Failure mix by GPU generation",
+            "MTBF per 128-GPU group",
+            "Root causes",
+            "Failures over time",
+            "Downtime by recovery phase",
+            "Worst nodes",
+            "Fleet health",
+            "This fleet beside the published baselines"
+        ]
+    );
+    for s in &sections {
+        assert!(s.contains("|---"), "section without a table:\n{s}");
+        for empty in [
+            "No GPU-days",
+            "No group had a failure",
+            "No failures in this window",
+            "No recovery data recorded",
+            "No failure had a root-cause node",
+            "No node has more hardware failures than chance allows",
+        ] {
+            assert!(!s.contains(empty), "an empty section ({empty}):\n{s}");
+        }
+    }
+    // One number format: no measure of four or more digits without a thousands separator.
+    let unseparated = regex_like_unseparated(&md);
+    assert!(unseparated.is_empty(), "numbers without separators: {unseparated:?}");
+    let gpu_days_rows = md.lines().filter(|l| l.starts_with("| hopper |")).collect::<Vec<_>>();
+    assert!(gpu_days_rows.iter().all(|l| l.contains(',')), "{gpu_days_rows:?}");
+}
+
+/// Table cells holding a plain number of 4+ integer digits (dates, ids and hostnames excluded).
+fn regex_like_unseparated(md: &str) -> Vec<String> {
+    md.lines()
+        .filter(|l| l.starts_with('|'))
+        .flat_map(|l| l.split('|').map(str::trim).map(str::to_string).collect::<Vec<_>>())
+        .filter(|c| {
+            let number = c.trim_end_matches(" h").trim_end_matches('%');
+            let whole = number.split('.').next().unwrap_or("");
+            !number.is_empty() && number.chars().all(|ch| ch.is_ascii_digit() || ch == '.') && whole.len() >= 4
+        })
+        .collect()
+}
+
+/// With nothing stored, every analysis still answers, and none with a negative zero (empty sums).
+#[tokio::test]
+async fn an_empty_database_shows_no_negative_zero() {
+    let app = spawn_app().await;
+    for (path, query, _) in checks() {
+        let url = if query.is_empty() {
+            path.to_string()
+        } else {
+            format!("{path}?{query}")
+        };
+        let (status, text) = get_text(&app, &url).await;
+        assert_eq!(status, 200, "{url}: {text}");
+        assert_no_negative_zero(&url, &text);
+    }
+    let (_, md) = get_text(&app, "/v1/reports/reliability?format=markdown").await;
+    assert_no_negative_zero("report", &md);
+}
