@@ -7,7 +7,7 @@ use sqlx::PgPool;
 use crate::devtools::simulate::{SimConfig, SimulatedFleet, simulate};
 use crate::domain::event::parse_event;
 use crate::domain::node::parse_node;
-use crate::storage;
+
 
 /// A demo fleet whose 28 days end now, so the analytics' default window (30 days) shows it.
 pub fn demo_fleet() -> SimulatedFleet {
@@ -42,7 +42,7 @@ pub async fn load_if_empty(
     }
     let fleet = demo_fleet();
     let nodes: Vec<_> = fleet.nodes.iter().cloned().filter_map(|v| parse_node(v).ok()).collect();
-    storage::nodes::upsert(db, &nodes).await?;
+    crate::ingest::inventory::upsert_nodes(db, &nodes).await?;
     let now = Utc::now();
     let events: Vec<_> = fleet
         .events

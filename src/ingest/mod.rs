@@ -7,6 +7,7 @@ pub mod jobs;
 pub mod locks;
 pub mod nvsentinel;
 pub mod refold;
+pub mod rollups;
 pub mod timing;
 
 use std::collections::HashSet;

@@ -17,6 +17,7 @@ use crate::domain::taxonomy::{Category, Component, RootCause};
 use crate::http::ApiContext;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{AppJson, AppPath, Caller};
+use crate::ingest::rollups;
 use crate::storage::lifecycle::{self as store, FailureAnchor, LifecycleRow};
 
 pub fn router() -> Router<ApiContext> {
@@ -157,7 +158,9 @@ pub async fn patch_failure(
         })?;
     let lifecycle_id = current.map_or(f.id, |r| r.failure_id);
     if !changes.is_empty() || current.is_none() {
+        let counted = rollups::before_lifecycle_write(&mut tx, &f.cluster, &f.correlation_key).await?;
         store::save(&mut tx, lifecycle_id, &f, &after, &changes, &caller.name).await?;
+        rollups::after_lifecycle_write(&mut tx, &f.cluster, &f.correlation_key, &counted).await?;
     }
     let saved = store::by_lifecycle_id(&mut tx, lifecycle_id).await?;
     tx.commit().await?;
