@@ -380,39 +380,6 @@ pub async fn daily_categories(
     .await
 }
 
-/// Both tables' rows with a non-zero count, for the tests' comparison with a recount.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct StoredCause {
-    pub period: String,
-    pub bucket: NaiveDate,
-    pub key: String,
-    pub failures: i64,
-    pub signals: i64,
-}
-
-pub async fn stored_causes(db: &PgPool) -> Result<Vec<StoredCause>, sqlx::Error> {
-    sqlx::query_as!(
-        StoredCause,
-        r#"SELECT period, bucket, concat_ws('/', cluster, generation, model, category, component, symptom) AS "key!",
-                  failures, signals
-           FROM rollup_causes WHERE failures <> 0 OR signals <> 0 ORDER BY 1, 2, 3"#,
-    )
-    .fetch_all(db)
-    .await
-}
-
-pub async fn stored_groups(db: &PgPool) -> Result<Vec<(String, NaiveDate, String, i64)>, sqlx::Error> {
-    Ok(sqlx::query!(
-        r#"SELECT period, bucket, concat_ws('/', cluster, node_group, root_node) AS "key!", failures
-           FROM rollup_groups WHERE failures <> 0 ORDER BY 1, 2, 3"#,
-    )
-    .fetch_all(db)
-    .await?
-    .into_iter()
-    .map(|r| (r.period, r.bucket, r.key, r.failures))
-    .collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,5 +18,6 @@ mod metrics;
 mod openapi;
 mod report;
 mod reporting;
+mod rollups;
 mod shutdown;
 mod simulation;
