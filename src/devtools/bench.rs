@@ -24,6 +24,8 @@ pub struct BenchOptions {
     pub signals: usize,
     pub batch: usize,
     pub seed: u64,
+    /// Database dropped and recreated for the run.
+    pub db_name: String,
 }
 
 /// The fleet is generated in time slices (one `simulate` per slice, each with its own seed and
@@ -35,7 +37,11 @@ const SLICE_SIGNALS: usize = 500_000;
 const IDLE_RUNS: usize = 7;
 
 pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
-    let db_name = "faultline_bench";
+    let db_name = opts.db_name.as_str();
+    anyhow::ensure!(
+        !db_name.is_empty() && db_name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+        "--db-name must be lower-case letters, digits and underscores: {db_name}"
+    );
     {
         use sqlx::Connection;
         let mut conn = sqlx::PgConnection::connect(&with_database(&opts.server_url, "postgres")).await?;
