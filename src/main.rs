@@ -106,6 +106,9 @@ struct BenchArgs {
     batch: usize,
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// Database to drop and recreate for the run (one per concurrent run on a shared server).
+    #[arg(long, default_value = "faultline_bench")]
+    db_name: String,
 }
 
 #[tokio::main]
@@ -152,6 +155,7 @@ async fn main() -> anyhow::Result<()> {
                 signals: args.signals,
                 batch: args.batch,
                 seed: args.seed,
+                db_name: args.db_name,
             })
             .await;
             server.stop().await?;

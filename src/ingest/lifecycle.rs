@@ -9,6 +9,7 @@ use uuid::Uuid;
 use crate::domain::event::{FieldError, optional_text};
 use crate::domain::lifecycle::{self, LifecyclePatch};
 use crate::storage::lifecycle::{self as store, FailureAnchor, LifecycleRow, NewTransition};
+use crate::ingest::rollups;
 
 #[derive(Debug)]
 pub enum WriteError {
@@ -53,7 +54,10 @@ pub async fn patch_failure(
     let (after, changes) = lifecycle::apply(&before, patch, f.first_at, Utc::now()).map_err(WriteError::Invalid)?;
     let lifecycle_id = current.map_or(f.id, |r| r.failure_id);
     if !changes.is_empty() || current.is_none() {
+        // A post-mortem cause changes what the failure counts under: the rollups move with it.
+        let counted = rollups::before_lifecycle_write(&mut tx, &f.cluster, &f.correlation_key).await?;
         store::save(&mut tx, lifecycle_id, &f, &after, &changes, by).await?;
+        rollups::after_lifecycle_write(&mut tx, &f.cluster, &f.correlation_key, &counted).await?;
     }
     let saved = store::by_lifecycle_id(&mut tx, lifecycle_id).await?;
     tx.commit().await?;

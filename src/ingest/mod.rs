@@ -8,6 +8,7 @@ pub mod lifecycle;
 pub mod locks;
 pub mod nvsentinel;
 pub mod refold;
+pub mod rollups;
 pub mod timing;
 
 use std::collections::HashSet;

@@ -11,6 +11,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::locks::{self, LockSpace};
+use super::rollups;
 use crate::classify::Catalog;
 use crate::domain::event::Event;
 use crate::domain::gpu::generation_of;
@@ -18,6 +19,7 @@ use crate::domain::taxonomy::{Category, Component, RootCause, Symptom};
 use crate::fold::burst::Burst;
 use crate::fold::{CorrelationKey, FailureDraft, Signal, fold, participates};
 use crate::storage::failures::{self as store, FailureColumns, SignalRow};
+use crate::storage::rollups as rollups_store;
 
 /// Stands in for "still running" in ranges (chrono has no infinity); far from overflow when widened.
 fn open_end() -> DateTime<Utc> {
@@ -127,6 +129,8 @@ pub async fn refold(
     }
     let starts: Vec<DateTime<Utc>> = ranges.iter().map(|r| r.0).collect();
     let ends: Vec<DateTime<Utc>> = ranges.iter().map(|r| r.1).collect();
+    // What the re-folded failures counted in the rollups, so the rollups move by the difference.
+    let counted = rollups_store::facts_in_ranges(conn, &clusters, &keys, &starts, &ends).await?;
     store::delete_in_ranges(conn, &clusters, &keys, &starts, &ends).await?;
     let jobs: Vec<Option<&str>> = touched.keys().map(|(_, k)| k.job()).collect();
     let nodes: Vec<Option<&str>> = touched.keys().map(|(_, k)| k.node()).collect();
@@ -148,6 +152,9 @@ pub async fn refold(
     for chunk in drafts.chunks(5_000) {
         store::insert(conn, columns(chunk), catalog.version).await?;
     }
+    // The same selection now holds exactly the new failures (the old ones overlapping it are gone).
+    let counts = rollups_store::facts_in_ranges(conn, &clusters, &keys, &starts, &ends).await?;
+    rollups::Delta::between(&counted, &counts).apply(conn).await?;
     Ok(drafts.len())
 }
 
@@ -182,6 +189,7 @@ pub async fn rebuild_all(conn: &mut PgConnection, catalog: &Catalog, window: Dur
     for chunk in pending.chunks(5_000) {
         store::insert(conn, columns(chunk), catalog.version).await?;
     }
+    rollups::rebuild(conn).await?;
     Ok(pending.len())
 }
 

@@ -92,7 +92,7 @@ pub async fn mtbf(
     job_gpus: Option<u64>,
 ) -> Result<MtbfResponse, sqlx::Error> {
     let nodes = inputs::node_service(db, w).await?;
-    let (per_node, without_node) = inputs::failures_per_node(db, w).await?;
+    let (per_node, without_node) = inputs::failures_per_group(db, w, &nodes).await?;
     let known: HashSet<(&str, &str)> = nodes
         .iter()
         .map(|n| (n.cluster.as_str(), n.hostname.as_str()))

@@ -1,5 +1,10 @@
 //! The storage reads behind the analyses, turned into the analytics' input types (unsigned
 //! counts, parsed ratios). Shared by every read use case, so no two read the same figure twice.
+//! Counts of failures come from the rollups for the window's whole UTC days and months and from
+//! the failures themselves for the partial days at its ends (`rollups::Coverage`): the same
+//! numbers as counting every failure, without reading them.
+
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{Duration, NaiveDate};
 use sqlx::PgPool;
@@ -8,6 +13,7 @@ use crate::analytics::cost::{JobRun, Phases, RecoveryFailure, SlowdownSignal, sl
 use crate::analytics::headline::{FailureCount, NodeFailures, NodeService};
 use crate::domain::window::Window;
 use crate::storage::failure_stats::{self as fs, NodeFailure};
+use crate::storage::rollups::{self, Coverage};
 use crate::storage::{jobs, nodes, signal_stats};
 
 fn count(n: i64) -> u64 {
@@ -46,14 +52,28 @@ pub async fn failure_counts(db: &PgPool, by: MixDimension, w: &Window) -> Result
         MixDimension::Model => "model",
         MixDimension::Cluster => "cluster",
     };
-    Ok(fs::group_cause_counts(db, dim, w.from, w.to, w.cluster())
-        .await?
+    let cov = Coverage::of(w.from, w.to);
+    let mut acc: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+    for r in rollups::cause_totals(db, &cov, w.cluster()).await? {
+        let grp = match by {
+            MixDimension::Generation => r.generation,
+            MixDimension::Model => r.model,
+            MixDimension::Cluster => r.cluster,
+        };
+        *acc.entry((grp, r.category, r.component)).or_default() += count(r.failures);
+    }
+    for (from, to) in &cov.raw {
+        for r in fs::group_cause_counts(db, dim, *from, *to, w.cluster()).await? {
+            *acc.entry((r.grp, r.category, r.component)).or_default() += count(r.failures);
+        }
+    }
+    Ok(acc
         .into_iter()
-        .map(|r| FailureCount {
-            group: r.grp,
-            category: r.category,
-            component: r.component,
-            failures: count(r.failures),
+        .map(|((group, category, component), failures)| FailureCount {
+            group,
+            category,
+            component,
+            failures,
         })
         .collect())
 }
@@ -73,22 +93,101 @@ pub async fn failures_per_node(db: &PgPool, w: &Window) -> Result<(NodeFailures,
     Ok((per_node, without_node))
 }
 
+/// Failures per MTBF group, for `mtbf` only: the failures of a labelled group are credited to its
+/// first node in service in the window (mtbf sums them per group, so the figures are those of
+/// per-node counts); unlabelled and unknown nodes count per node, as do labelled nodes out of
+/// service in the window (counted from the failures: mtbf leaves them out). Also the count of
+/// failures with no node.
+pub async fn failures_per_group(
+    db: &PgPool,
+    w: &Window,
+    inventory: &[NodeService],
+) -> Result<(NodeFailures, u64), sqlx::Error> {
+    let label: HashMap<(&str, &str), &str> = inventory
+        .iter()
+        .filter_map(|n| n.group.as_deref().map(|g| ((n.cluster.as_str(), n.hostname.as_str()), g)))
+        .collect();
+    let cov = Coverage::of(w.from, w.to);
+    let mut groups: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut per_node = NodeFailures::new();
+    let mut without_node = 0;
+    for r in rollups::group_totals(db, &cov, w.cluster()).await? {
+        let n = count(r.failures);
+        if !r.node_group.is_empty() {
+            *groups.entry((r.cluster, r.node_group)).or_default() += n;
+        } else if !r.root_node.is_empty() {
+            *per_node.entry((r.cluster, r.root_node)).or_default() += n;
+        } else {
+            without_node += n;
+        }
+    }
+    for (from, to) in &cov.raw {
+        for r in fs::per_root_node(db, *from, *to, w.cluster()).await? {
+            let n = count(r.failures);
+            match r.root_node {
+                None => without_node += n,
+                Some(h) => match label.get(&(r.cluster.as_str(), h.as_str())).map(|g| g.to_string()) {
+                    Some(g) => *groups.entry((r.cluster, g)).or_default() += n,
+                    None => *per_node.entry((r.cluster, h)).or_default() += n,
+                },
+            }
+        }
+    }
+    let idle: Vec<(String, String)> = inventory
+        .iter()
+        .filter(|n| n.group.is_some() && n.exposure_hours(w.from, w.to) <= 0.0)
+        .map(|n| (n.cluster.clone(), n.hostname.clone()))
+        .collect();
+    if !idle.is_empty() {
+        for f in failures_of_nodes(db, w, &idle).await? {
+            if let Some(g) = label.get(&(f.cluster.as_str(), f.root_node.as_str())) {
+                if let Some(t) = groups.get_mut(&(f.cluster.clone(), g.to_string())) {
+                    *t = t.saturating_sub(1);
+                }
+            }
+            *per_node.entry((f.cluster, f.root_node)).or_default() += 1;
+        }
+    }
+    for n in inventory {
+        let Some(g) = &n.group else { continue };
+        if n.exposure_hours(w.from, w.to) <= 0.0 {
+            continue;
+        }
+        if let Some(t) = groups.remove(&(n.cluster.clone(), g.clone())) {
+            per_node.insert((n.cluster.clone(), n.hostname.clone()), t);
+        }
+    }
+    Ok((per_node, without_node))
+}
+
 /// Failures per effective (category, component).
 pub async fn cause_counts(db: &PgPool, w: &Window) -> Result<Vec<(String, String, u64)>, sqlx::Error> {
-    Ok(fs::cause_counts(db, w.from, w.to, w.cluster())
-        .await?
-        .into_iter()
-        .map(|r| (r.category, r.component, count(r.failures)))
-        .collect())
+    let cov = Coverage::of(w.from, w.to);
+    let mut acc: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for r in rollups::cause_totals(db, &cov, w.cluster()).await? {
+        *acc.entry((r.category, r.component)).or_default() += count(r.failures);
+    }
+    for (from, to) in &cov.raw {
+        for r in fs::cause_counts(db, *from, *to, w.cluster()).await? {
+            *acc.entry((r.category, r.component)).or_default() += count(r.failures);
+        }
+    }
+    Ok(acc.into_iter().map(|((c, k), n)| (c, k, n)).collect())
 }
 
 /// Failures per symptom.
 pub async fn symptom_counts(db: &PgPool, w: &Window) -> Result<Vec<(String, u64)>, sqlx::Error> {
-    Ok(fs::symptom_counts(db, w.from, w.to, w.cluster())
-        .await?
-        .into_iter()
-        .map(|r| (r.symptom, count(r.failures)))
-        .collect())
+    let cov = Coverage::of(w.from, w.to);
+    let mut acc: BTreeMap<String, u64> = BTreeMap::new();
+    for r in rollups::cause_totals(db, &cov, w.cluster()).await? {
+        *acc.entry(r.symptom).or_default() += count(r.failures);
+    }
+    for (from, to) in &cov.raw {
+        for r in fs::symptom_counts(db, *from, *to, w.cluster()).await? {
+            *acc.entry(r.symptom).or_default() += count(r.failures);
+        }
+    }
+    Ok(acc.into_iter().collect())
 }
 
 /// Failures per (root kind, root code) with their most common severity.
@@ -111,7 +210,18 @@ pub async fn signal_errors(db: &PgPool, w: &Window) -> Result<Vec<(String, Optio
 
 /// (failures, signals) of the window.
 pub async fn failure_totals(db: &PgPool, w: &Window) -> Result<(u64, u64), sqlx::Error> {
-    fs::totals(db, w.from, w.to, w.cluster()).await
+    let cov = Coverage::of(w.from, w.to);
+    let (mut failures, mut signals) = (0, 0);
+    for r in rollups::cause_totals(db, &cov, w.cluster()).await? {
+        failures += count(r.failures);
+        signals += count(r.signals);
+    }
+    for (from, to) in &cov.raw {
+        let (f, s) = fs::totals(db, *from, *to, w.cluster()).await?;
+        failures += f;
+        signals += s;
+    }
+    Ok((failures, signals))
 }
 
 /// The window's failures of the given (cluster, root node)s, oldest first.
@@ -126,11 +236,22 @@ pub async fn failures_of_nodes(
 
 /// Failures per UTC day and effective category.
 pub async fn daily_categories(db: &PgPool, w: &Window) -> Result<Vec<(NaiveDate, String, u64)>, sqlx::Error> {
-    Ok(fs::daily_categories(db, w.from, w.to, w.cluster())
+    let cov = Coverage::of(w.from, w.to);
+    // Every whole day of the window, months included: the day rows.
+    let mut out: Vec<(NaiveDate, String, u64)> = rollups::daily_categories(db, cov.days[0].0, cov.days[1].1, w.cluster())
         .await?
         .into_iter()
         .map(|r| (r.day, r.category, count(r.failures)))
-        .collect())
+        .collect();
+    for (from, to) in &cov.raw {
+        out.extend(
+            fs::daily_categories(db, *from, *to, w.cluster())
+                .await?
+                .into_iter()
+                .map(|r| (r.day, r.category, count(r.failures))),
+        );
+    }
+    Ok(out)
 }
 
 /// The window's failures with their lifecycle, job GPUs and whether their root node was drained

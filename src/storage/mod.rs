@@ -10,6 +10,7 @@ pub mod lexicon;
 pub mod lifecycle;
 pub mod locks;
 pub mod nodes;
+pub mod rollups;
 pub mod signal_stats;
 pub mod tokens;
 

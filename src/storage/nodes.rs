@@ -1,11 +1,11 @@
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::domain::node::Node;
 
 /// Upserts in one statement (UNNEST arrays), never row by row. `in_service_since` absent keeps
 /// the earlier value; `retired_at` is replaced (PUT semantics).
-pub async fn upsert(db: &PgPool, nodes: &[Node]) -> Result<u64, sqlx::Error> {
+pub async fn upsert(conn: &mut PgConnection, nodes: &[Node]) -> Result<u64, sqlx::Error> {
     if nodes.is_empty() {
         return Ok(0);
     }
@@ -36,7 +36,7 @@ pub async fn upsert(db: &PgPool, nodes: &[Node]) -> Result<u64, sqlx::Error> {
         &time(|n| n.in_service_since) as &[Option<DateTime<Utc>>],
         &time(|n| n.retired_at) as &[Option<DateTime<Utc>>],
     )
-    .execute(db)
+    .execute(conn)
     .await?;
     Ok(done.rows_affected())
 }

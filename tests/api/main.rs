@@ -21,5 +21,6 @@ mod openapi;
 mod replica;
 mod report;
 mod reporting;
+mod rollups;
 mod shutdown;
 mod simulation;

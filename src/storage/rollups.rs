@@ -1,0 +1,443 @@
+//! The rollup tables (migration 0014): what the failures of a selection contribute to them
+//! ("facts", read before and after a write), additive upserts of the difference, and the reads the
+//! analytics make over the whole days and months of a window. The bookkeeping (which writes touch
+//! which failures, the difference) lives in `crate::ingest::rollups`.
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, TimeZone, Utc};
+use sqlx::{PgConnection, PgPool};
+
+/// What a set of failures contributes to the rollups, grouped by every dimension of both tables.
+/// Dimensions resolve as the analytics resolve them: generation and model from the root node's
+/// inventory entry, else the root signal; the effective (post-mortem over automatic) cause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fact {
+    pub day: NaiveDate,
+    pub cluster: String,
+    pub generation: String,
+    pub model: String,
+    pub category: String,
+    pub component: String,
+    pub symptom: String,
+    /// The root node's group label, '' when unlabelled, unknown or without a root node.
+    pub node_group: String,
+    /// The root node when it has no group label ('' for a labelled node or no node).
+    pub root_node: String,
+    pub failures: i64,
+    pub signals: i64,
+}
+
+/// Facts of the failures of each (cluster, key) overlapping its range: the same selection as
+/// `failures::delete_in_ranges`, so re-folded failures are read before the delete and after the insert.
+pub async fn facts_in_ranges(
+    conn: &mut PgConnection,
+    clusters: &[&str],
+    keys: &[String],
+    starts: &[DateTime<Utc>],
+    ends: &[DateTime<Utc>],
+) -> Result<Vec<Fact>, sqlx::Error> {
+    sqlx::query_as!(
+        Fact,
+        r#"SELECT (f.first_at AT TIME ZONE 'UTC')::date AS "day!", f.cluster AS "cluster!",
+                  COALESCE(n.gpu_generation, f.signal_generation) AS "generation!", COALESCE(n.gpu_model, 'unknown') AS "model!",
+                  f.effective_category AS "category!", f.effective_component AS "component!",
+                  COALESCE(f.symptom, 'unspecified') AS "symptom!", COALESCE(n.group_label, '') AS "node_group!",
+                  CASE WHEN n.group_label IS NULL THEN COALESCE(f.root_node, '') ELSE '' END AS "root_node!",
+                  count(*) AS "failures!", sum(f.signal_count)::bigint AS "signals!"
+           FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS k(cluster, key, s, e)
+           JOIN failures_effective f ON f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
+           LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node
+           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9"#,
+        clusters as &[&str],
+        keys,
+        starts,
+        ends,
+    )
+    .fetch_all(&mut *conn)
+    .await
+}
+
+/// Facts of the failures whose root node is one of (cluster, hostname).
+pub async fn facts_of_nodes(
+    conn: &mut PgConnection,
+    clusters: &[String],
+    hosts: &[String],
+) -> Result<Vec<Fact>, sqlx::Error> {
+    if clusters.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_as!(
+        Fact,
+        r#"SELECT (f.first_at AT TIME ZONE 'UTC')::date AS "day!", f.cluster AS "cluster!",
+                  COALESCE(n.gpu_generation, f.signal_generation) AS "generation!", COALESCE(n.gpu_model, 'unknown') AS "model!",
+                  f.effective_category AS "category!", f.effective_component AS "component!",
+                  COALESCE(f.symptom, 'unspecified') AS "symptom!", COALESCE(n.group_label, '') AS "node_group!",
+                  CASE WHEN n.group_label IS NULL THEN COALESCE(f.root_node, '') ELSE '' END AS "root_node!",
+                  count(*) AS "failures!", sum(f.signal_count)::bigint AS "signals!"
+           FROM UNNEST($1::text[], $2::text[]) AS k(cluster, hostname)
+           JOIN failures_effective f ON f.cluster = k.cluster AND f.root_node = k.hostname
+           LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node
+           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9"#,
+        clusters,
+        hosts,
+    )
+    .fetch_all(&mut *conn)
+    .await
+}
+
+/// Facts of the failures of one (cluster, correlation key).
+pub async fn facts_of_key(conn: &mut PgConnection, cluster: &str, key: &str) -> Result<Vec<Fact>, sqlx::Error> {
+    sqlx::query_as!(
+        Fact,
+        r#"SELECT (f.first_at AT TIME ZONE 'UTC')::date AS "day!", f.cluster AS "cluster!",
+                  COALESCE(n.gpu_generation, f.signal_generation) AS "generation!", COALESCE(n.gpu_model, 'unknown') AS "model!",
+                  f.effective_category AS "category!", f.effective_component AS "component!",
+                  COALESCE(f.symptom, 'unspecified') AS "symptom!", COALESCE(n.group_label, '') AS "node_group!",
+                  CASE WHEN n.group_label IS NULL THEN COALESCE(f.root_node, '') ELSE '' END AS "root_node!",
+                  count(*) AS "failures!", sum(f.signal_count)::bigint AS "signals!"
+           FROM failures_effective f LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node
+           WHERE f.cluster = $1 AND f.correlation_key = $2
+           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9"#,
+        cluster,
+        key,
+    )
+    .fetch_all(&mut *conn)
+    .await
+}
+
+/// Facts of every failure (a full rebuild; also the recount the tests compare the rollups with).
+pub async fn facts_all(conn: &mut PgConnection) -> Result<Vec<Fact>, sqlx::Error> {
+    sqlx::query_as!(
+        Fact,
+        r#"SELECT (f.first_at AT TIME ZONE 'UTC')::date AS "day!", f.cluster AS "cluster!",
+                  COALESCE(n.gpu_generation, f.signal_generation) AS "generation!", COALESCE(n.gpu_model, 'unknown') AS "model!",
+                  f.effective_category AS "category!", f.effective_component AS "component!",
+                  COALESCE(f.symptom, 'unspecified') AS "symptom!", COALESCE(n.group_label, '') AS "node_group!",
+                  CASE WHEN n.group_label IS NULL THEN COALESCE(f.root_node, '') ELSE '' END AS "root_node!",
+                  count(*) AS "failures!", sum(f.signal_count)::bigint AS "signals!"
+           FROM failures_effective f LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node
+           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9"#,
+    )
+    .fetch_all(&mut *conn)
+    .await
+}
+
+/// The (cluster, hostname)s of an inventory write whose generation, model or group would change
+/// (or that are new): their failures move between rollup rows.
+pub async fn nodes_changing(
+    conn: &mut PgConnection,
+    clusters: &[String],
+    hosts: &[String],
+    models: &[String],
+    generations: &[String],
+    groups: &[Option<String>],
+) -> Result<Vec<(String, String)>, sqlx::Error> {
+    Ok(sqlx::query!(
+        r#"SELECT u.cluster AS "cluster!", u.hostname AS "hostname!"
+           FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS u(cluster, hostname, model, generation, grp)
+           LEFT JOIN nodes n ON n.cluster = u.cluster AND n.hostname = u.hostname
+           WHERE n.hostname IS NULL OR n.gpu_model IS DISTINCT FROM u.model
+              OR n.gpu_generation IS DISTINCT FROM u.generation OR n.group_label IS DISTINCT FROM u.grp"#,
+        clusters,
+        hosts,
+        models,
+        generations,
+        groups as &[Option<String>],
+    )
+    .fetch_all(&mut *conn)
+    .await?
+    .into_iter()
+    .map(|r| (r.cluster, r.hostname))
+    .collect())
+}
+
+/// Rows of `rollup_causes` to add, as columns, in key order.
+#[derive(Debug, Default)]
+pub struct CauseColumns {
+    pub period: Vec<&'static str>,
+    pub bucket: Vec<NaiveDate>,
+    pub cluster: Vec<String>,
+    pub generation: Vec<String>,
+    pub model: Vec<String>,
+    pub category: Vec<String>,
+    pub component: Vec<String>,
+    pub symptom: Vec<String>,
+    pub failures: Vec<i64>,
+    pub signals: Vec<i64>,
+}
+
+/// Adds each row's counts to the stored row of its key (one statement; rows lock in the given
+/// order, which every writer keeps sorted, so concurrent writers never deadlock).
+pub async fn add_causes(conn: &mut PgConnection, c: &CauseColumns) -> Result<(), sqlx::Error> {
+    if c.period.is_empty() {
+        return Ok(());
+    }
+    sqlx::query!(
+        "INSERT INTO rollup_causes (period, bucket, cluster, generation, model, category, component, symptom, failures, signals)
+         SELECT * FROM UNNEST($1::text[], $2::date[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                              $8::text[], $9::bigint[], $10::bigint[])
+         ON CONFLICT (period, bucket, cluster, generation, model, category, component, symptom) DO UPDATE SET
+             failures = rollup_causes.failures + EXCLUDED.failures,
+             signals = rollup_causes.signals + EXCLUDED.signals",
+        &c.period as &[&str],
+        &c.bucket,
+        &c.cluster,
+        &c.generation,
+        &c.model,
+        &c.category,
+        &c.component,
+        &c.symptom,
+        &c.failures,
+        &c.signals,
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Rows of `rollup_groups` to add, as columns, in key order.
+#[derive(Debug, Default)]
+pub struct GroupColumns {
+    pub period: Vec<&'static str>,
+    pub bucket: Vec<NaiveDate>,
+    pub cluster: Vec<String>,
+    pub node_group: Vec<String>,
+    pub root_node: Vec<String>,
+    pub failures: Vec<i64>,
+}
+
+pub async fn add_groups(conn: &mut PgConnection, c: &GroupColumns) -> Result<(), sqlx::Error> {
+    if c.period.is_empty() {
+        return Ok(());
+    }
+    sqlx::query!(
+        "INSERT INTO rollup_groups (period, bucket, cluster, node_group, root_node, failures)
+         SELECT * FROM UNNEST($1::text[], $2::date[], $3::text[], $4::text[], $5::text[], $6::bigint[])
+         ON CONFLICT (period, bucket, cluster, node_group, root_node) DO UPDATE SET
+             failures = rollup_groups.failures + EXCLUDED.failures",
+        &c.period as &[&str],
+        &c.bucket,
+        &c.cluster,
+        &c.node_group,
+        &c.root_node,
+        &c.failures,
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Empties both tables (a full rebuild, which holds the catalog row exclusively).
+pub async fn clear(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query!("DELETE FROM rollup_causes").execute(&mut *conn).await?;
+    sqlx::query!("DELETE FROM rollup_groups").execute(&mut *conn).await?;
+    Ok(())
+}
+
+/// How a window `[from, to)` splits: whole UTC months read from month rows, the other whole UTC
+/// days from day rows, and the partial days at either end (`raw`) from the failures themselves.
+/// Empty ranges have start == end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Coverage {
+    pub months: (NaiveDate, NaiveDate),
+    /// Whole days before the first and after the last whole month.
+    pub days: [(NaiveDate, NaiveDate); 2],
+    pub raw: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+}
+
+fn midnight(d: NaiveDate) -> DateTime<Utc> {
+    Utc.from_utc_datetime(&d.and_time(NaiveTime::MIN))
+}
+
+fn month_start(d: NaiveDate) -> NaiveDate {
+    d.with_day(1).expect("day 1 exists")
+}
+
+impl Coverage {
+    pub fn of(from: DateTime<Utc>, to: DateTime<Utc>) -> Coverage {
+        let floor = from.date_naive();
+        let d0 = if midnight(floor) == from { floor } else { floor + Duration::days(1) };
+        let d1 = to.date_naive();
+        if from >= to || d0 >= d1 {
+            let raw = if from < to { vec![(from, to)] } else { Vec::new() };
+            return Coverage {
+                months: (d1, d1),
+                days: [(d1, d1), (d1, d1)],
+                raw,
+            };
+        }
+        let m0 = if month_start(d0) == d0 {
+            d0
+        } else {
+            month_start(month_start(d0) + Duration::days(32))
+        };
+        let m1 = month_start(d1);
+        let (m0, m1) = if m0 < m1 { (m0, m1) } else { (d1, d1) };
+        let raw = [(from, midnight(d0)), (midnight(d1), to)]
+            .into_iter()
+            .filter(|(a, b)| a < b)
+            .collect();
+        Coverage {
+            months: (m0, m1),
+            days: [(d0, m0), (m1, d1)],
+            raw,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct CauseTotal {
+    pub cluster: String,
+    pub generation: String,
+    pub model: String,
+    pub category: String,
+    pub component: String,
+    pub symptom: String,
+    pub failures: i64,
+    pub signals: i64,
+}
+
+/// `rollup_causes` summed over the whole days and months of `c`.
+pub async fn cause_totals(db: &PgPool, c: &Coverage, cluster: Option<&str>) -> Result<Vec<CauseTotal>, sqlx::Error> {
+    sqlx::query_as!(
+        CauseTotal,
+        r#"SELECT cluster, generation, model, category, component, symptom,
+                  sum(failures)::bigint AS "failures!", sum(signals)::bigint AS "signals!"
+           FROM rollup_causes
+           WHERE ((period = 'month' AND bucket >= $1 AND bucket < $2)
+               OR (period = 'day' AND ((bucket >= $3 AND bucket < $4) OR (bucket >= $5 AND bucket < $6))))
+             AND ($7::text IS NULL OR cluster = $7)
+           GROUP BY 1, 2, 3, 4, 5, 6
+           HAVING sum(failures) <> 0"#,
+        c.months.0,
+        c.months.1,
+        c.days[0].0,
+        c.days[0].1,
+        c.days[1].0,
+        c.days[1].1,
+        cluster,
+    )
+    .fetch_all(db)
+    .await
+}
+
+#[derive(Debug)]
+pub struct GroupTotal {
+    pub cluster: String,
+    pub node_group: String,
+    pub root_node: String,
+    pub failures: i64,
+}
+
+/// `rollup_groups` summed over the whole days and months of `c`.
+pub async fn group_totals(db: &PgPool, c: &Coverage, cluster: Option<&str>) -> Result<Vec<GroupTotal>, sqlx::Error> {
+    sqlx::query_as!(
+        GroupTotal,
+        r#"SELECT cluster, node_group, root_node, sum(failures)::bigint AS "failures!"
+           FROM rollup_groups
+           WHERE ((period = 'month' AND bucket >= $1 AND bucket < $2)
+               OR (period = 'day' AND ((bucket >= $3 AND bucket < $4) OR (bucket >= $5 AND bucket < $6))))
+             AND ($7::text IS NULL OR cluster = $7)
+           GROUP BY 1, 2, 3
+           HAVING sum(failures) <> 0"#,
+        c.months.0,
+        c.months.1,
+        c.days[0].0,
+        c.days[0].1,
+        c.days[1].0,
+        c.days[1].1,
+        cluster,
+    )
+    .fetch_all(db)
+    .await
+}
+
+#[derive(Debug)]
+pub struct DayCategoryTotal {
+    pub day: NaiveDate,
+    pub category: String,
+    pub failures: i64,
+}
+
+/// Failures per whole UTC day in `[from, to)` and effective category, from the day rows.
+pub async fn daily_categories(
+    db: &PgPool,
+    from: NaiveDate,
+    to: NaiveDate,
+    cluster: Option<&str>,
+) -> Result<Vec<DayCategoryTotal>, sqlx::Error> {
+    sqlx::query_as!(
+        DayCategoryTotal,
+        r#"SELECT bucket AS day, category, sum(failures)::bigint AS "failures!"
+           FROM rollup_causes
+           WHERE period = 'day' AND bucket >= $1 AND bucket < $2 AND ($3::text IS NULL OR cluster = $3)
+           GROUP BY 1, 2
+           HAVING sum(failures) <> 0"#,
+        from,
+        to,
+        cluster,
+    )
+    .fetch_all(db)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+    fn d(s: &str) -> NaiveDate {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_year_from_midnight_is_whole_months() {
+        let c = Coverage::of(t("2025-06-01T00:00:00Z"), t("2026-06-01T00:00:00Z"));
+        assert_eq!(c.months, (d("2025-06-01"), d("2026-06-01")));
+        assert_eq!(c.days[0].0, c.days[0].1);
+        assert_eq!(c.days[1].0, c.days[1].1);
+        assert!(c.raw.is_empty());
+    }
+
+    #[test]
+    fn ragged_ends_split_into_days_and_raw_hours() {
+        let c = Coverage::of(t("2026-01-30T10:00:00Z"), t("2026-04-02T06:00:00Z"));
+        assert_eq!(c.months, (d("2026-02-01"), d("2026-04-01")));
+        assert_eq!(c.days, [(d("2026-01-31"), d("2026-02-01")), (d("2026-04-01"), d("2026-04-02"))]);
+        assert_eq!(
+            c.raw,
+            vec![
+                (t("2026-01-30T10:00:00Z"), t("2026-01-31T00:00:00Z")),
+                (t("2026-04-02T00:00:00Z"), t("2026-04-02T06:00:00Z"))
+            ]
+        );
+    }
+
+    #[test]
+    fn no_whole_month_reads_days_only() {
+        let c = Coverage::of(t("2026-03-03T00:00:00Z"), t("2026-03-10T12:00:00Z"));
+        assert_eq!(c.months.0, c.months.1);
+        assert_eq!(c.days[0], (d("2026-03-03"), d("2026-03-10")));
+        assert_eq!(c.days[1].0, c.days[1].1);
+        assert_eq!(c.raw, vec![(t("2026-03-10T00:00:00Z"), t("2026-03-10T12:00:00Z"))]);
+    }
+
+    #[test]
+    fn inside_one_day_is_all_raw() {
+        let c = Coverage::of(t("2026-03-03T01:00:00Z"), t("2026-03-03T05:00:00Z"));
+        assert_eq!(c.months.0, c.months.1);
+        assert_eq!(c.days[0].0, c.days[0].1);
+        assert_eq!(c.raw, vec![(t("2026-03-03T01:00:00Z"), t("2026-03-03T05:00:00Z"))]);
+        assert!(Coverage::of(t("2026-03-03T01:00:00Z"), t("2026-03-03T01:00:00Z")).raw.is_empty());
+    }
+
+    #[test]
+    fn month_boundaries_within_a_ragged_window() {
+        // From mid-December to mid-February: January is the one whole month.
+        let c = Coverage::of(t("2025-12-15T00:00:00Z"), t("2026-02-15T00:00:00Z"));
+        assert_eq!(c.months, (d("2026-01-01"), d("2026-02-01")));
+        assert_eq!(c.days, [(d("2025-12-15"), d("2026-01-01")), (d("2026-02-01"), d("2026-02-15"))]);
+        assert!(c.raw.is_empty());
+    }
+}

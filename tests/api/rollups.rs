@@ -1,0 +1,225 @@
+//! The rollups (migration 0014) equal a recount from the failures after every kind of write that
+//! moves a failure between their rows: batches in random order and concurrently, inventory that
+//! arrives late or changes, post-mortems, a catalog edit. And the analytics that read them answer
+//! as a count over the failures does, for windows with ragged ends.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use serde_json::{Value, json};
+
+use crate::helpers::{ADMIN_TOKEN, TestApp, join_all, spawn_app};
+use faultline::devtools::simulate::{SimConfig, simulate};
+
+type CauseRow = (String, String, String, String, String, String, String, String, i64, i64);
+type GroupRow = (String, String, String, String, String, i64);
+
+/// Both rollup tables (rows at zero left out) and their recount from the failures, in one order.
+async fn assert_rollups_recount(app: &TestApp, after: &str) {
+    let stored: Vec<CauseRow> = sqlx::query_as(
+        "SELECT period, bucket::text, cluster, generation, model, category, component, symptom, failures, signals
+         FROM rollup_causes WHERE failures <> 0 OR signals <> 0 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    let recount: Vec<CauseRow> = sqlx::query_as(
+        "SELECT p.period, (CASE p.period WHEN 'day' THEN f.day ELSE date_trunc('month', f.day)::date END)::text,
+                f.cluster, f.generation, f.model, f.category, f.component, f.symptom, count(*), sum(f.signal_count)::bigint
+         FROM (SELECT (fe.first_at AT TIME ZONE 'UTC')::date AS day, fe.cluster,
+                      COALESCE(n.gpu_generation, fe.signal_generation) AS generation, COALESCE(n.gpu_model, 'unknown') AS model,
+                      fe.effective_category AS category, fe.effective_component AS component,
+                      COALESCE(fe.symptom, 'unspecified') AS symptom, fe.signal_count
+               FROM failures_effective fe LEFT JOIN nodes n ON n.cluster = fe.cluster AND n.hostname = fe.root_node) f
+         CROSS JOIN (VALUES ('day'), ('month')) AS p(period)
+         GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert!(!recount.is_empty(), "{after}: no failures to count");
+    assert_eq!(stored, recount, "rollup_causes after {after}");
+    let stored: Vec<GroupRow> = sqlx::query_as(
+        "SELECT period, bucket::text, cluster, node_group, root_node, failures
+         FROM rollup_groups WHERE failures <> 0 ORDER BY 1, 2, 3, 4, 5",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    let recount: Vec<GroupRow> = sqlx::query_as(
+        "SELECT p.period, (CASE p.period WHEN 'day' THEN f.day ELSE date_trunc('month', f.day)::date END)::text,
+                f.cluster, f.node_group, f.root_node, count(*)
+         FROM (SELECT (fa.first_at AT TIME ZONE 'UTC')::date AS day, fa.cluster, COALESCE(n.group_label, '') AS node_group,
+                      CASE WHEN n.group_label IS NULL THEN COALESCE(fa.root_node, '') ELSE '' END AS root_node
+               FROM failures fa LEFT JOIN nodes n ON n.cluster = fa.cluster AND n.hostname = fa.root_node) f
+         CROSS JOIN (VALUES ('day'), ('month')) AS p(period)
+         GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(stored, recount, "rollup_groups after {after}");
+}
+
+/// A small deterministic generator (xorshift), so a failing seed replays.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+async fn put_nodes(app: &TestApp, nodes: &[Value]) {
+    let (status, body) = app.put_nodes(ADMIN_TOKEN, &json!({ "nodes": nodes })).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+fn iso(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true).replace('+', "%2B")
+}
+
+#[tokio::test]
+async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_a_catalog_edit() {
+    let app = spawn_app().await;
+    // Over a month boundary, so both periods have several buckets.
+    let start = Utc.with_ymd_and_hms(2026, 5, 20, 0, 0, 0).unwrap();
+    let fleet = simulate(&SimConfig {
+        seed: 11,
+        start,
+        days: 20,
+        nodes: 48,
+    });
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // Two thirds of the inventory first; the rest arrives after the signals naming it.
+    let (early, late) = fleet.nodes.split_at(fleet.nodes.len() * 2 / 3);
+    put_nodes(&app, early).await;
+
+    // The signals shuffled, in batches of random size, four batches at a time.
+    let mut events = fleet.events.clone();
+    for i in (1..events.len()).rev() {
+        events.swap(i, rng.below(i + 1));
+    }
+    let mut batches: Vec<Vec<Value>> = Vec::new();
+    let mut rest = events.as_slice();
+    while !rest.is_empty() {
+        let n = (1 + rng.below(rest.len().min(120))).min(rest.len());
+        batches.push(rest[..n].to_vec());
+        rest = &rest[n..];
+    }
+    for wave in batches.chunks(4) {
+        let bodies: Vec<Value> = wave.iter().map(|b| json!({ "events": b })).collect();
+        let posts = bodies.iter().map(|b| app.post_events(ADMIN_TOKEN, b)).collect();
+        for (status, body) in join_all(posts).await {
+            assert_eq!(status, 200, "{body}");
+        }
+    }
+    assert_rollups_recount(&app, "random ingest").await;
+
+    put_nodes(&app, late).await;
+    assert_rollups_recount(&app, "late inventory").await;
+    // Regroup, unlabel and re-model some nodes: their failures move between rows.
+    let changed: Vec<Value> = fleet
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 3 == 0)
+        .map(|(i, n)| {
+            let mut n = n.clone();
+            match i % 9 {
+                0 => n["group"] = json!("regrouped"),
+                3 => {
+                    n.as_object_mut().unwrap().remove("group");
+                }
+                _ => n["gpu_model"] = json!("NVIDIA A100-SXM4-80GB"),
+            }
+            n
+        })
+        .collect();
+    put_nodes(&app, &changed).await;
+    assert_rollups_recount(&app, "inventory changes").await;
+
+    // Post-mortems on a few failures, one of them twice.
+    let ids: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM failures ORDER BY id LIMIT 4")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    let causes = [
+        json!({"root_cause": {"category": "hardware", "component": "nvlink"}}),
+        json!({"root_cause": {"category": "platform", "component": "driver"}}),
+        json!({"root_cause": {"category": "hardware", "component": "nvlink"}, "resolution": "drained"}),
+        json!({"root_cause": null}),
+    ];
+    for (i, body) in causes.iter().enumerate() {
+        let id = ids[[0, 1, 0, 2][i] % ids.len()];
+        let res = app
+            .client
+            .patch(app.url(&format!("/v1/failures/{id}")))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let (status, v) = crate::helpers::status_json(res).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    assert_rollups_recount(&app, "post-mortems").await;
+
+    // Late duplicates of some signals under new ids, an hour later: more re-folds over the rollups.
+    let late_signals: Vec<Value> = fleet
+        .events
+        .iter()
+        .step_by(7)
+        .map(|e| {
+            let mut e = e.clone();
+            e["id"] = json!(uuid::Uuid::new_v4().to_string());
+            let at: DateTime<Utc> = e["occurred_at"].as_str().unwrap().parse().unwrap();
+            e["occurred_at"] = json!((at + Duration::minutes(61)).to_rfc3339());
+            e
+        })
+        .collect();
+    let (status, body) = app.post_events(ADMIN_TOKEN, &json!({ "events": late_signals })).await;
+    assert_eq!(status, 200, "{body}");
+    assert_rollups_recount(&app, "late signals").await;
+
+    let rule = json!({"kind": "xid", "code": 79, "priority": 200, "category": "platform", "component": "driver", "severity": "high",
+                      "transient": true, "secondary": false, "action": "reset_gpu", "description": "site override", "source": "test"});
+    let res = app
+        .client
+        .put(app.url("/v1/classification-rules/xid-79"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&rule)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_rollups_recount(&app, "a catalog edit").await;
+
+    // Ragged windows read rollups for the whole days and months and failures for the ends.
+    for (from, to) in [
+        (start + Duration::hours(7), start + Duration::days(19) + Duration::hours(5)),
+        (start + Duration::days(12), start + Duration::days(12) + Duration::hours(9)),
+        (start - Duration::days(3), start + Duration::days(40)),
+    ] {
+        let want: i64 = sqlx::query_scalar("SELECT count(*) FROM failures WHERE first_at >= $1 AND first_at < $2")
+            .bind(from)
+            .bind(to)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+        let window = format!("from={}&to={}", iso(from), iso(to));
+        let (status, v) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/root-causes?{window}")).await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["failures"].as_i64(), Some(want), "root-causes {window}");
+        let (_, v) = app
+            .get(ADMIN_TOKEN, &format!("/v1/analytics/failure-mix?by=cluster&{window}"))
+            .await;
+        assert_eq!(v["totals"]["failures"].as_i64(), Some(want), "failure-mix {window}");
+        let (_, v) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/mtbf?{window}")).await;
+        let unattributed = v["unattributed_failures"].as_i64().unwrap();
+        // Each failure is in a group of the fleet, unattributed, or on a node out of service then.
+        let fleet = v["fleet"]["failures"].as_i64().unwrap();
+        assert!(fleet + unattributed <= want, "mtbf {window}: {fleet} + {unattributed} of {want}");
+    }
+}
