@@ -72,6 +72,7 @@ fn api_context(config: AppConfig, db: PgPool) -> ApiContext {
                 .min(crate::app::edge::ingest_slots(db.options().get_max_connections())),
         )),
         admin_token_hash: crate::domain::auth::hash_secret(&config.admin_token).into(),
+        rate_limiter: Arc::new(crate::http::rate_limit::RateLimiter::new(&config.edge.rate_limit)),
         config: Arc::new(config),
         db,
         metrics: crate::app::telemetry::metrics_handle(),

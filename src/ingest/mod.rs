@@ -1,5 +1,6 @@
 //! The one write path for signals: shared by the HTTP handlers, `serve --demo` and the benchmark.
 
+pub mod audit;
 pub mod batch;
 pub mod catalog;
 pub mod inventory;
@@ -8,6 +9,7 @@ pub mod locks;
 pub mod nvsentinel;
 pub mod refold;
 pub mod timing;
+pub mod tokens;
 
 use std::collections::HashSet;
 

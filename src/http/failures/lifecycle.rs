@@ -11,8 +11,9 @@ use uuid::Uuid;
 
 use crate::analytics::cost::{Phases, downtime_minutes};
 use crate::analytics::headline::round6;
+use crate::domain::audit::AuditAction;
 use crate::domain::auth::Permission;
-use crate::domain::lifecycle::{self, LifecyclePatch, Resolution};
+use crate::domain::lifecycle::{self, FieldChange, LifecyclePatch, Resolution};
 use crate::domain::taxonomy::{Category, Component, RootCause};
 use crate::http::ApiContext;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -158,10 +159,28 @@ pub async fn patch_failure(
     let lifecycle_id = current.map_or(f.id, |r| r.failure_id);
     if !changes.is_empty() || current.is_none() {
         store::save(&mut tx, lifecycle_id, &f, &after, &changes, &caller.name).await?;
+        crate::ingest::audit::record(
+            &mut tx,
+            &caller.actor(),
+            AuditAction::FailureLifecycle,
+            &id.to_string(),
+            lifecycle_audit_details(&f, lifecycle_id, &changes),
+        )
+        .await?;
     }
     let saved = store::by_lifecycle_id(&mut tx, lifecycle_id).await?;
     tx.commit().await?;
     Ok(Json(view(&f, saved.as_ref())))
+}
+
+/// The audit row of a lifecycle patch: the failure's cluster, its lifecycle id and each field's
+/// `{"from", "to"}` (the same as its history entry).
+fn lifecycle_audit_details(f: &FailureAnchor, lifecycle_id: Uuid, changes: &[FieldChange]) -> serde_json::Value {
+    let changes: serde_json::Map<String, serde_json::Value> = changes
+        .iter()
+        .map(|c| (c.field.to_string(), serde_json::json!({"from": c.from, "to": c.to})))
+        .collect();
+    serde_json::json!({"cluster": f.cluster, "lifecycle_id": lifecycle_id, "changes": changes})
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -208,6 +227,7 @@ pub async fn failure_history(
     let mut conn = ctx.db.acquire().await?;
     let f = store::failure_anchor(&mut conn, id)
         .await?
+        .filter(|f| caller.may_read(&f.cluster))
         .ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
     let rows = store::for_failure(&mut conn, &f).await?;
     let ids: Vec<Uuid> = rows.iter().map(|r| r.failure_id).collect();
