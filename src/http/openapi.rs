@@ -138,17 +138,38 @@ impl Modify for AccessResponses {
                     RefOr::T(p) => p.name.ends_with("cluster"),
                     RefOr::Ref(_) => false,
                 });
-                if is_read
-                    && names_cluster
-                    && let Some(RefOr::T(forbidden)) = responses.get_mut("403")
-                    && !forbidden.description.contains("scope")
-                {
-                    forbidden
-                        .description
-                        .push_str(", or a cluster is named that is outside the token's cluster scope");
+                if is_read && names_cluster {
+                    let mut scope = unauthorized_clone(responses);
+                    match responses.get_mut("403") {
+                        Some(RefOr::T(forbidden)) if !forbidden.description.contains("scope") => forbidden
+                            .description
+                            .push_str(", or a cluster is named that is outside the token's cluster scope"),
+                        Some(_) => {}
+                        None => {
+                            if let Some(scope) = scope.take() {
+                                responses.insert("403".into(), RefOr::T(scope));
+                            }
+                        }
+                    }
                 }
             }
         }
+    }
+}
+
+/// The 401 response (whose body is an `ErrorBody`) reworded for a scoped token naming another
+/// cluster, for routes that did not document a 403 of their own.
+fn unauthorized_clone(
+    responses: &std::collections::BTreeMap<String, utoipa::openapi::RefOr<utoipa::openapi::Response>>,
+) -> Option<utoipa::openapi::Response> {
+    match responses.get("401") {
+        Some(utoipa::openapi::RefOr::T(r)) => {
+            let mut r = r.clone();
+            r.description = "A cluster is named that is outside the token's cluster scope".into();
+            r.headers.clear();
+            Some(r)
+        }
+        _ => None,
     }
 }
 

@@ -79,7 +79,12 @@ pub async fn edit(
     let mut tx = db.begin().await?;
     let catalog_version = storage::catalog::bump_version(&mut tx).await?;
     let changed = match &edit {
-        RuleEdit::Upsert { rule, by } => storage::catalog::upsert_rule(&mut tx, &rule_row(rule), by).await?,
+        // An upsert always changes the catalog; `upsert_rule`'s answer says whether it replaced
+        // a rule (treating "new" as "nothing to change" answered 409 to every new rule).
+        RuleEdit::Upsert { rule, by } => {
+            storage::catalog::upsert_rule(&mut tx, &rule_row(rule), by).await?;
+            true
+        }
         RuleEdit::Delete { rule_id } => storage::catalog::delete_rule(&mut tx, rule_id).await?,
         RuleEdit::UpsertTerm { term, by } => storage::lexicon::upsert_term(&mut tx, &term_row(term), by).await?,
         RuleEdit::DeleteTerm { term } => storage::lexicon::delete_term(&mut tx, term).await?,

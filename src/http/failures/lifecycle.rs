@@ -211,7 +211,7 @@ pub struct FailureHistory {
         (status = 400, description = "The id is not a UUID", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may neither query nor ingest", body = ErrorBody),
-        (status = 404, description = "No failure with this id", body = ErrorBody),
+        (status = 404, description = "No failure with this id, or it is of a cluster outside the token's scope", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]

@@ -217,7 +217,7 @@ pub struct FailureDetail {
         (status = 400, description = "The id is not a UUID", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not query", body = ErrorBody),
-        (status = 404, description = "No failure with this id (failure ids change when late signals re-fold it)", body = ErrorBody),
+        (status = 404, description = "No failure with this id (failure ids change when late signals re-fold it), or it is of a cluster outside the token's scope", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
