@@ -72,9 +72,9 @@ pub fn token_expiry(
     match (expires_at, ttl_seconds) {
         (Some(_), Some(_)) => Err("give expires_at or ttl_seconds, not both".into()),
         (None, None) => Ok(None),
-        (None, Some(ttl)) if !(1..=MAX_TOKEN_TTL_SECONDS).contains(&ttl) => Err(format!(
-            "ttl_seconds {ttl} is not in 1..={MAX_TOKEN_TTL_SECONDS}"
-        )),
+        (None, Some(ttl)) if !(1..=MAX_TOKEN_TTL_SECONDS).contains(&ttl) => {
+            Err(format!("ttl_seconds {ttl} is not in 1..={MAX_TOKEN_TTL_SECONDS}"))
+        }
         (None, Some(ttl)) => Ok(Some(now + Duration::seconds(ttl))),
         (Some(at), None) if at <= now => Err(format!("expires_at ({}) is not in the future", at.to_rfc3339())),
         (Some(at), None) if at > latest => Err(format!(
@@ -196,7 +196,11 @@ mod tests {
         assert_eq!(token_expiry(Some(at), None, now), Ok(Some(at)));
         assert_eq!(token_expiry(None, Some(86_400), now), Ok(Some(at)));
         assert!(token_expiry(Some(at), Some(60), now).unwrap_err().contains("not both"));
-        assert!(token_expiry(Some(now), None, now).unwrap_err().contains("not in the future"));
+        assert!(
+            token_expiry(Some(now), None, now)
+                .unwrap_err()
+                .contains("not in the future")
+        );
         assert!(token_expiry(None, Some(0), now).unwrap_err().contains("not in 1..="));
         assert!(token_expiry(None, Some(MAX_TOKEN_TTL_SECONDS + 1), now).is_err());
         assert!(is_expired(Some(now), now) && !is_expired(Some(at), now) && !is_expired(None, now));

@@ -88,7 +88,14 @@ mod tests {
 
     #[test]
     fn defaults_to_thirty_days_before_to() {
-        let w = Window::resolve(None, Some(t("2026-03-31T00:00:00Z")), None, None, t("2026-12-01T00:00:00Z")).unwrap();
+        let w = Window::resolve(
+            None,
+            Some(t("2026-03-31T00:00:00Z")),
+            None,
+            None,
+            t("2026-12-01T00:00:00Z"),
+        )
+        .unwrap();
         assert_eq!(w.from, t("2026-03-01T00:00:00Z"));
         assert_eq!(w.to - w.from, Duration::days(30));
         let w = Window::resolve(None, None, Some("a".into()), None, t("2026-12-01T00:00:00Z")).unwrap();

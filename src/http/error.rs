@@ -44,8 +44,14 @@ pub enum ApiError {
     },
     #[error("service unavailable (overloaded, or the database does not answer); retry after {retry_after_secs} s")]
     Unavailable { retry_after_secs: u32 },
-    #[error("this token's rate limit ({rps} requests/s, bursts of {burst}) is used up; retry after {retry_after_secs} s")]
-    RateLimited { retry_after_secs: u32, rps: f64, burst: u32 },
+    #[error(
+        "this token's rate limit ({rps} requests/s, bursts of {burst}) is used up; retry after {retry_after_secs} s"
+    )]
+    RateLimited {
+        retry_after_secs: u32,
+        rps: f64,
+        burst: u32,
+    },
     #[error("database error: {0}")]
     Database(sqlx::Error),
     #[error("internal error: {0}")]

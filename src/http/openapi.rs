@@ -122,9 +122,10 @@ impl Modify for AccessResponses {
                 let Some(RefOr::T(unauthorized)) = responses.get_mut("401") else {
                     continue;
                 };
-                unauthorized.description = "Missing, invalid or revoked bearer token (`unauthorized`), or an expired one \
+                unauthorized.description =
+                    "Missing, invalid or revoked bearer token (`unauthorized`), or an expired one \
                     (`token_expired`, the message says when it expired)"
-                    .into();
+                        .into();
                 let mut limited = unauthorized.clone();
                 limited.description = "This token's rate limit is used up (`rate_limited`): retry after the \
                     `Retry-After` seconds (see FAULTLINE_RATE_LIMIT_PER_TOKEN_RPS / _BURST)"

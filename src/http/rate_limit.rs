@@ -170,7 +170,8 @@ mod tests {
         }
         assert_eq!(l.tracked(), MAX_TRACKED_TOKENS);
         // Once the buckets have refilled, they are dropped together.
-        l.check_at(Uuid::from_u128(u128::MAX), t0 + Duration::from_secs(6)).unwrap();
+        l.check_at(Uuid::from_u128(u128::MAX), t0 + Duration::from_secs(6))
+            .unwrap();
         assert_eq!(l.tracked(), 1);
     }
 }

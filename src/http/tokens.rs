@@ -163,7 +163,10 @@ pub async fn revoke_token(
     caller.require(Permission::Admin)?;
     let id = Uuid::try_parse(&id)
         .map_err(|e| ApiError::bad_request("invalid_path", format!("token id '{id}' is not a UUID: {e}")))?;
-    if crate::ingest::tokens::revoke(&ctx.db, &caller.actor(), id).await?.is_some() {
+    if crate::ingest::tokens::revoke(&ctx.db, &caller.actor(), id)
+        .await?
+        .is_some()
+    {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound(format!("no active token {id}")))

@@ -12,8 +12,8 @@ use super::refold;
 use tokio::sync::RwLock;
 
 use crate::classify::text::{Term, TermKind};
-use crate::domain::audit::{Actor, AuditAction};
 use crate::classify::{Catalog, Rule, Severity};
+use crate::domain::audit::{Actor, AuditAction};
 use crate::domain::taxonomy::{Category, Component};
 use crate::storage;
 use crate::storage::catalog::RuleRow;

@@ -5,6 +5,7 @@ pub mod batch;
 pub mod catalog;
 pub mod inventory;
 pub mod jobs;
+pub mod lifecycle;
 pub mod locks;
 pub mod nvsentinel;
 pub mod refold;

@@ -18,7 +18,12 @@ pub struct TokenSpec<'a> {
 }
 
 /// Stores `minted` (its hash only) and records who created it; the secret is never audited.
-pub async fn create(db: &PgPool, actor: &Actor, minted: &MintedToken, spec: &TokenSpec<'_>) -> Result<TokenRow, sqlx::Error> {
+pub async fn create(
+    db: &PgPool,
+    actor: &Actor,
+    minted: &MintedToken,
+    spec: &TokenSpec<'_>,
+) -> Result<TokenRow, sqlx::Error> {
     let mut tx = db.begin().await?;
     let row = storage::tokens::insert(
         &mut tx,

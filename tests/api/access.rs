@@ -18,9 +18,11 @@ async fn two_clusters(app: &TestApp) -> (String, String) {
     let mut nodes = Vec::new();
     for (cluster, prefix) in [(OWN, "a"), (OTHER, "b")] {
         for i in 0..4 {
-            nodes.push(json!({"hostname": format!("{prefix}{i}"), "cluster": cluster, "gpu_model": "H100",
+            nodes.push(
+                json!({"hostname": format!("{prefix}{i}"), "cluster": cluster, "gpu_model": "H100",
                 "gpu_count": 8, "group": format!("{prefix}-g"), "rack": format!("{prefix}-r"),
-                "in_service_since": "2026-10-01T00:00:00Z"}));
+                "in_service_since": "2026-10-01T00:00:00Z"}),
+            );
         }
     }
     let (status, body) = app.put_nodes(ADMIN_TOKEN, &json!({"nodes": nodes})).await;
@@ -61,7 +63,10 @@ async fn two_clusters(app: &TestApp) -> (String, String) {
     }
     let failure_of = |cluster: &'static str| async move {
         let (status, page) = app
-            .get(ADMIN_TOKEN, &format!("/v1/failures?cluster={cluster}&from=2026-10-01T00:00:00Z&to=2026-11-30T00:00:00Z"))
+            .get(
+                ADMIN_TOKEN,
+                &format!("/v1/failures?cluster={cluster}&from=2026-10-01T00:00:00Z&to=2026-11-30T00:00:00Z"),
+            )
             .await;
         assert_eq!(status, 200);
         page["failures"][0]["id"].as_str().unwrap().to_string()
@@ -112,7 +117,10 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route() {
     let mut leak_visible_to_admin = 0;
     for (path, item) in doc["paths"].as_object().unwrap() {
         let Some(op) = item.get("get") else { continue };
-        if op["security"].as_array().is_none_or(|s| s.iter().all(|r| r.as_object().unwrap().is_empty())) {
+        if op["security"]
+            .as_array()
+            .is_none_or(|s| s.iter().all(|r| r.as_object().unwrap().is_empty()))
+        {
             continue; // open routes (health, metrics) carry no cluster data
         }
         if admin_only.contains(&path.as_str()) {
@@ -164,17 +172,28 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route() {
             let (status, body) = app.get(&scoped, &url).await;
             assert_eq!(status, 403, "{url}: {body}");
             assert_eq!(body["error"], "forbidden", "{url}");
-            assert!(body["message"].as_str().unwrap().contains("scoped to cluster 'alpha'"), "{url}: {body}");
+            assert!(
+                body["message"].as_str().unwrap().contains("scoped to cluster 'alpha'"),
+                "{url}: {body}"
+            );
         }
         if path.contains("{cluster}") {
             let url = format!("{}{}", fill_path(OTHER, &own_failure), query_string(&query));
             let (status, body) = app.get(&scoped, &url).await;
-            assert_eq!((status, body["error"].as_str()), (403, Some("forbidden")), "{url}: {body}");
+            assert_eq!(
+                (status, body["error"].as_str()),
+                (403, Some("forbidden")),
+                "{url}: {body}"
+            );
         }
         if path.contains("{id}") {
             let url = format!("{}{}", fill_path(OWN, &other_failure), query_string(&query));
             let (status, body) = app.get(&scoped, &url).await;
-            assert_eq!((status, body["error"].as_str()), (404, Some("not_found")), "{url}: {body}");
+            assert_eq!(
+                (status, body["error"].as_str()),
+                (404, Some("not_found")),
+                "{url}: {body}"
+            );
             let (status, _) = app.get(ADMIN_TOKEN, &url).await;
             assert_eq!(status, 200, "{url} exists for the admin");
         }
@@ -184,16 +203,26 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route() {
             as_admin.push(("cluster".into(), OWN.into()));
         }
         let offers_csv = op["responses"]["200"]["content"].get("text/csv").is_some();
-        let accepts: &[&str] = if offers_csv { &["application/json", "text/csv"] } else { &["application/json"] };
+        let accepts: &[&str] = if offers_csv {
+            &["application/json", "text/csv"]
+        } else {
+            &["application/json"]
+        };
         for accept in accepts {
             let url = format!("{}{}", fill_path(OWN, &own_failure), query_string(&query));
             let (status, ct, scoped_body) = fetch(&app, &scoped, &url, accept).await;
             assert_eq!(status, 200, "{url} ({accept}): {scoped_body}");
-            assert!(!scoped_body.contains(OTHER), "{url} ({accept}) leaks {OTHER}: {scoped_body}");
+            assert!(
+                !scoped_body.contains(OTHER),
+                "{url} ({accept}) leaks {OTHER}: {scoped_body}"
+            );
             let admin_url = format!("{}{}", fill_path(OWN, &own_failure), query_string(&as_admin));
             let (_, admin_ct, admin_body) = fetch(&app, ADMIN_TOKEN, &admin_url, accept).await;
             assert_eq!(ct, admin_ct, "{url}");
-            assert_eq!(scoped_body, admin_body, "{url} ({accept}): scoped answer differs from the admin's for {OWN}");
+            assert_eq!(
+                scoped_body, admin_body,
+                "{url} ({accept}): scoped answer differs from the admin's for {OWN}"
+            );
             // The data would show the other cluster to an unscoped caller (so the check above can fail).
             let (_, _, fleet_body) = fetch(&app, ADMIN_TOKEN, &url, accept).await;
             if fleet_body.contains(OTHER) {
@@ -230,7 +259,12 @@ async fn a_scoped_agent_reads_only_its_cluster_inventory() {
     let agent = app.token("agent", Some(OTHER)).await;
     let (status, page) = app.get(&agent, "/v1/nodes").await;
     assert_eq!(status, 200);
-    let hosts: Vec<&str> = page["nodes"].as_array().unwrap().iter().map(|n| n["hostname"].as_str().unwrap()).collect();
+    let hosts: Vec<&str> = page["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["hostname"].as_str().unwrap())
+        .collect();
     assert_eq!(hosts, ["b0", "b1", "b2", "b3"]);
     let (status, body) = app.get(&agent, "/v1/nodes?cluster=alpha").await;
     assert_eq!((status, body["error"].as_str()), (403, Some("forbidden")));
@@ -265,7 +299,12 @@ async fn create_token(app: &TestApp, token: &str, body: Value) -> (u16, Value) {
 #[tokio::test]
 async fn tokens_expire() {
     let app = spawn_app().await;
-    let (status, created) = create_token(&app, ADMIN_TOKEN, json!({"name": "short", "role": "reader", "ttl_seconds": 1})).await;
+    let (status, created) = create_token(
+        &app,
+        ADMIN_TOKEN,
+        json!({"name": "short", "role": "reader", "ttl_seconds": 1}),
+    )
+    .await;
     assert_eq!(status, 201, "{created}");
     let token = created["token"].as_str().unwrap().to_string();
     let created_at: chrono::DateTime<chrono::Utc> = created["created_at"].as_str().unwrap().parse().unwrap();
@@ -296,15 +335,33 @@ async fn tokens_expire() {
     assert_eq!(status, 200);
     let list = list.as_array().unwrap();
     let short = list.iter().find(|t| t["name"] == "short").unwrap();
-    assert_eq!((short["expired"].as_bool(), short["expires_at"].as_str().is_some()), (Some(true), true));
+    assert_eq!(
+        (short["expired"].as_bool(), short["expires_at"].as_str().is_some()),
+        (Some(true), true)
+    );
     let dated = list.iter().find(|t| t["name"] == "dated").unwrap();
-    assert_eq!((dated["expired"].as_bool(), dated["expires_at"].as_str()), (Some(false), Some("2035-01-01T00:00:00Z")));
+    assert_eq!(
+        (dated["expired"].as_bool(), dated["expires_at"].as_str()),
+        (Some(false), Some("2035-01-01T00:00:00Z"))
+    );
 
     for (bad, says) in [
-        (json!({"name": "p", "role": "reader", "expires_at": "2020-01-01T00:00:00Z"}), "not in the future"),
-        (json!({"name": "p", "role": "reader", "expires_at": "2099-01-01T00:00:00Z"}), "ten years"),
-        (json!({"name": "p", "role": "reader", "ttl_seconds": 0}), "ttl_seconds 0"),
-        (json!({"name": "p", "role": "reader", "ttl_seconds": 60, "expires_at": "2030-01-01T00:00:00Z"}), "not both"),
+        (
+            json!({"name": "p", "role": "reader", "expires_at": "2020-01-01T00:00:00Z"}),
+            "not in the future",
+        ),
+        (
+            json!({"name": "p", "role": "reader", "expires_at": "2099-01-01T00:00:00Z"}),
+            "ten years",
+        ),
+        (
+            json!({"name": "p", "role": "reader", "ttl_seconds": 0}),
+            "ttl_seconds 0",
+        ),
+        (
+            json!({"name": "p", "role": "reader", "ttl_seconds": 60, "expires_at": "2030-01-01T00:00:00Z"}),
+            "not both",
+        ),
     ] {
         let (status, body) = create_token(&app, ADMIN_TOKEN, bad.clone()).await;
         assert_eq!(status, 400, "{bad}: {body}");
@@ -331,12 +388,21 @@ async fn the_rate_limit_is_per_token() {
     for _ in 0..3 {
         assert_eq!(app.get(&reader, "/v1/nodes").await.0, 200);
     }
-    let res = app.client.get(app.url("/v1/nodes")).bearer_auth(&reader).send().await.unwrap();
+    let res = app
+        .client
+        .get(app.url("/v1/nodes"))
+        .bearer_auth(&reader)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 429);
     assert_eq!(res.headers()["retry-after"], "1");
     let (_, body) = status_json(res).await;
     assert_eq!(body["error"], "rate_limited");
-    assert!(body["message"].as_str().unwrap().contains("1 requests/s, bursts of 3"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("1 requests/s, bursts of 3"),
+        "{body}"
+    );
     assert_eq!(app.get(&other, "/v1/nodes").await.0, 200);
     // Writes count against the same budget.
     let (status, _) = app.put_nodes(&reader, &json!({"nodes": []})).await;
@@ -344,7 +410,15 @@ async fn the_rate_limit_is_per_token() {
 
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     assert_eq!(app.get(&reader, "/v1/nodes").await.0, 200);
-    let metrics = app.client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     let line = metrics
         .lines()
         .find(|l| l.starts_with("faultline_rate_limited_total{role=\"reader\"}"))
@@ -363,11 +437,21 @@ async fn admin_actions_are_audited() {
     assert_eq!(status, 201);
     let ops_token = ops["token"].as_str().unwrap().to_string();
     let ops_id = ops["id"].as_str().unwrap().to_string();
-    let (status, reader) =
-        create_token(&app, &ops_token, json!({"name": "team-a", "role": "reader", "cluster": "c1", "ttl_seconds": 3600})).await;
+    let (status, reader) = create_token(
+        &app,
+        &ops_token,
+        json!({"name": "team-a", "role": "reader", "cluster": "c1", "ttl_seconds": 3600}),
+    )
+    .await;
     assert_eq!(status, 201);
     let reader_id = reader["id"].as_str().unwrap().to_string();
-    let res = app.client.delete(app.url(&format!("/v1/tokens/{reader_id}"))).bearer_auth(&ops_token).send().await.unwrap();
+    let res = app
+        .client
+        .delete(app.url(&format!("/v1/tokens/{reader_id}")))
+        .bearer_auth(&ops_token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 204);
 
     let rule = json!({"kind": "xid", "code": 999, "pattern": null, "priority": 500, "category": "hardware",
@@ -389,9 +473,16 @@ async fn admin_actions_are_audited() {
     assert_eq!(put("/v1/classification-terms/vastdata", term).await, 200);
     assert_eq!(del("/v1/classification-terms/vastdata").await, 200);
 
-    let (status, _) = app.post_events(ADMIN_TOKEN, &json!({"events": [event(&uuid_n(1), json!({}))]})).await;
+    let (status, _) = app
+        .post_events(ADMIN_TOKEN, &json!({"events": [event(&uuid_n(1), json!({}))]}))
+        .await;
     assert_eq!(status, 200);
-    let (_, page) = app.get(ADMIN_TOKEN, "/v1/failures?from=2026-10-01T00:00:00Z&to=2026-11-30T00:00:00Z").await;
+    let (_, page) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/failures?from=2026-10-01T00:00:00Z&to=2026-11-30T00:00:00Z",
+        )
+        .await;
     let failure_id = page["failures"][0]["id"].as_str().unwrap().to_string();
     let res = app
         .client
@@ -421,15 +512,33 @@ async fn admin_actions_are_audited() {
         ]
     );
     let by: Vec<&str> = entries.iter().map(|e| e["actor_name"].as_str().unwrap()).collect();
-    assert_eq!(by, ["ops-admin", "admin", "ops-admin", "admin", "ops-admin", "ops-admin", "ops-admin", "admin"]);
+    assert_eq!(
+        by,
+        [
+            "ops-admin",
+            "admin",
+            "ops-admin",
+            "admin",
+            "ops-admin",
+            "ops-admin",
+            "ops-admin",
+            "admin"
+        ]
+    );
     assert_eq!(entries[0]["actor_token_id"], ops_id.as_str());
     assert_eq!(entries[7]["actor_token_id"], Value::Null);
     assert_eq!(entries[0]["target"], failure_id.as_str());
-    assert_eq!(entries[0]["details"]["changes"]["note"], json!({"from": null, "to": "PSU swapped"}));
+    assert_eq!(
+        entries[0]["details"]["changes"]["note"],
+        json!({"from": null, "to": "PSU swapped"})
+    );
     assert_eq!(entries[0]["details"]["cluster"], "c1");
     assert_eq!(entries[4]["target"], "site-xid-999");
     assert_eq!(entries[4]["details"]["rule"]["code"], 999);
-    assert_eq!(entries[4]["details"]["catalog_version"].as_i64().unwrap() + 1, entries[3]["details"]["catalog_version"].as_i64().unwrap());
+    assert_eq!(
+        entries[4]["details"]["catalog_version"].as_i64().unwrap() + 1,
+        entries[3]["details"]["catalog_version"].as_i64().unwrap()
+    );
     assert_eq!(entries[2]["target"], "vastdata");
     assert_eq!(entries[2]["details"]["term"]["component"], "storage");
     assert_eq!(entries[5]["target"], reader_id.as_str());
@@ -438,7 +547,10 @@ async fn admin_actions_are_audited() {
     assert_eq!(entries[6]["details"]["role"], "reader");
     assert!(entries[6]["details"]["expires_at"].is_string());
     assert_eq!(entries[7]["details"]["name"], "ops-admin");
-    assert!(!audit.to_string().contains(ops_token.as_str()), "a secret reached the audit log");
+    assert!(
+        !audit.to_string().contains(ops_token.as_str()),
+        "a secret reached the audit log"
+    );
     assert_eq!(audit["next_cursor"], Value::Null);
 
     // Filters: action, actor by name or id, time window; pages of 3 with a cursor.
@@ -455,7 +567,13 @@ async fn admin_actions_are_audited() {
     loop {
         let (status, page) = app.get(ADMIN_TOKEN, &url).await;
         assert_eq!(status, 200);
-        seen.extend(page["entries"].as_array().unwrap().iter().map(|e| e["id"].as_i64().unwrap()));
+        seen.extend(
+            page["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["id"].as_i64().unwrap()),
+        );
         match page["next_cursor"].as_str() {
             Some(c) => url = format!("/v1/audit?limit=3&cursor={c}"),
             None => break,
@@ -464,9 +582,18 @@ async fn admin_actions_are_audited() {
     let all: Vec<i64> = entries.iter().map(|e| e["id"].as_i64().unwrap()).collect();
     assert_eq!(seen, all);
 
-    for bad in ["/v1/audit?limit=0", "/v1/audit?limit=1001", "/v1/audit?action=token.delete", "/v1/audit?cursor=zz"] {
+    for bad in [
+        "/v1/audit?limit=0",
+        "/v1/audit?limit=1001",
+        "/v1/audit?action=token.delete",
+        "/v1/audit?cursor=zz",
+    ] {
         let (status, body) = app.get(ADMIN_TOKEN, bad).await;
-        assert_eq!((status, body["error"].as_str()), (400, Some("invalid_query")), "{bad}: {body}");
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (400, Some("invalid_query")),
+            "{bad}: {body}"
+        );
     }
     for role in ["reader", "agent"] {
         let token = app.token(role, None).await;

@@ -22,8 +22,8 @@ use utoipa::IntoParams;
 
 use super::ApiContext;
 use crate::domain::window::{Window, WindowError};
-use crate::http::extract::Caller;
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::Caller;
 
 pub fn router() -> Router<ApiContext> {
     Router::new()
@@ -62,12 +62,17 @@ impl WindowQuery {
     /// The window this query names for `caller`, parsed once at the edge: a token scoped to a
     /// cluster gets its cluster's window (403 for another cluster), see [`Window::resolve`].
     pub fn window(&self, caller: &Caller) -> ApiResult<Window> {
-        Window::resolve(self.from, self.to, self.cluster.clone(), caller.cluster.as_deref(), Utc::now()).map_err(
-            |e| match e {
-                WindowError::Invalid(m) => bad(m),
-                WindowError::OutOfScope(e) => ApiError::Forbidden(e.to_string()),
-            },
+        Window::resolve(
+            self.from,
+            self.to,
+            self.cluster.clone(),
+            caller.cluster.as_deref(),
+            Utc::now(),
         )
+        .map_err(|e| match e {
+            WindowError::Invalid(m) => bad(m),
+            WindowError::OutOfScope(e) => ApiError::Forbidden(e.to_string()),
+        })
     }
 }
 

@@ -11,13 +11,13 @@ use uuid::Uuid;
 
 use crate::analytics::cost::{Phases, downtime_minutes};
 use crate::analytics::headline::round6;
-use crate::domain::audit::AuditAction;
 use crate::domain::auth::Permission;
-use crate::domain::lifecycle::{self, FieldChange, LifecyclePatch, Resolution};
+use crate::domain::lifecycle::{LifecyclePatch, Resolution};
 use crate::domain::taxonomy::{Category, Component, RootCause};
 use crate::http::ApiContext;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{AppJson, AppPath, Caller};
+use crate::ingest::lifecycle::PatchError;
 use crate::storage::lifecycle::{self as store, FailureAnchor, LifecycleRow};
 
 pub fn router() -> Router<ApiContext> {
@@ -137,50 +137,21 @@ pub async fn patch_failure(
             "the patch changes nothing: send at least one field",
         ));
     }
-    let mut tx = ctx.db.begin().await?;
-    let f = store::failure_anchor(&mut tx, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
-    if !caller.may_write(&f.cluster) {
-        return Err(ApiError::Forbidden(format!(
-            "this token may not write cluster '{}'",
-            f.cluster
-        )));
-    }
-    store::lock(&mut tx, &f).await?;
-    let rows = store::for_failure(&mut tx, &f).await?;
-    let current = rows.first();
-    let before = current.map(LifecycleRow::lifecycle).unwrap_or_default();
-    let (after, changes) =
-        lifecycle::apply(&before, &p, f.first_at, Utc::now()).map_err(|e| ApiError::Unprocessable {
-            message: format!("{}: {}", e.field.as_deref().unwrap_or("body"), e.message),
-            details: Some(serde_json::json!({ "field": e.field })),
+    let may_write = |cluster: &str| caller.may_write(cluster);
+    let done = crate::ingest::lifecycle::patch(&ctx.db, &caller.actor(), may_write, id, &p, Utc::now())
+        .await
+        .map_err(|e| match e {
+            PatchError::NotFound => ApiError::NotFound(format!("no failure {id}")),
+            PatchError::OutOfScope(cluster) => {
+                ApiError::Forbidden(format!("this token may not write cluster '{cluster}'"))
+            }
+            PatchError::Invalid(e) => ApiError::Unprocessable {
+                message: format!("{}: {}", e.field.as_deref().unwrap_or("body"), e.message),
+                details: Some(serde_json::json!({ "field": e.field })),
+            },
+            PatchError::Database(e) => e.into(),
         })?;
-    let lifecycle_id = current.map_or(f.id, |r| r.failure_id);
-    if !changes.is_empty() || current.is_none() {
-        store::save(&mut tx, lifecycle_id, &f, &after, &changes, &caller.name).await?;
-        crate::ingest::audit::record(
-            &mut tx,
-            &caller.actor(),
-            AuditAction::FailureLifecycle,
-            &id.to_string(),
-            lifecycle_audit_details(&f, lifecycle_id, &changes),
-        )
-        .await?;
-    }
-    let saved = store::by_lifecycle_id(&mut tx, lifecycle_id).await?;
-    tx.commit().await?;
-    Ok(Json(view(&f, saved.as_ref())))
-}
-
-/// The audit row of a lifecycle patch: the failure's cluster, its lifecycle id and each field's
-/// `{"from", "to"}` (the same as its history entry).
-fn lifecycle_audit_details(f: &FailureAnchor, lifecycle_id: Uuid, changes: &[FieldChange]) -> serde_json::Value {
-    let changes: serde_json::Map<String, serde_json::Value> = changes
-        .iter()
-        .map(|c| (c.field.to_string(), serde_json::json!({"from": c.from, "to": c.to})))
-        .collect();
-    serde_json::json!({"cluster": f.cluster, "lifecycle_id": lifecycle_id, "changes": changes})
+    Ok(Json(view(&done.failure, done.lifecycle.as_ref())))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
