@@ -56,6 +56,8 @@ pub struct EdgeSettings {
     /// On SIGTERM/Ctrl-C, how long in-flight requests may still run before the process exits.
     #[arg(long, env = "FAULTLINE_SHUTDOWN_TIMEOUT_SECS", default_value_t = 30)]
     pub shutdown_timeout_secs: u64,
+    #[command(flatten)]
+    pub rate_limit: crate::http::rate_limit::RateLimitSettings,
 }
 
 pub const DEFAULT_INFLIGHT_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -66,6 +68,7 @@ impl Default for EdgeSettings {
             pool: PoolSettings::default(),
             max_inflight_body_bytes: DEFAULT_INFLIGHT_BODY_BYTES,
             shutdown_timeout_secs: 30,
+            rate_limit: Default::default(),
         }
     }
 }

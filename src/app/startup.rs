@@ -86,6 +86,7 @@ fn api_context(config: AppConfig, db: PgPool, replica: Option<PgPool>) -> ApiCon
                 .min(crate::app::edge::ingest_slots(db.options().get_max_connections())),
         )),
         admin_token_hash: crate::domain::auth::hash_secret(&config.admin_token).into(),
+        rate_limiter: Arc::new(crate::http::rate_limit::RateLimiter::new(&config.edge.rate_limit)),
         config: Arc::new(config),
         read_db: replica.unwrap_or_else(|| db.clone()),
         read_replica,

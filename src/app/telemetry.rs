@@ -75,6 +75,11 @@ fn describe_metrics() {
         "Time an admitted ingest request takes, body read, validation and storage included, by route; failed requests are counted too"
     );
     describe_counter!(
+        "faultline_rate_limited_total",
+        Unit::Count,
+        "Requests refused with 429 because their token's per-token rate limit was used up, by role (agent, reader, admin)"
+    );
+    describe_counter!(
         "faultline_ingest_shed_total",
         Unit::Count,
         "Ingest requests refused with 503 before their body was read because every ingest slot was taken, by endpoint"

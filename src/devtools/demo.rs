@@ -15,7 +15,8 @@ use crate::domain::lifecycle::LifecyclePatch;
 use crate::domain::node::parse_node;
 use crate::domain::window::DEFAULT_WINDOW_DAYS;
 use crate::ingest::catalog::CatalogCache;
-use crate::ingest::lifecycle::{Transition, WriteError};
+use crate::domain::audit::Actor;
+use crate::ingest::lifecycle::{PatchError, Transition, WriteError};
 use crate::storage::failure_queries::{FailureFilter, FailureRow};
 
 /// Days the demo covers, ending now: two default analysis windows, so the default window is fully
@@ -110,14 +111,15 @@ pub async fn load(
         }
     }
     let failures = FailureIndex::read(db).await?;
+    let actor = Actor { token_id: None, name: DEMO_AUTHOR.to_string() };
     for l in &fleet.lifecycles {
         let Some(id) = failures.find(l) else { continue };
         let Ok(patch) = serde_json::from_value::<LifecyclePatch>(l["patch"].clone()) else {
             continue;
         };
-        match crate::ingest::lifecycle::patch_failure(db, id, &patch, DEMO_AUTHOR, |_| true).await {
+        match crate::ingest::lifecycle::patch(db, &actor, |_| true, id, &patch, Utc::now()).await {
             Ok(_) => loaded.lifecycles += 1,
-            Err(WriteError::Db(e)) => return Err(e.into()),
+            Err(PatchError::Database(e)) => return Err(e.into()),
             Err(_) => {}
         }
     }

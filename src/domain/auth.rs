@@ -1,5 +1,6 @@
 //! Roles, token secrets and their hashes. Pure: the storage layer keeps only the hash.
 
+use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -56,6 +57,38 @@ impl Role {
 }
 
 pub const TOKEN_PREFIX: &str = "flt_";
+
+/// Longest lifetime a token may be given (ten years), so `ttl_seconds` cannot overflow a timestamp.
+pub const MAX_TOKEN_TTL_SECONDS: i64 = 10 * 366 * 24 * 3600;
+
+/// When a new token expires: at `expires_at`, or `ttl_seconds` after `now`, or never (both absent).
+/// Naming both, a time not after `now`, or a lifetime beyond [`MAX_TOKEN_TTL_SECONDS`] is refused.
+pub fn token_expiry(
+    expires_at: Option<DateTime<Utc>>,
+    ttl_seconds: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>, String> {
+    let latest = now + Duration::seconds(MAX_TOKEN_TTL_SECONDS);
+    match (expires_at, ttl_seconds) {
+        (Some(_), Some(_)) => Err("give expires_at or ttl_seconds, not both".into()),
+        (None, None) => Ok(None),
+        (None, Some(ttl)) if !(1..=MAX_TOKEN_TTL_SECONDS).contains(&ttl) => {
+            Err(format!("ttl_seconds {ttl} is not in 1..={MAX_TOKEN_TTL_SECONDS}"))
+        }
+        (None, Some(ttl)) => Ok(Some(now + Duration::seconds(ttl))),
+        (Some(at), None) if at <= now => Err(format!("expires_at ({}) is not in the future", at.to_rfc3339())),
+        (Some(at), None) if at > latest => Err(format!(
+            "expires_at ({}) is more than {MAX_TOKEN_TTL_SECONDS} seconds (ten years) away",
+            at.to_rfc3339()
+        )),
+        (Some(at), None) => Ok(Some(at)),
+    }
+}
+
+/// Whether a token with this expiry is expired at `now` (it stops working at `expires_at`).
+pub fn is_expired(expires_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+    expires_at.is_some_and(|at| at <= now)
+}
 
 /// A freshly minted token: `flt_<id as 32 hex>_<64 hex secret>`. The id lets us find the row
 /// without an index on the secret; the secret is compared by hash in constant time.
@@ -153,5 +186,23 @@ mod tests {
         assert_eq!(hex(&[0x0f, 0xa0]), "0fa0");
         assert_eq!(unhex("0fa0"), Some(vec![0x0f, 0xa0]));
         assert_eq!((unhex("abc"), unhex("zz")), (None, None));
+    }
+
+    #[test]
+    fn expiry_from_a_time_or_a_lifetime() {
+        let now: DateTime<Utc> = "2026-12-01T00:00:00Z".parse().unwrap();
+        let at: DateTime<Utc> = "2026-12-02T00:00:00Z".parse().unwrap();
+        assert_eq!(token_expiry(None, None, now), Ok(None));
+        assert_eq!(token_expiry(Some(at), None, now), Ok(Some(at)));
+        assert_eq!(token_expiry(None, Some(86_400), now), Ok(Some(at)));
+        assert!(token_expiry(Some(at), Some(60), now).unwrap_err().contains("not both"));
+        assert!(
+            token_expiry(Some(now), None, now)
+                .unwrap_err()
+                .contains("not in the future")
+        );
+        assert!(token_expiry(None, Some(0), now).unwrap_err().contains("not in 1..="));
+        assert!(token_expiry(None, Some(MAX_TOKEN_TTL_SECONDS + 1), now).is_err());
+        assert!(is_expired(Some(now), now) && !is_expired(Some(at), now) && !is_expired(None, now));
     }
 }

@@ -1,4 +1,5 @@
 //! Pure domain logic: vocabulary, validation, parsing. Knows nothing of HTTP or SQL.
+pub mod audit;
 pub mod auth;
 pub mod event;
 pub mod gpu;

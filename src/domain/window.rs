@@ -13,19 +13,63 @@ pub struct Window {
     pub cluster: Option<String>,
 }
 
+/// A read named a cluster outside the caller's scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutOfScope {
+    pub scope: String,
+    pub asked: String,
+}
+
+impl std::fmt::Display for OutOfScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "this token is scoped to cluster '{}' and may not read cluster '{}'",
+            self.scope, self.asked
+        )
+    }
+}
+
+/// Why a window could not be resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowError {
+    /// The bounds are wrong (from after to).
+    Invalid(String),
+    /// The cluster asked for is not the caller's.
+    OutOfScope(OutOfScope),
+}
+
+/// The cluster a read is answered for. A caller scoped to a cluster reads only it: naming no
+/// cluster means its own (never the whole fleet), naming another is refused. An unscoped caller
+/// reads what it asked for (None = every cluster).
+pub fn scoped_cluster(scope: Option<&str>, asked: Option<String>) -> Result<Option<String>, OutOfScope> {
+    match (scope, asked) {
+        (Some(scope), Some(asked)) if scope != asked => Err(OutOfScope {
+            scope: scope.to_string(),
+            asked,
+        }),
+        (Some(scope), _) => Ok(Some(scope.to_string())),
+        (None, asked) => Ok(asked),
+    }
+}
+
 impl Window {
-    /// Fills the defaults (`to` = now, `from` = `to` - 30 days) and checks the order.
+    /// Fills the defaults (`to` = now, `from` = `to` - 30 days), checks the order and applies the
+    /// caller's cluster `scope` ([`scoped_cluster`]): every windowed read goes through here, so
+    /// no analysis, report or export can answer outside a scoped token's cluster.
     pub fn resolve(
         from: Option<DateTime<Utc>>,
         to: Option<DateTime<Utc>>,
         cluster: Option<String>,
+        scope: Option<&str>,
         now: DateTime<Utc>,
-    ) -> Result<Window, String> {
+    ) -> Result<Window, WindowError> {
         let to = to.unwrap_or(now);
         let from = from.unwrap_or(to - Duration::days(DEFAULT_WINDOW_DAYS));
         if from > to {
-            return Err(format!("from ({from}) is after to ({to})"));
+            return Err(WindowError::Invalid(format!("from ({from}) is after to ({to})")));
         }
+        let cluster = scoped_cluster(scope, cluster).map_err(WindowError::OutOfScope)?;
         Ok(Window { from, to, cluster })
     }
 
@@ -44,10 +88,17 @@ mod tests {
 
     #[test]
     fn defaults_to_thirty_days_before_to() {
-        let w = Window::resolve(None, Some(t("2026-03-31T00:00:00Z")), None, t("2026-12-01T00:00:00Z")).unwrap();
+        let w = Window::resolve(
+            None,
+            Some(t("2026-03-31T00:00:00Z")),
+            None,
+            None,
+            t("2026-12-01T00:00:00Z"),
+        )
+        .unwrap();
         assert_eq!(w.from, t("2026-03-01T00:00:00Z"));
         assert_eq!(w.to - w.from, Duration::days(30));
-        let w = Window::resolve(None, None, Some("a".into()), t("2026-12-01T00:00:00Z")).unwrap();
+        let w = Window::resolve(None, None, Some("a".into()), None, t("2026-12-01T00:00:00Z")).unwrap();
         assert_eq!(w.to, t("2026-12-01T00:00:00Z"));
         assert_eq!(w.cluster(), Some("a"));
     }
@@ -58,8 +109,28 @@ mod tests {
             Some(t("2026-02-02T00:00:00Z")),
             Some(t("2026-02-01T00:00:00Z")),
             None,
+            None,
             Utc::now(),
         );
-        assert!(e.unwrap_err().contains("is after"));
+        assert!(matches!(e, Err(WindowError::Invalid(m)) if m.contains("is after")));
+    }
+
+    #[test]
+    fn a_scoped_caller_reads_only_its_cluster() {
+        let now = t("2026-12-01T00:00:00Z");
+        let own = Window::resolve(None, None, None, Some("c1"), now).unwrap();
+        assert_eq!(own.cluster(), Some("c1"));
+        let named = Window::resolve(None, None, Some("c1".into()), Some("c1"), now).unwrap();
+        assert_eq!(named.cluster(), Some("c1"));
+        let other = Window::resolve(None, None, Some("c2".into()), Some("c1"), now).unwrap_err();
+        assert_eq!(
+            other,
+            WindowError::OutOfScope(OutOfScope {
+                scope: "c1".into(),
+                asked: "c2".into()
+            })
+        );
+        assert_eq!(scoped_cluster(None, None), Ok(None));
+        assert_eq!(scoped_cluster(None, Some("c2".into())), Ok(Some("c2".into())));
     }
 }

@@ -24,6 +24,9 @@ pub enum ApiError {
     BadRequest { code: &'static str, message: String },
     #[error("{0}")]
     Unauthorized(String),
+    /// The token was valid but its `expires_at` has passed.
+    #[error("{0}")]
+    TokenExpired(String),
     #[error("{0}")]
     Forbidden(String),
     #[error("{0}")]
@@ -41,6 +44,14 @@ pub enum ApiError {
     },
     #[error("service unavailable (overloaded, or the database does not answer); retry after {retry_after_secs} s")]
     Unavailable { retry_after_secs: u32 },
+    #[error(
+        "this token's rate limit ({rps} requests/s, bursts of {burst}) is used up; retry after {retry_after_secs} s"
+    )]
+    RateLimited {
+        retry_after_secs: u32,
+        rps: f64,
+        burst: u32,
+    },
     #[error("database error: {0}")]
     Database(sqlx::Error),
     #[error("internal error: {0}")]
@@ -112,6 +123,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::TokenExpired(_) => (StatusCode::UNAUTHORIZED, "token_expired"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
@@ -119,6 +131,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
             ApiError::Unprocessable { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
             ApiError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             ApiError::Database(_) | ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -153,12 +166,12 @@ impl IntoResponse for ApiError {
         )
             .into_response();
         match self {
-            ApiError::Unauthorized(_) => {
+            ApiError::Unauthorized(_) | ApiError::TokenExpired(_) => {
                 response
                     .headers_mut()
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            ApiError::Unavailable { retry_after_secs } => {
+            ApiError::Unavailable { retry_after_secs } | ApiError::RateLimited { retry_after_secs, .. } => {
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 use super::ApiContext;
-use crate::domain::auth::{Permission, Role, secret_matches, split_token};
+use crate::domain::auth::{Permission, Role, is_expired, secret_matches, split_token};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::storage;
 
@@ -194,6 +194,41 @@ impl Caller {
     pub fn may_write(&self, cluster: &str) -> bool {
         self.cluster.as_deref().is_none_or(|c| c == cluster)
     }
+
+    /// Whether this caller may read data of `cluster` (a scoped token reads only its own).
+    pub fn may_read(&self, cluster: &str) -> bool {
+        self.cluster.as_deref().is_none_or(|c| c == cluster)
+    }
+
+    /// The cluster a read is answered for ([`crate::domain::window::scoped_cluster`]): a scoped
+    /// token's own when it names none, 403 when it names another.
+    pub fn read_cluster(&self, asked: Option<String>) -> Result<Option<String>, ApiError> {
+        crate::domain::window::scoped_cluster(self.cluster.as_deref(), asked)
+            .map_err(|e| ApiError::Forbidden(e.to_string()))
+    }
+
+    /// Who the audit log records for this call.
+    pub fn actor(&self) -> crate::domain::audit::Actor {
+        crate::domain::audit::Actor {
+            token_id: self.token_id,
+            name: self.name.clone(),
+        }
+    }
+
+    /// Takes one request from this token's budget (the configured admin token shares one bucket).
+    fn rate_limit(&self, ctx: &ApiContext) -> Result<(), ApiError> {
+        ctx.rate_limiter
+            .check(self.token_id.unwrap_or(Uuid::nil()))
+            .map_err(|retry_after_secs| {
+                metrics::counter!("faultline_rate_limited_total", "role" => self.role.as_str()).increment(1);
+                let settings = &ctx.config.edge.rate_limit;
+                ApiError::RateLimited {
+                    retry_after_secs,
+                    rps: settings.rate_limit_per_token_rps,
+                    burst: settings.rate_limit_per_token_burst,
+                }
+            })
+    }
 }
 
 impl FromRequestParts<ApiContext> for Caller {
@@ -211,12 +246,14 @@ impl FromRequestParts<ApiContext> for Caller {
             .map(str::trim)
             .ok_or_else(|| ApiError::Unauthorized("Authorization header must be `Bearer <token>`".into()))?;
         if secret_matches(token, &ctx.admin_token_hash) {
-            return Ok(Caller {
+            let caller = Caller {
                 role: Role::Admin,
                 cluster: None,
                 token_id: None,
                 name: "admin".into(),
-            });
+            };
+            caller.rate_limit(ctx)?;
+            return Ok(caller);
         }
         let invalid = || ApiError::Unauthorized("invalid or revoked token".into());
         let (id, secret) = split_token(token).ok_or_else(invalid)?;
@@ -224,13 +261,22 @@ impl FromRequestParts<ApiContext> for Caller {
         if !secret_matches(secret, &stored.secret_hash) {
             return Err(invalid());
         }
+        if is_expired(stored.expires_at, chrono::Utc::now()) {
+            let at = stored.expires_at.map(|t| t.to_rfc3339()).unwrap_or_default();
+            return Err(ApiError::TokenExpired(format!(
+                "token '{}' expired at {at}; ask an admin for a new one",
+                stored.name
+            )));
+        }
         let role = Role::parse(&stored.role).ok_or_else(invalid)?;
-        Ok(Caller {
+        let caller = Caller {
             role,
             cluster: stored.cluster,
             token_id: Some(id),
             name: stored.name,
-        })
+        };
+        caller.rate_limit(ctx)?;
+        Ok(caller)
     }
 }
 

@@ -1,6 +1,7 @@
 //! HTTP layer: one module per resource, each exposing `router()`.
 
 pub mod analytics;
+pub mod audit;
 pub mod body_budget;
 pub mod classify;
 pub mod csv;
@@ -15,6 +16,7 @@ pub mod logs;
 pub mod nodes;
 pub mod nvsentinel;
 pub mod openapi;
+pub mod rate_limit;
 pub mod report;
 pub mod rules;
 pub mod terms;
@@ -46,6 +48,8 @@ pub struct ApiContext {
     pub catalog: crate::ingest::catalog::CatalogCache,
     /// SHA-256 of the configured admin token, computed once at start-up.
     pub admin_token_hash: Arc<[u8]>,
+    /// Per-token request budget (in-process; see `rate_limit`).
+    pub rate_limiter: Arc<rate_limit::RateLimiter>,
 }
 
 impl ApiContext {
@@ -76,4 +80,5 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(analytics::router())
         .merge(jobs::router())
         .merge(report::router())
+        .merge(audit::router())
 }

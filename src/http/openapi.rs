@@ -54,6 +54,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::analytics::job_plan::job_plan,
         http::analytics::lemon::lemon_nodes,
         http::report::reliability,
+        http::audit::list_audit,
         http::health::healthz,
         http::health::readyz,
         http::health::metrics_text,
@@ -66,7 +67,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         crate::domain::gpu::GpuGeneration,
         crate::http::analytics::lemon::LemonCategory,
     )),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &AccessResponses),
     tags(
         (name = "ingest", description = "Signals from node agents, schedulers and frameworks"),
         (name = "inventory", description = "The fleet: nodes, GPU models and generations, 128-GPU groups"),
@@ -75,6 +76,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         (name = "analytics", description = "Failure mix by GPU generation, MTBF per 128-GPU group, root-cause ratios; what failures cost: recovery and ETTR, top errors, node concentration, job size, stragglers, efficiency, timeline and published baselines (JSON, or CSV with `Accept: text/csv`)"),
         (name = "reports", description = "The reliability report: HTML with charts, or Markdown tables"),
         (name = "tokens", description = "API tokens and roles (admin)"),
+        (name = "audit", description = "The audit log of admin actions (admin)"),
         (name = "operations", description = "Health, readiness and metrics (no token needed)"),
     )
 )]
@@ -94,6 +96,81 @@ impl Modify for BearerAuth {
                     .build(),
             ),
         );
+    }
+}
+
+/// What every authenticated route answers alike, written once here rather than on each handler:
+/// 401 also for an expired token, 429 when the token's rate limit is used up, and 403 on reads
+/// that name a cluster when the token is scoped to another one.
+struct AccessResponses;
+
+impl Modify for AccessResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::RefOr;
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        for item in openapi.paths.paths.values_mut() {
+            let ops = [
+                (true, &mut item.get),
+                (false, &mut item.put),
+                (false, &mut item.post),
+                (false, &mut item.delete),
+                (false, &mut item.patch),
+            ];
+            for (is_read, op) in ops {
+                let Some(op) = op.as_mut() else { continue };
+                let responses = &mut op.responses.responses;
+                let Some(RefOr::T(unauthorized)) = responses.get_mut("401") else {
+                    continue;
+                };
+                unauthorized.description =
+                    "Missing, invalid or revoked bearer token (`unauthorized`), or an expired one \
+                    (`token_expired`, the message says when it expired)"
+                        .into();
+                let mut limited = unauthorized.clone();
+                limited.description = "This token's rate limit is used up (`rate_limited`): retry after the \
+                    `Retry-After` seconds (see FAULTLINE_RATE_LIMIT_PER_TOKEN_RPS / _BURST)"
+                    .into();
+                let seconds = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)).build();
+                let mut retry_after = utoipa::openapi::header::Header::new(seconds);
+                retry_after.description = Some("Seconds until the token's bucket has a request again".into());
+                limited.headers.insert("Retry-After".into(), RefOr::T(retry_after));
+                responses.insert("429".into(), RefOr::T(limited));
+                let names_cluster = op.parameters.iter().flatten().any(|p| match p {
+                    RefOr::T(p) => p.name.ends_with("cluster"),
+                    RefOr::Ref(_) => false,
+                });
+                if is_read && names_cluster {
+                    let mut scope = unauthorized_clone(responses);
+                    match responses.get_mut("403") {
+                        Some(RefOr::T(forbidden)) if !forbidden.description.contains("scope") => forbidden
+                            .description
+                            .push_str(", or a cluster is named that is outside the token's cluster scope"),
+                        Some(_) => {}
+                        None => {
+                            if let Some(scope) = scope.take() {
+                                responses.insert("403".into(), RefOr::T(scope));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The 401 response (whose body is an `ErrorBody`) reworded for a scoped token naming another
+/// cluster, for routes that did not document a 403 of their own.
+fn unauthorized_clone(
+    responses: &std::collections::BTreeMap<String, utoipa::openapi::RefOr<utoipa::openapi::Response>>,
+) -> Option<utoipa::openapi::Response> {
+    match responses.get("401") {
+        Some(utoipa::openapi::RefOr::T(r)) => {
+            let mut r = r.clone();
+            r.description = "A cluster is named that is outside the token's cluster scope".into();
+            r.headers.clear();
+            Some(r)
+        }
+        _ => None,
     }
 }
 

@@ -104,22 +104,13 @@ pub async fn reliability(
             "job_gpus must be between 1 and 1,000,000",
         ));
     }
-    let mut w = wq.window()?;
+    let w = wq.window(&caller)?;
     if w.to - w.from > Duration::days(MAX_WINDOW_DAYS) {
         return Err(ApiError::bad_request(
             "invalid_query",
             format!("the window is longer than {MAX_WINDOW_DAYS} days"),
         ));
     }
-    w.cluster = match (&caller.cluster, wq.cluster) {
-        (Some(scope), Some(asked)) if *scope != asked => {
-            return Err(ApiError::Forbidden(format!(
-                "this token is scoped to cluster '{scope}'"
-            )));
-        }
-        (Some(scope), _) => Some(scope.clone()),
-        (None, asked) => asked,
-    };
     let data = report::health::gather_with_health(&ctx.read_db, &w, job_gpus).await?;
     let (body, content_type) = match format {
         ReportFormat::Html => (report::html::document(&data), "text/html; charset=utf-8"),

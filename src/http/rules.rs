@@ -132,7 +132,7 @@ pub async fn put_rule(
         rule: rule.clone(),
         by: caller.name.clone(),
     };
-    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), edit)
+    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), &caller.actor(), edit)
         .await?
         .ok_or_else(|| ApiError::Conflict("nothing to change".into()))?;
     let (version, failures) = (done.catalog_version, done.failures);
@@ -164,7 +164,7 @@ pub async fn delete_rule(
     let edit = RuleEdit::Delete {
         rule_id: rule_id.clone(),
     };
-    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), edit)
+    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), &caller.actor(), edit)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no rule '{rule_id}'")))?;
     let (version, failures) = (done.catalog_version, done.failures);

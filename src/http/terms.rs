@@ -133,7 +133,7 @@ pub async fn put_term(
         term: term.clone(),
         by: caller.name.clone(),
     };
-    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), edit)
+    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), &caller.actor(), edit)
         .await?
         .ok_or_else(|| ApiError::Conflict("nothing to change".into()))?;
     let (version, failures) = (done.catalog_version, done.failures);
@@ -163,7 +163,7 @@ pub async fn delete_term(
 ) -> ApiResult<Json<TermChange>> {
     caller.require(Permission::Admin)?;
     let edit = RuleEdit::DeleteTerm { term: term.clone() };
-    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), edit)
+    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), &caller.actor(), edit)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no term '{term}'")))?;
     let (version, failures) = (done.catalog_version, done.failures);

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::ApiContext;
 use super::extract::{AppJson, AppPath, Caller};
-use crate::domain::auth::{Permission, Role, mint_token};
+use crate::domain::auth::{Permission, Role, is_expired, mint_token, token_expiry};
 use crate::domain::event::{optional_text, required_text};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::storage;
@@ -26,8 +26,15 @@ pub fn router() -> Router<ApiContext> {
 pub struct CreateToken {
     pub name: String,
     pub role: Role,
-    /// Restrict writes to this cluster (agents). Absent: all clusters.
+    /// Scope the token to this cluster: an agent writes only it, a reader (and an agent reading
+    /// inventory) reads only it, on every read route. Absent: all clusters. Not for admin tokens.
     pub cluster: Option<String>,
+    /// When the token stops working (RFC 3339, in the future, at most ten years away). Absent,
+    /// with no `ttl_seconds`: never.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Lifetime in seconds from now, instead of `expires_at` (not both).
+    #[schema(minimum = 1, maximum = 316224000)]
+    pub ttl_seconds: Option<i64>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -37,6 +44,10 @@ pub struct TokenView {
     pub role: Role,
     pub cluster: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// When the token stops working; null: never.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Whether `expires_at` has passed (the token then answers 401 `token_expired`).
+    pub expired: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -54,15 +65,17 @@ fn view(row: storage::tokens::TokenRow) -> TokenView {
         role: Role::parse(&row.role).unwrap_or(Role::Reader),
         cluster: row.cluster,
         created_at: row.created_at,
+        expires_at: row.expires_at,
+        expired: is_expired(row.expires_at, Utc::now()),
     }
 }
 
-/// Create a token (admin). The secret is returned once.
+/// Create a token (admin). The secret is returned once. Audited (`token.create`).
 #[utoipa::path(
     post, path = "/v1/tokens", tag = "tokens", request_body = CreateToken,
     responses(
         (status = 201, description = "Token created; `token` holds the secret, shown only this once", body = CreatedToken),
-        (status = 400, description = "Malformed JSON, unknown role or empty name", body = ErrorBody),
+        (status = 400, description = "Malformed JSON, unknown role, empty name, an admin token with a cluster, or an expiry that is past, too far or given twice", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Only admins manage tokens", body = ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
@@ -83,16 +96,22 @@ pub async fn create_token(
     };
     let name = required_text("name", req.name).map_err(bad)?;
     let cluster = optional_text("cluster", req.cluster).map_err(bad)?;
+    if req.role == Role::Admin && cluster.is_some() {
+        return Err(ApiError::bad_request(
+            "invalid_field",
+            "cluster: an admin token cannot be scoped to a cluster (admins manage every cluster)",
+        ));
+    }
+    let expires_at = token_expiry(req.expires_at, req.ttl_seconds, Utc::now())
+        .map_err(|m| ApiError::bad_request("invalid_field", m))?;
     let minted = mint_token();
-    let row = storage::tokens::insert(
-        &ctx.db,
-        minted.id,
-        &name,
-        req.role.as_str(),
-        cluster.as_deref(),
-        &minted.secret_hash,
-    )
-    .await?;
+    let spec = crate::ingest::tokens::TokenSpec {
+        name: &name,
+        role: req.role,
+        cluster: cluster.as_deref(),
+        expires_at,
+    };
+    let row = crate::ingest::tokens::create(&ctx.db, &caller.actor(), &minted, &spec).await?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedToken {
@@ -102,11 +121,11 @@ pub async fn create_token(
     ))
 }
 
-/// List active tokens (admin), without secrets.
+/// List tokens not revoked (admin), without secrets; expired ones are listed with their expiry.
 #[utoipa::path(
     get, path = "/v1/tokens", tag = "tokens",
     responses(
-        (status = 200, description = "Active tokens, oldest first, without secrets", body = Vec<TokenView>),
+        (status = 200, description = "Tokens not revoked, oldest first, without secrets, each with its scope and expiry", body = Vec<TokenView>),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Only admins manage tokens", body = ErrorBody),
     ),
@@ -123,7 +142,7 @@ pub async fn list_tokens(State(ctx): State<ApiContext>, caller: Caller) -> ApiRe
     ))
 }
 
-/// Revoke a token (admin). It stops working at once.
+/// Revoke a token (admin). It stops working at once. Audited (`token.revoke`).
 #[utoipa::path(
     delete, path = "/v1/tokens/{id}", tag = "tokens",
     params(("id" = Uuid, Path, description = "Token id")),
@@ -144,7 +163,10 @@ pub async fn revoke_token(
     caller.require(Permission::Admin)?;
     let id = Uuid::try_parse(&id)
         .map_err(|e| ApiError::bad_request("invalid_path", format!("token id '{id}' is not a UUID: {e}")))?;
-    if storage::tokens::revoke(&ctx.db, id).await? {
+    if crate::ingest::tokens::revoke(&ctx.db, &caller.actor(), id)
+        .await?
+        .is_some()
+    {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound(format!("no active token {id}")))

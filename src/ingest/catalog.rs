@@ -13,6 +13,7 @@ use tokio::sync::RwLock;
 
 use crate::classify::text::{Term, TermKind};
 use crate::classify::{Catalog, Rule, Severity};
+use crate::domain::audit::{Actor, AuditAction};
 use crate::domain::taxonomy::{Category, Component};
 use crate::storage;
 use crate::storage::catalog::RuleRow;
@@ -46,17 +47,44 @@ pub struct Rebuilt {
     pub failures: usize,
 }
 
+impl RuleEdit {
+    /// The audit log's action, target and details of this edit.
+    fn audit_entry(&self) -> (AuditAction, String, serde_json::Value) {
+        match self {
+            RuleEdit::Upsert { rule, .. } => (
+                AuditAction::RuleUpsert,
+                rule.rule_id.clone(),
+                serde_json::json!({ "rule": rule }),
+            ),
+            RuleEdit::Delete { rule_id } => (AuditAction::RuleDelete, rule_id.clone(), serde_json::json!({})),
+            RuleEdit::UpsertTerm { term, .. } => (
+                AuditAction::TermUpsert,
+                term.term.clone(),
+                serde_json::json!({ "term": term }),
+            ),
+            RuleEdit::DeleteTerm { term } => (AuditAction::TermDelete, term.clone(), serde_json::json!({})),
+        }
+    }
+}
+
 /// Applies `edit` and rebuilds every failure; None when the edit changed nothing (rolled back).
+/// The edit is audited (by `actor`, with the new catalog version) in the same transaction.
 pub async fn edit(
     db: &PgPool,
     cache: &CatalogCache,
     window: Duration,
+    actor: &Actor,
     edit: RuleEdit,
 ) -> Result<Option<Rebuilt>, sqlx::Error> {
     let mut tx = db.begin().await?;
     let catalog_version = storage::catalog::bump_version(&mut tx).await?;
     let changed = match &edit {
-        RuleEdit::Upsert { rule, by } => storage::catalog::upsert_rule(&mut tx, &rule_row(rule), by).await?,
+        // An upsert always changes the catalog; `upsert_rule`'s answer says whether it replaced
+        // a rule (treating "new" as "nothing to change" answered 409 to every new rule).
+        RuleEdit::Upsert { rule, by } => {
+            storage::catalog::upsert_rule(&mut tx, &rule_row(rule), by).await?;
+            true
+        }
         RuleEdit::Delete { rule_id } => storage::catalog::delete_rule(&mut tx, rule_id).await?,
         RuleEdit::UpsertTerm { term, by } => storage::lexicon::upsert_term(&mut tx, &term_row(term), by).await?,
         RuleEdit::DeleteTerm { term } => storage::lexicon::delete_term(&mut tx, term).await?,
@@ -66,6 +94,10 @@ pub async fn edit(
     }
     let catalog = Arc::new(load_catalog(&mut tx, catalog_version).await?);
     let failures = refold::rebuild_all(&mut tx, &catalog, window).await?;
+    let (action, target, mut details) = edit.audit_entry();
+    details["catalog_version"] = catalog_version.into();
+    details["failures_rebuilt"] = failures.into();
+    super::audit::record(&mut tx, actor, action, &target, details).await?;
     tx.commit().await?;
     *cache.write().await = catalog;
     Ok(Some(Rebuilt {

@@ -1,5 +1,6 @@
 //! The one write path for signals: shared by the HTTP handlers, `serve --demo` and the benchmark.
 
+pub mod audit;
 pub mod batch;
 pub mod catalog;
 pub mod inventory;
@@ -10,6 +11,7 @@ pub mod nvsentinel;
 pub mod refold;
 pub mod rollups;
 pub mod timing;
+pub mod tokens;
 
 use std::collections::HashSet;
 

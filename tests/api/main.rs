@@ -1,4 +1,5 @@
 //! Integration tests: the real server on port 0 over HTTP, a fresh real Postgres database per test.
+mod access;
 mod admission;
 mod auth;
 mod body_budget;

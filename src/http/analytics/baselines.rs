@@ -33,7 +33,7 @@ pub async fn baselines(
     AppQuery(wq): AppQuery<WindowQuery>,
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
-    let body = queries::baselines(&ctx.read_db, &wq.window()?).await?;
+    let body = queries::baselines(&ctx.read_db, &wq.window(&caller)?).await?;
     Ok(respond(&headers, "baselines", body, |b| {
         let mut csv = Csv::new(&[
             "measure",

@@ -59,16 +59,19 @@ fn span(from: DateTime<Utc>, to: DateTime<Utc>, cluster: Option<String>, side: &
     Ok(Span { from, to, cluster })
 }
 
-/// Resolves the two windows: B defaults to the last 30 days, A to the window of the same length before B.
-pub fn compare_spans(q: &CompareQuery) -> ApiResult<(Span, Span)> {
+/// Resolves the two windows: B defaults to the last 30 days, A to the window of the same length
+/// before B. Each side's cluster is scoped like every window ([`Caller::read_cluster`]).
+pub fn compare_spans(q: &CompareQuery, caller: &Caller) -> ApiResult<(Span, Span)> {
     let b_to = q.b_to.unwrap_or_else(Utc::now);
     let b_from = q
         .b_from
         .unwrap_or(b_to - Duration::days(crate::domain::window::DEFAULT_WINDOW_DAYS));
-    let b = span(b_from, b_to, q.b_cluster.clone().or_else(|| q.cluster.clone()), "b")?;
+    let b_cluster = caller.read_cluster(q.b_cluster.clone().or_else(|| q.cluster.clone()))?;
+    let b = span(b_from, b_to, b_cluster, "b")?;
     let a_to = q.a_to.unwrap_or(b.from);
     let a_from = q.a_from.unwrap_or(a_to - (b.to - b.from));
-    let a = span(a_from, a_to, q.a_cluster.clone().or_else(|| q.cluster.clone()), "a")?;
+    let a_cluster = caller.read_cluster(q.a_cluster.clone().or_else(|| q.cluster.clone()))?;
+    let a = span(a_from, a_to, a_cluster, "a")?;
     Ok((a, b))
 }
 
@@ -143,7 +146,7 @@ pub async fn compare(
     AppQuery(q): AppQuery<CompareQuery>,
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
-    let (a, b) = compare_spans(&q)?;
+    let (a, b) = compare_spans(&q, &caller)?;
     let comparison = qd::compare(&ctx.read_db, a, b, q.by, ("A", "B")).await?;
     let body = CompareResponse {
         comparison,

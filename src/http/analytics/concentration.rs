@@ -47,7 +47,7 @@ pub async fn node_concentration(
     if k == 0 {
         return Err(bad("k must be at least 1"));
     }
-    let (body, ranked) = queries::node_concentration(&ctx.read_db, &wq.window()?, k).await?;
+    let (body, ranked) = queries::node_concentration(&ctx.read_db, &wq.window(&caller)?, k).await?;
     Ok(respond(&headers, "node-concentration", body, |_| {
         let mut csv = Csv::new(&[
             "rank",

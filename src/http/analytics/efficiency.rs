@@ -33,7 +33,7 @@ pub async fn efficiency(
     AppQuery(wq): AppQuery<WindowQuery>,
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
-    let body = queries::efficiency(&ctx.read_db, &wq.window()?).await?;
+    let body = queries::efficiency(&ctx.read_db, &wq.window(&caller)?).await?;
     Ok(respond(&headers, "efficiency", body, |b| {
         let mut csv = Csv::new(&["level", "cause", "coarse", "incidents", "share", "hours"]);
         for (level, rows) in [("fine", &b.fine), ("coarse", &b.coarse)] {

@@ -54,7 +54,7 @@ pub async fn top_errors(
     if !(1..=1000).contains(&limit) {
         return Err(bad(format!("limit {limit} is not in 1..=1000")));
     }
-    let body = queries::top_errors(&ctx.read_db, &ctx.db, &ctx.catalog, &wq.window()?, limit).await?;
+    let body = queries::top_errors(&ctx.read_db, &ctx.db, &ctx.catalog, &wq.window(&caller)?, limit).await?;
     Ok(respond(&headers, "top-errors", body, |b| {
         let mut csv = Csv::new(&[
             "view",

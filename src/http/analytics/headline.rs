@@ -48,7 +48,7 @@ pub async fn failure_mix(
             )));
         }
     };
-    Ok(Json(queries::failure_mix(&ctx.read_db, &wq.window()?, key).await?))
+    Ok(Json(queries::failure_mix(&ctx.read_db, &wq.window(&caller)?, key).await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -88,7 +88,7 @@ pub async fn mtbf(
         return Err(bad("job_gpus must be positive"));
     }
     Ok(Json(
-        queries::mtbf(&ctx.read_db, &wq.window()?, group_size, mq.job_gpus).await?,
+        queries::mtbf(&ctx.read_db, &wq.window(&caller)?, group_size, mq.job_gpus).await?,
     ))
 }
 
@@ -109,5 +109,5 @@ pub async fn root_causes(
     AppQuery(wq): AppQuery<WindowQuery>,
 ) -> ApiResult<Json<RootCausesResponse>> {
     caller.require(Permission::Query)?;
-    Ok(Json(queries::root_causes(&ctx.read_db, &wq.window()?).await?))
+    Ok(Json(queries::root_causes(&ctx.read_db, &wq.window(&caller)?).await?))
 }

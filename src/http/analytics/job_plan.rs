@@ -106,7 +106,7 @@ pub async fn job_plan(
     }
     let checkpoint = minutes(q.checkpoint_minutes, "checkpoint_minutes", 1440.0)?;
     let restart = minutes(q.restart_minutes, "restart_minutes", 10_080.0)?;
-    let window = Span::from(wq.window()?);
+    let window = Span::from(wq.window(&caller)?);
     let generation = q.generation.map(|g| g.as_str());
     let figures = qd::job_plan(
         &ctx.read_db,

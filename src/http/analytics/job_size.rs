@@ -47,7 +47,7 @@ pub async fn job_size(
     if !(fraction > 0.0 && fraction <= 1.0) {
         return Err(bad("largest_fraction must be in (0, 1]"));
     }
-    let body = queries::job_size(&ctx.read_db, &wq.window()?, fraction).await?;
+    let body = queries::job_size(&ctx.read_db, &wq.window(&caller)?, fraction).await?;
     Ok(respond(&headers, "job-size", body, |b| {
         let mut csv = Csv::new(&[
             "bucket",

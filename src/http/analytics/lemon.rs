@@ -96,7 +96,7 @@ pub async fn lemon_nodes(
         LemonCategory::Unknown => Some(Category::Unknown),
         LemonCategory::All => None,
     };
-    let window = Span::from(wq.window()?);
+    let window = Span::from(wq.window(&caller)?);
     let figures = qd::lemons(&ctx.read_db, window, category, alpha).await?;
     let body = LemonResponse {
         figures,

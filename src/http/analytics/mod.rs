@@ -21,8 +21,9 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::ApiContext;
-use crate::domain::window::Window;
+use crate::domain::window::{Window, WindowError};
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::Caller;
 
 pub fn router() -> Router<ApiContext> {
     Router::new()
@@ -58,9 +59,20 @@ pub struct WindowQuery {
 }
 
 impl WindowQuery {
-    /// The window this query names, parsed once at the edge.
-    pub fn window(&self) -> ApiResult<Window> {
-        Window::resolve(self.from, self.to, self.cluster.clone(), Utc::now()).map_err(bad)
+    /// The window this query names for `caller`, parsed once at the edge: a token scoped to a
+    /// cluster gets its cluster's window (403 for another cluster), see [`Window::resolve`].
+    pub fn window(&self, caller: &Caller) -> ApiResult<Window> {
+        Window::resolve(
+            self.from,
+            self.to,
+            self.cluster.clone(),
+            caller.cluster.as_deref(),
+            Utc::now(),
+        )
+        .map_err(|e| match e {
+            WindowError::Invalid(m) => bad(m),
+            WindowError::OutOfScope(e) => ApiError::Forbidden(e.to_string()),
+        })
     }
 }
 

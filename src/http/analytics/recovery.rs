@@ -61,7 +61,7 @@ pub async fn recovery(
         return Err(bad("jobs_limit must be at most 10,000"));
     }
     let h = horizon(rq.drain_horizon_hours)?;
-    let (body, failures) = queries::recovery(&ctx.read_db, &wq.window()?, h, limit).await?;
+    let (body, failures) = queries::recovery(&ctx.read_db, &wq.window(&caller)?, h, limit).await?;
     Ok(respond(&headers, "recovery", body, |_| {
         let mut csv = Csv::new(&[
             "failure_id",

@@ -62,7 +62,7 @@ pub async fn stragglers(
         sample_minutes: sample,
         gap_minutes: gap,
     };
-    let body = queries::stragglers(&ctx.read_db, &wq.window()?, &params).await?;
+    let body = queries::stragglers(&ctx.read_db, &wq.window(&caller)?, &params).await?;
     Ok(respond(&headers, "stragglers", body, |b| {
         let mut csv = Csv::new(&[
             "cluster",

@@ -51,7 +51,7 @@ pub async fn timeline(
         "week" => Period::Week,
         other => return Err(bad(format!("period '{other}' is not one of day, week"))),
     };
-    let w = wq.window()?;
+    let w = wq.window(&caller)?;
     if period == Period::Day && w.to - w.from > Duration::days(3660) {
         return Err(bad("a daily timeline covers at most 10 years; use period=week"));
     }

@@ -17,7 +17,7 @@ use crate::domain::taxonomy::{Category, Component, RootCause};
 use crate::http::ApiContext;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{AppJson, AppPath, Caller};
-use crate::ingest::lifecycle::WriteError;
+use crate::ingest::lifecycle::PatchError;
 use crate::storage::lifecycle::{self as store, FailureAnchor, LifecycleRow};
 
 pub fn router() -> Router<ApiContext> {
@@ -137,21 +137,21 @@ pub async fn patch_failure(
             "the patch changes nothing: send at least one field",
         ));
     }
-    let patched = crate::ingest::lifecycle::patch_failure(&ctx.db, id, &p, &caller.name, |c| caller.may_write(c))
+    let may_write = |cluster: &str| caller.may_write(cluster);
+    let done = crate::ingest::lifecycle::patch(&ctx.db, &caller.actor(), may_write, id, &p, Utc::now())
         .await
         .map_err(|e| match e {
-            WriteError::NotFound => ApiError::NotFound(format!("no failure {id}")),
-            WriteError::Forbidden(cluster) => {
+            PatchError::NotFound => ApiError::NotFound(format!("no failure {id}")),
+            PatchError::OutOfScope(cluster) => {
                 ApiError::Forbidden(format!("this token may not write cluster '{cluster}'"))
             }
-            WriteError::Invalid(e) => ApiError::Unprocessable {
+            PatchError::Invalid(e) => ApiError::Unprocessable {
                 message: format!("{}: {}", e.field.as_deref().unwrap_or("body"), e.message),
                 details: Some(serde_json::json!({ "field": e.field })),
             },
-            WriteError::Db(e) => e.into(),
+            PatchError::Database(e) => e.into(),
         })?;
-    let (f, saved) = (patched.failure, patched.saved);
-    Ok(Json(view(&f, saved.as_ref())))
+    Ok(Json(view(&done.failure, done.lifecycle.as_ref())))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -182,7 +182,7 @@ pub struct FailureHistory {
         (status = 400, description = "The id is not a UUID", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may neither query nor ingest", body = ErrorBody),
-        (status = 404, description = "No failure with this id", body = ErrorBody),
+        (status = 404, description = "No failure with this id, or it is of a cluster outside the token's scope", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -198,6 +198,7 @@ pub async fn failure_history(
     let mut conn = ctx.db.acquire().await?;
     let f = store::failure_anchor(&mut conn, id)
         .await?
+        .filter(|f| caller.may_read(&f.cluster))
         .ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
     let rows = store::for_failure(&mut conn, &f).await?;
     let ids: Vec<Uuid> = rows.iter().map(|r| r.failure_id).collect();

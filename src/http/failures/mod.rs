@@ -141,7 +141,7 @@ pub async fn list_failures(
     let filter = FailureFilter {
         from: q.from,
         to: q.to,
-        cluster: q.cluster,
+        cluster: caller.read_cluster(q.cluster)?,
         category: q.category.map(|c| c.as_str().to_string()),
         component: q.component.map(|c| c.as_str().to_string()),
         generation: q.generation,
@@ -217,7 +217,7 @@ pub struct FailureDetail {
         (status = 400, description = "The id is not a UUID", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not query", body = ErrorBody),
-        (status = 404, description = "No failure with this id (failure ids change when late signals re-fold it)", body = ErrorBody),
+        (status = 404, description = "No failure with this id (failure ids change when late signals re-fold it), or it is of a cluster outside the token's scope", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -229,8 +229,10 @@ pub async fn get_failure(
     caller.require(Permission::Query)?;
     let id = Uuid::try_parse(&id)
         .map_err(|e| ApiError::bad_request("invalid_path", format!("failure id '{id}' is not a UUID: {e}")))?;
+    // A failure of another cluster is "not found" for a scoped token: its id reveals nothing.
     let row = storage::failure_queries::get(&ctx.db, id)
         .await?
+        .filter(|r| caller.may_read(&r.cluster))
         .ok_or_else(|| ApiError::NotFound(format!("no failure {id}")))?;
     let mut conn = ctx.db.acquire().await?;
     let catalog = crate::ingest::catalog::lock_shared(&mut conn, &ctx.catalog).await?;

@@ -159,7 +159,7 @@ pub async fn list_nodes(
     }
     let after = q.cursor.as_deref().map(decode_cursor).transpose()?;
     let filter = NodeFilter {
-        cluster: q.cluster,
+        cluster: caller.read_cluster(q.cluster)?,
         generation: q.generation,
         group: q.group,
         rack: q.rack,

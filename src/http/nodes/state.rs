@@ -198,7 +198,8 @@ pub async fn node_state(
     AppQuery(wq): AppQuery<WindowQuery>,
 ) -> ApiResult<Json<NodeStateView>> {
     caller.require(Permission::ReadInventory)?;
-    let w = wq.window()?;
+    caller.read_cluster(Some(cluster.clone()))?;
+    let w = wq.window(&caller)?;
     let (from, to) = (w.from, w.to);
     let gpus = store::node_gpus(&ctx.db, &cluster, &hostname)
         .await?
