@@ -35,6 +35,9 @@ impl Application {
     /// Migrates `db` (idempotent), builds the state and binds `addr` (port 0: any free port).
     pub async fn build(config: AppConfig, db: PgPool, addr: std::net::SocketAddr) -> anyhow::Result<Application> {
         crate::storage::migrate(&db).await?;
+        // Partitions for this month and the next ones before serving; then the periodic pass.
+        crate::app::maintenance::create_ahead(&db, chrono::Utc::now()).await?;
+        crate::app::maintenance::spawn(db.clone(), config.retention.clone());
         let listener = TcpListener::bind(addr).await?;
         Ok(Application {
             listener,

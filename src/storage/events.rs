@@ -4,19 +4,27 @@ use uuid::Uuid;
 
 use crate::domain::event::Burst;
 
-/// Claims signal ids in the idempotency ledger; returns the ids not seen before. Ids are
-/// inserted in sorted order so that overlapping concurrent batches lock them in the same order
-/// (no deadlock), and a concurrent retry of the same id waits for the first and then sees it.
-pub async fn claim_ids(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<Uuid>, sqlx::Error> {
-    if ids.is_empty() {
+/// Claims signals in the idempotency ledger by (cluster, occurred_at, id), the key a retry
+/// resends; returns the ids not seen before. Keys are inserted in sorted order so that overlapping
+/// concurrent batches lock them in the same order (no deadlock), and a concurrent retry of the
+/// same signal waits for the first and then sees it. The key leads with cluster and time, so a
+/// batch writes to the right edge of each partition's b-tree instead of random pages.
+pub async fn claim_ids(conn: &mut PgConnection, keys: &[(&str, DateTime<Utc>, Uuid)]) -> Result<Vec<Uuid>, sqlx::Error> {
+    if keys.is_empty() {
         return Ok(Vec::new());
     }
-    let mut sorted = ids.to_vec();
+    let mut sorted = keys.to_vec();
     sorted.sort();
+    let cluster: Vec<&str> = sorted.iter().map(|k| k.0).collect();
+    let at: Vec<DateTime<Utc>> = sorted.iter().map(|k| k.1).collect();
+    let id: Vec<Uuid> = sorted.iter().map(|k| k.2).collect();
     sqlx::query_scalar!(
-        "INSERT INTO event_ids (id) SELECT * FROM UNNEST($1::uuid[]) ORDER BY 1
-         ON CONFLICT (id) DO NOTHING RETURNING id",
-        &sorted,
+        "INSERT INTO event_ids (cluster, occurred_at, id)
+         SELECT * FROM UNNEST($1::text[], $2::timestamptz[], $3::uuid[]) ORDER BY 1, 2, 3
+         ON CONFLICT (cluster, occurred_at, id) DO NOTHING RETURNING id",
+        &cluster as &[&str],
+        &at,
+        &id,
     )
     .fetch_all(&mut *conn)
     .await
@@ -25,7 +33,8 @@ pub async fn claim_ids(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<Uuid
 /// For each burst, the stored signal of the same identity whose span lies within `gap` of it,
 /// if any; those stored signals absorb the bursts (count added, span widened) in this one
 /// statement. Several bursts may extend the same stored signal: their counts are summed first.
-/// Returns, per burst, the id of the stored signal it was folded into.
+/// Returns, per burst, the id of the stored signal it was folded into. The stored row is found by
+/// (cluster, node, span end) and updated by its primary key (cluster, occurred_at, id).
 pub async fn extend_stored(
     conn: &mut PgConnection,
     bursts: &[Burst],
@@ -51,8 +60,8 @@ pub async fn extend_stored(
                                   $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::int[])
                  AS t(idx, cluster, node, job_id, gpu_index, kind, code, symptom, rc_category, rc_component, first_at, last_at, cnt)
          ), matched AS (
-             SELECT t.idx, t.first_at, t.last_at, t.cnt,
-                    (SELECT e.id FROM events e
+             SELECT t.idx, t.cluster, t.first_at, t.last_at, t.cnt, s.id AS target, s.occurred_at AS target_at
+             FROM t CROSS JOIN LATERAL (SELECT e.id, e.occurred_at FROM events e
                       WHERE e.cluster = t.cluster AND e.node = t.node AND e.kind = t.kind
                         AND e.job_id IS NOT DISTINCT FROM t.job_id AND e.gpu_index IS NOT DISTINCT FROM t.gpu_index
                         AND e.code IS NOT DISTINCT FROM t.code AND e.symptom IS NOT DISTINCT FROM t.symptom
@@ -60,20 +69,19 @@ pub async fn extend_stored(
                         AND e.rc_component IS NOT DISTINCT FROM t.rc_component
                         AND e.occurred_at <= t.last_at + make_interval(secs => $14)
                         AND COALESCE(e.last_occurred_at, e.occurred_at) >= t.first_at - make_interval(secs => $14)
-                      ORDER BY COALESCE(e.last_occurred_at, e.occurred_at), e.id LIMIT 1) AS target
-             FROM t
+                      ORDER BY COALESCE(e.last_occurred_at, e.occurred_at), e.id LIMIT 1) AS s
          ), agg AS (
-             SELECT target, sum(cnt)::int AS cnt, min(first_at) AS first_at, max(last_at) AS last_at
-             FROM matched WHERE target IS NOT NULL GROUP BY target
+             SELECT cluster, target_at, target, sum(cnt)::int AS cnt, min(first_at) AS first_at, max(last_at) AS last_at
+             FROM matched GROUP BY cluster, target_at, target
          ), updated AS (
              UPDATE events e
                 SET repeat_count = e.repeat_count + agg.cnt,
                     occurred_at = LEAST(e.occurred_at, agg.first_at),
                     last_occurred_at = GREATEST(COALESCE(e.last_occurred_at, e.occurred_at), agg.last_at)
-               FROM agg WHERE e.id = agg.target
+               FROM agg WHERE e.cluster = agg.cluster AND e.occurred_at = agg.target_at AND e.id = agg.target
              RETURNING e.id
          )
-         SELECT idx AS \"idx!\", target AS \"target!\" FROM matched WHERE target IS NOT NULL",
+         SELECT idx AS \"idx!\", target AS \"target!\" FROM matched",
         &c.idx,
         &c.cluster as &[&str],
         &c.node as &[Option<&str>],
@@ -133,7 +141,7 @@ impl<'a> BurstCols<'a> {
     }
 }
 
-/// Stores new bursts in one statement, in id order (overlapping batches lock ids in the same
+/// Stores new bursts in one statement, in key order (overlapping batches lock keys in the same
 /// order). Ids were claimed in the ledger first, so no conflict is expected; ON CONFLICT keeps a
 /// row written before the ledger existed from failing the batch. Returns the ids inserted.
 pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result<Vec<Uuid>, sqlx::Error> {
@@ -141,7 +149,9 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
         return Ok(Vec::new());
     }
     let mut bursts: Vec<&Burst> = bursts.to_vec();
-    bursts.sort_by_key(|b| b.event.id);
+    bursts.sort_by(|a, b| {
+        (&a.event.cluster, a.event.occurred_at, a.event.id).cmp(&(&b.event.cluster, b.event.occurred_at, b.event.id))
+    });
     let n = bursts.len();
     let mut id = Vec::with_capacity(n);
     let mut occurred_at = Vec::with_capacity(n);
@@ -190,7 +200,7 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
          SELECT * FROM UNNEST($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], $6::text[],
                               $7::text[], $8::text[], $9::int[], $10::text[], $11::bigint[], $12::text[],
                               $13::text[], $14::text[], $15::text[], $16::jsonb[], $17::int[], $18::timestamptz[])
-         ON CONFLICT (id) DO NOTHING
+         ON CONFLICT (cluster, occurred_at, id) DO NOTHING
          RETURNING id",
         &id,
         &occurred_at,

@@ -10,6 +10,7 @@ pub mod lexicon;
 pub mod lifecycle;
 pub mod locks;
 pub mod nodes;
+pub mod partitions;
 pub mod signal_stats;
 pub mod tokens;
 
