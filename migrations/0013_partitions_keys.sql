@@ -102,14 +102,18 @@ BEGIN
             part := t || '_' || to_char(m AT TIME ZONE 'UTC', 'YYYY_MM');
             IF to_regclass(part) IS NULL THEN
                 PERFORM pg_advisory_xact_lock(1179385859, 0);
-                IF to_regclass(part) IS NULL THEN
+                -- The name lookup may not see a partition another session has just committed (an
+                -- advisory lock does not refresh the catalog cache): that creation is a success.
+                BEGIN
                     -- CREATE TABLE ... PARTITION OF would lock the parent exclusively (waiting for
                     -- every open ingest); ATTACH takes SHARE UPDATE EXCLUSIVE, which writers ignore.
                     EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', part, t);
                     EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
                                    t, part, m, ((m AT TIME ZONE 'UTC') + interval '1 month') AT TIME ZONE 'UTC');
                     created := created + 1;
-                END IF;
+                EXCEPTION WHEN duplicate_table THEN
+                    NULL;
+                END;
             END IF;
         END LOOP;
         m := ((m AT TIME ZONE 'UTC') + interval '1 month') AT TIME ZONE 'UTC';

@@ -96,7 +96,7 @@ async fn analyses(app: &TestApp, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<
     let mut out = Vec::new();
     for path in [
         "/v1/analytics/failure-mix?by=gpu_generation&",
-        "/v1/analytics/failure-mix?by=category&",
+        "/v1/analytics/failure-mix?by=cluster&",
         "/v1/analytics/mtbf?group_size=8&job_gpus=64&",
         "/v1/analytics/root-causes?",
         "/v1/analytics/top-errors?",
@@ -179,9 +179,24 @@ async fn an_old_partition_is_dropped_and_the_analyses_of_its_window_are_unchange
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
+    // The same answers; only what is defined by the current catalog follows it: the version
+    // reported and top-errors' severity of each signal kind.
+    let without_version = |mut v: Value| {
+        if let Some(w) = v.get_mut("window").and_then(Value::as_object_mut) {
+            w.remove("catalog_version");
+        }
+        for row in v.get_mut("all_signals").and_then(Value::as_array_mut).into_iter().flatten() {
+            row.as_object_mut().unwrap().remove("severity");
+        }
+        v
+    };
     let rebuilt = analyses(&app, from, to).await;
     for ((path, a), (_, b)) in before.iter().zip(&rebuilt) {
-        assert_eq!(a, b, "{path} changed for the old window after a catalog rebuild");
+        assert_eq!(
+            without_version(a.clone()),
+            without_version(b.clone()),
+            "{path} changed for the old window after a catalog rebuild"
+        );
     }
     assert_eq!(app.count("SELECT count(*) FROM failures").await, 6);
     assert_eq!(
