@@ -66,8 +66,10 @@ pub async fn store_events(
     let expired = before - events.len();
     let mut tx = db.begin().await?;
     let catalog = crate::ingest::catalog::lock_shared(&mut tx, catalog_cache).await?;
-    let keys: Vec<(&str, chrono::DateTime<chrono::Utc>, uuid::Uuid)> =
-        events.iter().map(|e| (e.cluster.as_str(), e.occurred_at, e.id)).collect();
+    let keys: Vec<(&str, chrono::DateTime<chrono::Utc>, uuid::Uuid)> = events
+        .iter()
+        .map(|e| (e.cluster.as_str(), e.occurred_at, e.id))
+        .collect();
     let new_ids: HashSet<uuid::Uuid> = storage::events::claim_ids(&mut tx, &keys).await?.into_iter().collect();
     events.retain(|e| new_ids.contains(&e.id));
     let accepted = events.len();
@@ -80,7 +82,13 @@ pub async fn store_events(
     sources.dedup();
     locks::lock(&mut tx, LockSpace::BurstSources, &sources).await?;
     let bursts = crate::fold::burst::collapse(events, crate::fold::burst::burst_gap());
-    let targets = storage::events::extend_stored(&mut tx, &bursts, crate::fold::burst::burst_gap()).await?;
+    let targets = storage::events::extend_stored(
+        &mut tx,
+        &bursts,
+        crate::fold::burst::burst_gap(),
+        crate::fold::burst::max_burst_span(),
+    )
+    .await?;
     let fresh: Vec<&crate::fold::burst::Burst> = bursts
         .iter()
         .zip(&targets)

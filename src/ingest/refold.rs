@@ -131,7 +131,17 @@ pub async fn refold(
     let jobs: Vec<Option<&str>> = touched.keys().map(|(_, k)| k.job()).collect();
     let nodes: Vec<Option<&str>> = touched.keys().map(|(_, k)| k.node()).collect();
     let alone: Vec<Option<Uuid>> = touched.keys().map(|(_, k)| k.alone()).collect();
-    let rows = store::signals_of_keys(conn, &clusters, &jobs, &nodes, &starts, &ends, &alone).await?;
+    let rows = store::signals_of_keys(
+        conn,
+        &clusters,
+        &jobs,
+        &nodes,
+        &starts,
+        &ends,
+        &alone,
+        crate::fold::burst::max_burst_span(),
+    )
+    .await?;
     let mut grouped: BTreeMap<(String, CorrelationKey), Vec<Signal>> = BTreeMap::new();
     for row in rows {
         let key = (row.cluster.clone(), key_of(&row));
@@ -190,7 +200,12 @@ type Folded = (String, CorrelationKey, FailureDraft, String);
 fn fold_key(cluster: String, key: CorrelationKey, signals: Vec<Signal>, window: Duration) -> Vec<Folded> {
     let kinds: std::collections::HashMap<Uuid, String> = signals
         .iter()
-        .map(|s| (s.id, format!("{}\u{1f}{}", s.kind, s.code.map(|c| c.to_string()).unwrap_or_default())))
+        .map(|s| {
+            (
+                s.id,
+                format!("{}\u{1f}{}", s.kind, s.code.map(|c| c.to_string()).unwrap_or_default()),
+            )
+        })
         .collect();
     fold(&cluster, &key, signals, window)
         .into_iter()

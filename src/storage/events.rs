@@ -9,7 +9,10 @@ use crate::domain::event::Burst;
 /// concurrent batches lock them in the same order (no deadlock), and a concurrent retry of the
 /// same signal waits for the first and then sees it. The key leads with cluster and time, so a
 /// batch writes to the right edge of each partition's b-tree instead of random pages.
-pub async fn claim_ids(conn: &mut PgConnection, keys: &[(&str, DateTime<Utc>, Uuid)]) -> Result<Vec<Uuid>, sqlx::Error> {
+pub async fn claim_ids(
+    conn: &mut PgConnection,
+    keys: &[(&str, DateTime<Utc>, Uuid)],
+) -> Result<Vec<Uuid>, sqlx::Error> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }
@@ -34,11 +37,14 @@ pub async fn claim_ids(conn: &mut PgConnection, keys: &[(&str, DateTime<Utc>, Uu
 /// if any; those stored signals absorb the bursts (count added, span widened) in this one
 /// statement. Several bursts may extend the same stored signal: their counts are summed first.
 /// Returns, per burst, the id of the stored signal it was folded into. The stored row is found by
-/// (cluster, node, span end) and updated by its primary key (cluster, occurred_at, id).
+/// (cluster, node, span end) within the partitions a span of at most `max_span` allows, and updated
+/// by its primary key (cluster, occurred_at, id). A stored signal whose span would grow beyond
+/// `max_span` is not extended: those bursts are stored as rows of their own.
 pub async fn extend_stored(
     conn: &mut PgConnection,
     bursts: &[Burst],
     gap: Duration,
+    max_span: Duration,
 ) -> Result<Vec<Option<Uuid>>, sqlx::Error> {
     let mut out = vec![None; bursts.len()];
     let candidates: Vec<(usize, &Burst)> = bursts
@@ -54,6 +60,7 @@ pub async fn extend_stored(
         c.push(*i as i32, b);
     }
     let gap_secs = gap.num_milliseconds() as f64 / 1000.0;
+    let span_secs = max_span.num_milliseconds() as f64 / 1000.0;
     let rows = sqlx::query!(
         "WITH t AS (
              SELECT * FROM UNNEST($1::int[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::bigint[],
@@ -68,6 +75,7 @@ pub async fn extend_stored(
                         AND e.rc_category IS NOT DISTINCT FROM t.rc_category
                         AND e.rc_component IS NOT DISTINCT FROM t.rc_component
                         AND e.occurred_at <= t.last_at + make_interval(secs => $14)
+                        AND e.occurred_at >= t.first_at - make_interval(secs => $14 + $15)
                         AND COALESCE(e.last_occurred_at, e.occurred_at) >= t.first_at - make_interval(secs => $14)
                       ORDER BY COALESCE(e.last_occurred_at, e.occurred_at), e.id LIMIT 1) AS s
          ), agg AS (
@@ -79,9 +87,11 @@ pub async fn extend_stored(
                     occurred_at = LEAST(e.occurred_at, agg.first_at),
                     last_occurred_at = GREATEST(COALESCE(e.last_occurred_at, e.occurred_at), agg.last_at)
                FROM agg WHERE e.cluster = agg.cluster AND e.occurred_at = agg.target_at AND e.id = agg.target
+                 AND GREATEST(COALESCE(e.last_occurred_at, e.occurred_at), agg.last_at) - LEAST(e.occurred_at, agg.first_at)
+                     <= make_interval(secs => $15)
              RETURNING e.id
          )
-         SELECT idx AS \"idx!\", target AS \"target!\" FROM matched",
+         SELECT idx AS \"idx!\", target AS \"target!\" FROM matched WHERE target IN (SELECT id FROM updated)",
         &c.idx,
         &c.cluster as &[&str],
         &c.node as &[Option<&str>],
@@ -96,6 +106,7 @@ pub async fn extend_stored(
         &c.last_at,
         &c.count,
         gap_secs,
+        span_secs,
     )
     .fetch_all(&mut *conn)
     .await?;

@@ -118,8 +118,9 @@ pub async fn delete_in_ranges(
 /// All signals of the keys within their ranges, in one statement. A job key holds the signals
 /// naming the job and the node-only signals attributed to it (on its nodes, during its run); a
 /// node key the node-only signals attributed to no job; a key with neither names one signal
-/// (`alone`, its id). A burst belongs to a range when its span overlaps it. Every branch reads
-/// events by cluster and time, so only the partitions of the ranges are visited.
+/// (`alone`, its id). A burst belongs to a range when its span overlaps it; a stored span is at
+/// most `max_span` (`fold::burst::max_burst_span`), which bounds each branch's start time, so only
+/// the partitions of the ranges are visited.
 #[allow(clippy::too_many_arguments)]
 pub async fn signals_of_keys(
     conn: &mut PgConnection,
@@ -129,6 +130,7 @@ pub async fn signals_of_keys(
     starts: &[DateTime<Utc>],
     ends: &[DateTime<Utc>],
     alone: &[Option<Uuid>],
+    max_span: chrono::Duration,
 ) -> Result<Vec<SignalRow>, sqlx::Error> {
     sqlx::query_as!(
         SignalRow,
@@ -139,6 +141,7 @@ pub async fn signals_of_keys(
                 e.rc_category, e.rc_component, e.message, NULL::text AS "attributed_job?"
          FROM k JOIN events e ON e.cluster = k.cluster AND e.job_id = k.job AND e.occurred_at <= k.e
                               AND COALESCE(e.last_occurred_at, e.occurred_at) >= k.s
+                              AND e.occurred_at >= k.s - make_interval(secs => $7)
          WHERE k.job IS NOT NULL
          UNION ALL
          SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at), e.cluster, e.node,
@@ -149,6 +152,7 @@ pub async fn signals_of_keys(
              CROSS JOIN LATERAL (SELECT DISTINCT unnest(j.nodes)) AS jn(node)
              JOIN events e ON e.cluster = k.cluster AND e.job_id IS NULL AND e.node = jn.node
                  AND COALESCE(e.last_occurred_at, e.occurred_at) >= k.s AND e.occurred_at <= k.e
+                 AND e.occurred_at >= k.s - make_interval(secs => $7)
                  AND e.occurred_at BETWEEN j.started_at AND COALESCE(j.ended_at, 'infinity')
          WHERE k.job IS NOT NULL
            AND faultline_attributed_job(e.cluster, e.node, e.job_id, e.occurred_at) = k.job
@@ -158,6 +162,7 @@ pub async fn signals_of_keys(
                 NULL
          FROM k JOIN events e ON e.cluster = k.cluster AND e.job_id IS NULL AND e.node = k.node
                               AND e.occurred_at <= k.e AND COALESCE(e.last_occurred_at, e.occurred_at) >= k.s
+                              AND e.occurred_at >= k.s - make_interval(secs => $7)
          WHERE k.job IS NULL AND k.node IS NOT NULL
            AND faultline_attributed_job(e.cluster, e.node, e.job_id, e.occurred_at) IS NULL
          UNION ALL
@@ -172,6 +177,7 @@ pub async fn signals_of_keys(
         starts,
         ends,
         alone as &[Option<Uuid>],
+        max_span.num_milliseconds() as f64 / 1000.0,
     )
     .fetch_all(&mut *conn)
     .await

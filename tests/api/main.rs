@@ -19,5 +19,5 @@ mod openapi;
 mod report;
 mod reporting;
 mod shutdown;
-mod storage;
 mod simulation;
+mod storage;

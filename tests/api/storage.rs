@@ -61,7 +61,10 @@ async fn every_unique_key_of_a_per_cluster_table_includes_cluster() {
     assert!(problems.is_empty(), "{problems:#?}");
     // The constraint the migration relies on: the listed reference tables exist.
     for t in &REFERENCE_TABLES[1..] {
-        assert!(tables.iter().any(|x| x == t), "reference table {t} is gone: update the list");
+        assert!(
+            tables.iter().any(|x| x == t),
+            "reference table {t} is gone: update the list"
+        );
     }
 }
 
@@ -75,17 +78,38 @@ fn signals(old: DateTime<Utc>, recent: DateTime<Utc>) -> Vec<Value> {
     let mut out = Vec::new();
     for (i, base) in [(0, old), (100, recent)] {
         out.extend([
-            event(&uuid_n(i + 1), json!({"node": "n01", "code": 48, "occurred_at": at(base, 0)})),
-            event(&uuid_n(i + 2), json!({"node": "n01", "code": 48, "occurred_at": at(base, 5)})),
-            event(&uuid_n(i + 3), json!({"node": "n02", "code": 79, "occurred_at": at(base, 60 * 24)})),
-            event(&uuid_n(i + 4), json!({"node": "n03", "kind": "nccl_timeout", "code": null, "job_id": "j1",
-                                        "occurred_at": at(base, 60 * 48)})),
-            event(&uuid_n(i + 5), json!({"node": "n04", "code": 79, "job_id": "j1", "occurred_at": at(base, 60 * 48 + 1)})),
-            event(&uuid_n(i + 6), json!({"node": "n01", "kind": "node_drain", "code": null, "message": "drained for RMA",
-                                        "occurred_at": at(base, 30)})),
-            event(&uuid_n(i + 7), json!({"node": "n05", "kind": "slowdown", "code": null, "job_id": "j2",
+            event(
+                &uuid_n(i + 1),
+                json!({"node": "n01", "code": 48, "occurred_at": at(base, 0)}),
+            ),
+            event(
+                &uuid_n(i + 2),
+                json!({"node": "n01", "code": 48, "occurred_at": at(base, 5)}),
+            ),
+            event(
+                &uuid_n(i + 3),
+                json!({"node": "n02", "code": 79, "occurred_at": at(base, 60 * 24)}),
+            ),
+            event(
+                &uuid_n(i + 4),
+                json!({"node": "n03", "kind": "nccl_timeout", "code": null, "job_id": "j1",
+                                        "occurred_at": at(base, 60 * 48)}),
+            ),
+            event(
+                &uuid_n(i + 5),
+                json!({"node": "n04", "code": 79, "job_id": "j1", "occurred_at": at(base, 60 * 48 + 1)}),
+            ),
+            event(
+                &uuid_n(i + 6),
+                json!({"node": "n01", "kind": "node_drain", "code": null, "message": "drained for RMA",
+                                        "occurred_at": at(base, 30)}),
+            ),
+            event(
+                &uuid_n(i + 7),
+                json!({"node": "n05", "kind": "slowdown", "code": null, "job_id": "j2",
                                         "attributes": {"step_time_ratio": 1.8, "duration_seconds": 3600},
-                                        "occurred_at": at(base, 60 * 72)})),
+                                        "occurred_at": at(base, 60 * 72)}),
+            ),
         ]);
     }
     out
@@ -121,8 +145,10 @@ async fn analyses(app: &TestApp, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<
 async fn an_old_partition_is_dropped_and_the_analyses_of_its_window_are_unchanged() {
     let app = spawn_app().await;
     let nodes: Vec<Value> = (1..=5)
-        .map(|i| json!({"hostname": format!("n{i:02}"), "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3",
-                        "gpu_count": 8, "group": "su1", "in_service_since": "2024-01-01T00:00:00Z"}))
+        .map(|i| {
+            json!({"hostname": format!("n{i:02}"), "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3",
+                        "gpu_count": 8, "group": "su1", "in_service_since": "2024-01-01T00:00:00Z"})
+        })
         .collect();
     assert_eq!(app.put_nodes(ADMIN_TOKEN, &json!({"nodes": nodes})).await.0, 200);
     let old: DateTime<Utc> = "2024-03-04T10:00:00Z".parse().unwrap();
@@ -131,22 +157,39 @@ async fn an_old_partition_is_dropped_and_the_analyses_of_its_window_are_unchange
     let (status, body) = app.post_events(ADMIN_TOKEN, &json!({ "events": events })).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["accepted"], 14, "{body}");
-    let (from, to) = ("2024-03-01T00:00:00Z".parse().unwrap(), "2024-04-01T00:00:00Z".parse().unwrap());
+    let (from, to) = (
+        "2024-03-01T00:00:00Z".parse().unwrap(),
+        "2024-04-01T00:00:00Z".parse().unwrap(),
+    );
     let before = analyses(&app, from, to).await;
-    let failures_before = app.count("SELECT count(*) FROM failures WHERE first_at < '2024-04-01'").await;
-    assert_eq!(failures_before, 3, "two node failures and one job failure in March 2024");
+    let failures_before = app
+        .count("SELECT count(*) FROM failures WHERE first_at < '2024-04-01'")
+        .await;
+    assert_eq!(
+        failures_before, 3,
+        "two node failures and one job failure in March 2024"
+    );
 
     let pass = faultline::app::maintenance::run_once(&app.db, Utc::now(), &RetentionSettings::default())
         .await
         .unwrap();
     assert_eq!(pass.dropped, 2, "events_2024_03 and event_ids_2024_03");
-    let gone: bool = sqlx::query_scalar("SELECT to_regclass('events_2024_03') IS NULL AND to_regclass('event_ids_2024_03') IS NULL")
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+    let gone: bool =
+        sqlx::query_scalar("SELECT to_regclass('events_2024_03') IS NULL AND to_regclass('event_ids_2024_03') IS NULL")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
     assert!(gone);
-    assert_eq!(app.count("SELECT count(*) FROM events WHERE occurred_at < '2024-04-01'").await, 0);
-    assert_eq!(app.count("SELECT count(*) FROM events").await, 7, "November 2026 is kept");
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE occurred_at < '2024-04-01'")
+            .await,
+        0
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events").await,
+        7,
+        "November 2026 is kept"
+    );
     assert_eq!(
         app.count("SELECT count(*) FROM events_archive").await,
         2,
@@ -161,11 +204,19 @@ async fn an_old_partition_is_dropped_and_the_analyses_of_its_window_are_unchange
     let (status, body) = app.post_events(ADMIN_TOKEN, &json!({ "events": events })).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
-        (body["accepted"].as_u64(), body["duplicates"].as_u64(), body["expired"].as_u64()),
+        (
+            body["accepted"].as_u64(),
+            body["duplicates"].as_u64(),
+            body["expired"].as_u64()
+        ),
         (Some(0), Some(7), Some(7)),
         "{body}"
     );
-    assert_eq!(app.count("SELECT count(*) FROM to_regclass('events_2024_03') AS r WHERE r IS NOT NULL").await, 0);
+    assert_eq!(
+        app.count("SELECT count(*) FROM to_regclass('events_2024_03') AS r WHERE r IS NOT NULL")
+            .await,
+        0
+    );
 
     // A catalog edit rebuilds the failures of the retained signals and keeps the old ones.
     let rule = json!({"kind": "xid", "code": 79, "priority": 200, "category": "platform", "component": "driver", "severity": "high",
@@ -185,7 +236,12 @@ async fn an_old_partition_is_dropped_and_the_analyses_of_its_window_are_unchange
         if let Some(w) = v.get_mut("window").and_then(Value::as_object_mut) {
             w.remove("catalog_version");
         }
-        for row in v.get_mut("all_signals").and_then(Value::as_array_mut).into_iter().flatten() {
+        for row in v
+            .get_mut("all_signals")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
             row.as_object_mut().unwrap().remove("severity");
         }
         v
@@ -200,12 +256,15 @@ async fn an_old_partition_is_dropped_and_the_analyses_of_its_window_are_unchange
     }
     assert_eq!(app.count("SELECT count(*) FROM failures").await, 6);
     assert_eq!(
-        app.count("SELECT count(*) FROM failures WHERE first_at < '2024-04-01' AND component = 'driver'").await,
+        app.count("SELECT count(*) FROM failures WHERE first_at < '2024-04-01' AND component = 'driver'")
+            .await,
         0,
         "the failures past retention keep their classification"
     );
     assert!(
-        app.count("SELECT count(*) FROM failures WHERE first_at > '2026-01-01' AND component = 'driver'").await >= 1,
+        app.count("SELECT count(*) FROM failures WHERE first_at > '2026-01-01' AND component = 'driver'")
+            .await
+            >= 1,
         "the retained failures were reclassified"
     );
 }
@@ -241,15 +300,27 @@ async fn another_database_is_unaffected_by_wide_batches() {
             let mut rounds = 0u32;
             let mut n = 0u32;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) || rounds < 3 {
-                let c: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_class").fetch_one(&db).await.unwrap();
+                let c: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_class")
+                    .fetch_one(&db)
+                    .await
+                    .unwrap();
                 assert!(c > 0);
                 // A transaction that takes many relation locks (every partition and index).
                 let mut tx = db.begin().await.unwrap();
-                sqlx::query("SELECT count(*) FROM events").execute(&mut *tx).await.unwrap();
-                sqlx::query("SELECT count(*) FROM failures").execute(&mut *tx).await.unwrap();
+                sqlx::query("SELECT count(*) FROM events")
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                sqlx::query("SELECT count(*) FROM failures")
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
                 tx.commit().await.unwrap();
                 n += 1;
-                let ev = event(&uuid::Uuid::new_v4().to_string(), json!({"node": format!("o{n}"), "occurred_at": ts(t0)}));
+                let ev = event(
+                    &uuid::Uuid::new_v4().to_string(),
+                    json!({"node": format!("o{n}"), "occurred_at": ts(t0)}),
+                );
                 let res = client
                     .post(format!("{address}/v1/events"))
                     .bearer_auth(ADMIN_TOKEN)
