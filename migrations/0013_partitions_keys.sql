@@ -1,6 +1,7 @@
 -- Issue 13 (items 1 and 5) and issue 10 (write cost):
---  * `events` and the idempotency ledger `event_ids` are partitioned by month of occurred_at, so
---    retention drops whole partitions (no DELETE, no bloat) and each partition's indexes stay small;
+--  * `events` is partitioned by month of occurred_at, so retention drops whole partitions (no
+--    DELETE, no bloat) and each partition's indexes stay small; the ledger `event_ids` keeps the
+--    sender's id as its key (see below) and loses a dropped month's ids by DELETE;
 --  * every primary key and unique index of a per-cluster table includes `cluster`, the distribution
 --    column a Citus deployment would use (docs/scaling.md);
 --  * fewer, time-ordered indexes on `events`: the primary key (cluster, occurred_at, id) replaces
@@ -74,16 +75,18 @@ CREATE TABLE events (
     last_occurred_at timestamptz NULL
 ) PARTITION BY RANGE (occurred_at);
 
--- The ledger: one row per accepted signal id, under the cluster and time the sender gave it (a
--- retry resends both). Partitioned like events, so a month's ids leave with its signals.
+-- The ledger: one row per accepted signal id per cluster. It stays keyed by id alone (within the
+-- cluster): a log line without a timestamp of its own is stamped with the request time, so its
+-- retry carries the same id at another time; a key with the time (as a partitioned table needs)
+-- would store it twice. Retention deletes a dropped month's ids by occurred_at.
 CREATE TABLE event_ids (
     cluster     text        NOT NULL,
-    occurred_at timestamptz NOT NULL,
-    id          uuid        NOT NULL
-) PARTITION BY RANGE (occurred_at);
+    id          uuid        NOT NULL,
+    occurred_at timestamptz NOT NULL
+);
 
--- Monthly partitions (UTC months) of events and event_ids covering [p_from, p_to), named
--- events_YYYY_MM / event_ids_YYYY_MM; never below the retention horizon. Creation is serialised by
+-- Monthly partitions (UTC months) of events covering [p_from, p_to), named events_YYYY_MM;
+-- never below the retention horizon. Creation is serialised by
 -- one advisory lock and bounded by lock_timeout; existing partitions cost one catalog lookup each.
 -- Ingest calls it for a batch's months outside a transaction, so it holds nothing while it waits.
 CREATE FUNCTION faultline_ensure_partitions(p_from timestamptz, p_to timestamptz) RETURNS integer
@@ -98,7 +101,7 @@ BEGIN
     SELECT retained_from INTO horizon FROM signal_retention;
     m := GREATEST(m, horizon);
     WHILE m < p_to LOOP
-        FOREACH t IN ARRAY ARRAY['events', 'event_ids'] LOOP
+        FOREACH t IN ARRAY ARRAY['events'] LOOP
             part := t || '_' || to_char(m AT TIME ZONE 'UTC', 'YYYY_MM');
             IF to_regclass(part) IS NULL THEN
                 PERFORM pg_advisory_xact_lock(1179385859, 0);
@@ -129,8 +132,9 @@ CREATE TABLE events_archive (LIKE events INCLUDING DEFAULTS INCLUDING CONSTRAINT
 ALTER TABLE events_archive ADD PRIMARY KEY (cluster, occurred_at, id);
 CREATE INDEX events_archive_kind_time_idx ON events_archive (kind, occurred_at);
 
--- Drops the partitions of events and event_ids that end at or before p_cutoff (archiving their
--- signals of the kinds above first) and moves the retention horizon to the newest dropped bound.
+-- Drops the partitions of events that end at or before p_cutoff (archiving their signals of the
+-- kinds above first), deletes the ledger's ids of those months and moves the retention horizon to
+-- the newest dropped bound.
 -- Dropping a partition locks `events` exclusively for a moment: lock_timeout bounds the wait (the
 -- maintenance task retries at its next pass). Returns the number of partitions dropped.
 CREATE FUNCTION faultline_drop_partitions_before(p_cutoff timestamptz) RETURNS integer
@@ -144,16 +148,14 @@ BEGIN
     PERFORM pg_advisory_xact_lock(1179385859, 0);
     FOR r IN SELECT c.relname::text AS name, pg_get_expr(c.relpartbound, c.oid) AS bound
              FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-             WHERE i.inhparent IN ('events'::regclass, 'event_ids'::regclass)
+             WHERE i.inhparent = 'events'::regclass
              ORDER BY 1
     LOOP
         upper := (regexp_match(r.bound, 'TO \(''([^'']+)''\)'))[1]::timestamptz;
         IF upper IS NOT NULL AND upper <= p_cutoff THEN
-            IF r.name LIKE 'events\_%' THEN
-                EXECUTE format('INSERT INTO events_archive SELECT * FROM %I
-                                WHERE kind IN (''slowdown'', ''low_utilization'', ''node_drain'', ''node_resume'')
-                                ON CONFLICT DO NOTHING', r.name);
-            END IF;
+            EXECUTE format('INSERT INTO events_archive SELECT * FROM %I
+                            WHERE kind IN (''slowdown'', ''low_utilization'', ''node_drain'', ''node_resume'')
+                            ON CONFLICT DO NOTHING', r.name);
             EXECUTE format('DROP TABLE %I', r.name);
             dropped := dropped + 1;
             horizon := GREATEST(horizon, upper);
@@ -161,6 +163,7 @@ BEGIN
     END LOOP;
     IF horizon IS NOT NULL THEN
         UPDATE signal_retention SET retained_from = GREATEST(retained_from, horizon);
+        DELETE FROM event_ids WHERE occurred_at < horizon;
     END IF;
     RETURN dropped;
 END
@@ -177,13 +180,13 @@ SELECT id, occurred_at, received_at, cluster, node, gpu_index, gpu_uuid, gpu_mod
 FROM events_unpartitioned ORDER BY cluster, occurred_at, id;
 -- The old ledger held ids only; stored rows give their cluster and time. Ids that were folded into
 -- a burst before this migration have no row of their own: a retry of one of those is stored again.
-INSERT INTO event_ids (cluster, occurred_at, id)
-SELECT cluster, occurred_at, id FROM events_unpartitioned ORDER BY cluster, occurred_at, id;
+INSERT INTO event_ids (cluster, id, occurred_at)
+SELECT cluster, id, occurred_at FROM events_unpartitioned ORDER BY cluster, id;
 DROP TABLE events_unpartitioned;
 DROP TABLE event_ids_unpartitioned;
 
 ALTER TABLE events ADD PRIMARY KEY (cluster, occurred_at, id);
-ALTER TABLE event_ids ADD PRIMARY KEY (cluster, occurred_at, id);
+ALTER TABLE event_ids ADD PRIMARY KEY (cluster, id);
 -- Folding a job key: its signals whose span ends at or after the range start.
 CREATE INDEX events_job_end_idx ON events (cluster, job_id, (COALESCE(last_occurred_at, occurred_at)))
     WHERE job_id IS NOT NULL;

@@ -1,4 +1,4 @@
-//! The storage maintenance task: monthly partitions of `events` and `event_ids` created ahead, and
+//! The storage maintenance task: monthly partitions of `events` created ahead, and
 //! signal retention applied by dropping whole partitions. Runs at start-up (partitions only) and
 //! then every `maintenance_interval_secs`; every instance runs it, the SQL functions serialise
 //! them with one advisory lock and bound their waits with lock_timeout.

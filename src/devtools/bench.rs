@@ -26,7 +26,13 @@ pub struct BenchOptions {
 }
 
 pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
-    let db_name = "faultline_bench";
+    // FAULTLINE_BENCH_DATABASE lets runs on one server not drop each other's database.
+    let db_name = std::env::var("FAULTLINE_BENCH_DATABASE").unwrap_or_else(|_| "faultline_bench".into());
+    anyhow::ensure!(
+        !db_name.is_empty() && db_name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+        "FAULTLINE_BENCH_DATABASE must be lower-case letters, digits and underscores"
+    );
+    let db_name = db_name.as_str();
     {
         use sqlx::Connection;
         let mut conn = sqlx::PgConnection::connect(&with_database(&opts.server_url, "postgres")).await?;

@@ -4,30 +4,26 @@ use uuid::Uuid;
 
 use crate::domain::event::Burst;
 
-/// Claims signals in the idempotency ledger by (cluster, occurred_at, id), the key a retry
-/// resends; returns the ids not seen before. Keys are inserted in sorted order so that overlapping
-/// concurrent batches lock them in the same order (no deadlock), and a concurrent retry of the
-/// same signal waits for the first and then sees it. The key leads with cluster and time, so a
-/// batch writes to the right edge of each partition's b-tree instead of random pages.
-pub async fn claim_ids(
-    conn: &mut PgConnection,
-    keys: &[(&str, DateTime<Utc>, Uuid)],
-) -> Result<Vec<Uuid>, sqlx::Error> {
+/// Claims signal ids in the idempotency ledger by (cluster, id); returns the ids not seen
+/// before. Keys are inserted in sorted order so that overlapping concurrent batches lock them in
+/// the same order (no deadlock), and a concurrent retry of the same id waits for the first and
+/// then sees it. The signal's time is kept for retention, which deletes a dropped month's ids.
+pub async fn claim_ids(conn: &mut PgConnection, keys: &[(&str, DateTime<Utc>, Uuid)]) -> Result<Vec<Uuid>, sqlx::Error> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }
     let mut sorted = keys.to_vec();
-    sorted.sort();
+    sorted.sort_by(|a, b| (a.0, a.2).cmp(&(b.0, b.2)));
     let cluster: Vec<&str> = sorted.iter().map(|k| k.0).collect();
-    let at: Vec<DateTime<Utc>> = sorted.iter().map(|k| k.1).collect();
     let id: Vec<Uuid> = sorted.iter().map(|k| k.2).collect();
+    let at: Vec<DateTime<Utc>> = sorted.iter().map(|k| k.1).collect();
     sqlx::query_scalar!(
-        "INSERT INTO event_ids (cluster, occurred_at, id)
-         SELECT * FROM UNNEST($1::text[], $2::timestamptz[], $3::uuid[]) ORDER BY 1, 2, 3
-         ON CONFLICT (cluster, occurred_at, id) DO NOTHING RETURNING id",
+        "INSERT INTO event_ids (cluster, id, occurred_at)
+         SELECT * FROM UNNEST($1::text[], $2::uuid[], $3::timestamptz[]) ORDER BY 1, 2
+         ON CONFLICT (cluster, id) DO NOTHING RETURNING id",
         &cluster as &[&str],
-        &at,
         &id,
+        &at,
     )
     .fetch_all(&mut *conn)
     .await

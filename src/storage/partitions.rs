@@ -1,4 +1,4 @@
-//! Monthly partitions of `events` and `event_ids` (migration 0013): created ahead and on demand,
+//! Monthly partitions of `events` (migration 0013): created ahead and on demand,
 //! dropped past retention. The DDL lives in SQL functions so it runs under their lock bounds.
 
 use chrono::{DateTime, Utc};
@@ -27,7 +27,7 @@ pub async fn ensure_months(db: &PgPool, months: &[DateTime<Utc>]) -> Result<Opti
     Ok(row.horizon)
 }
 
-/// Drops the partitions that end at or before `cutoff`; returns how many (events and ledger).
+/// Drops the partitions that end at or before `cutoff`; returns how many (the ledger loses their ids).
 pub async fn drop_before(db: &PgPool, cutoff: DateTime<Utc>) -> Result<i32, sqlx::Error> {
     sqlx::query_scalar!(r#"SELECT faultline_drop_partitions_before($1) AS "dropped!""#, cutoff)
         .fetch_one(db)
