@@ -246,7 +246,7 @@ async fn storage_per_signal(db: &sqlx::PgPool, signals: u64) -> anyhow::Result<S
         r#"SELECT (SELECT count(*) FROM events) AS "rows!",
                   (SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'events') AS "indexes!",
                   (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('events'))::bigint AS "events_bytes!",
-                  (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('event_ids'))::bigint AS "ledger_bytes!""#
+                  pg_total_relation_size('event_ids') AS "ledger_bytes!""#
     )
     .fetch_one(db)
     .await?;
