@@ -32,6 +32,8 @@ pub struct ServeSettings {
     pub limits: Limits,
     #[command(flatten)]
     pub edge: crate::app::edge::EdgeSettings,
+    #[command(flatten)]
+    pub retention: RetentionSettings,
     /// Signals of the same job (or node) closer than this fold into one failure.
     #[arg(long, env = "FAULTLINE_CORRELATION_WINDOW_SECS", default_value_t = 600)]
     pub correlation_window_secs: u32,
@@ -65,6 +67,28 @@ impl Default for Limits {
     }
 }
 
+/// Signal retention and the maintenance task that applies it (`crate::app::maintenance`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct RetentionSettings {
+    /// Signals (raw rows and their idempotency ledger) are kept this many days, in whole monthly
+    /// partitions: a month is dropped once its end is older than this. Failures, lifecycles and
+    /// node transitions stay. 0 keeps signals forever.
+    #[arg(long, env = "FAULTLINE_SIGNAL_RETENTION_DAYS", default_value_t = 400)]
+    pub signal_retention_days: u32,
+    /// How often the maintenance task creates partitions ahead and applies retention.
+    #[arg(long, env = "FAULTLINE_MAINTENANCE_INTERVAL_SECS", default_value_t = 3600)]
+    pub maintenance_interval_secs: u64,
+}
+
+impl Default for RetentionSettings {
+    fn default() -> Self {
+        RetentionSettings {
+            signal_retention_days: 400,
+            maintenance_interval_secs: 3600,
+        }
+    }
+}
+
 /// What the running app needs to know; held in `ApiContext`.
 #[derive(Clone, Debug)]
 pub struct AppConfig {
@@ -73,6 +97,8 @@ pub struct AppConfig {
     pub correlation_window: Duration,
     /// Pool, body-byte budget and shutdown deadline (`FAULTLINE_DB_*`, `FAULTLINE_MAX_INFLIGHT_BODY_BYTES`, ...).
     pub edge: crate::app::edge::EdgeSettings,
+    /// Signal retention and partition maintenance.
+    pub retention: RetentionSettings,
 }
 
 impl AppConfig {

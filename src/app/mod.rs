@@ -2,6 +2,7 @@
 //! tests) and telemetry.
 pub mod configuration;
 pub mod edge;
+pub mod maintenance;
 pub mod process_metrics;
 pub mod startup;
 pub mod telemetry;

@@ -48,6 +48,9 @@ impl Application {
         addr: std::net::SocketAddr,
     ) -> anyhow::Result<Application> {
         crate::storage::migrate(&db).await?;
+        // Partitions for this month and the next ones before serving; then the periodic pass.
+        crate::app::maintenance::create_ahead(&db, chrono::Utc::now()).await?;
+        crate::app::maintenance::spawn(db.clone(), config.retention.clone());
         let listener = TcpListener::bind(addr).await?;
         Ok(Application {
             listener,

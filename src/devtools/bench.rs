@@ -86,6 +86,11 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         limits: Limits::default(),
         correlation_window: Duration::from_secs(600),
         edge,
+        // The simulated year lies partly beyond the default retention: keep all of it.
+        retention: crate::app::configuration::RetentionSettings {
+            signal_retention_days: 0,
+            ..Default::default()
+        },
     };
     // The same app as `faultline serve` (it migrates the database), on a free port.
     let app = startup::Application::build(config, db.clone(), "127.0.0.1:0".parse()?).await?;
@@ -332,7 +337,7 @@ async fn storage_per_signal(db: &sqlx::PgPool, signals: u64) -> anyhow::Result<S
     let row = sqlx::query!(
         r#"SELECT (SELECT count(*) FROM events) AS "rows!",
                   (SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'events') AS "indexes!",
-                  pg_total_relation_size('events') AS "events_bytes!",
+                  (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('events'))::bigint AS "events_bytes!",
                   pg_total_relation_size('event_ids') AS "ledger_bytes!",
                   pg_total_relation_size('failures') AS "failures_bytes!",
                   (SELECT count(*) FROM rollup_causes) + (SELECT count(*) FROM rollup_groups) AS "rollup_rows!",

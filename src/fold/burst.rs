@@ -13,6 +13,16 @@ pub fn burst_gap() -> Duration {
     Duration::seconds(BURST_GAP_SECS)
 }
 
+/// A stored burst spans at most this (first to last occurrence); a longer run of repeats is cut
+/// into bursts of a day. The bound lets storage find a signal overlapping a time range by its
+/// start (`occurred_at >= range start - span`), so a lookup reads one or two monthly partitions
+/// instead of every older one. Failures do not depend on where a run is cut.
+pub const MAX_BURST_SPAN_SECS: i64 = 86_400;
+
+pub fn max_burst_span() -> Duration {
+    Duration::seconds(MAX_BURST_SPAN_SECS)
+}
+
 pub use crate::domain::event::Burst;
 
 /// What makes two signals "the same": the source (cluster, node, GPU, job) and the signal
@@ -45,8 +55,9 @@ pub fn identity(e: &Event) -> Option<BurstIdentity> {
 }
 
 /// Collapses a batch into bursts: per identity, signals sorted by time form one burst while each
-/// gap to the previous one is at most `gap`. Signals without identity stay alone. The result
-/// depends only on the set of signals, not their order.
+/// gap to the previous one is at most `gap` and the burst spans at most [`max_burst_span`].
+/// Signals without identity stay alone. The result depends only on the set of signals, not their
+/// order.
 pub fn collapse(events: Vec<Event>, gap: Duration) -> Vec<Burst> {
     let mut keyed: Vec<(Option<BurstIdentity>, Event)> = events.into_iter().map(|e| (identity(&e), e)).collect();
     keyed.sort_by(|(ka, a), (kb, b)| ka.cmp(kb).then(a.occurred_at.cmp(&b.occurred_at)).then(a.id.cmp(&b.id)));
@@ -56,6 +67,7 @@ pub fn collapse(events: Vec<Event>, gap: Duration) -> Vec<Burst> {
         if let (Some(k), Some(last)) = (&key, out.last_mut())
             && current.as_ref() == Some(k)
             && event.occurred_at - last.last_at <= gap
+            && event.occurred_at - last.event.occurred_at <= max_burst_span()
         {
             last.count += 1;
             last.last_at = last.last_at.max(event.occurred_at);
@@ -119,6 +131,24 @@ mod tests {
         assert_eq!(bursts[0].event.id, Uuid::from_u128(1));
         // last = 9,999 * 10 ms = 99.99 s
         assert_eq!(bursts[0].last_at, at(0) + Duration::milliseconds(99_990));
+    }
+
+    #[test]
+    fn a_run_longer_than_a_day_is_cut_into_days() {
+        // One signal every 30 s for 36 h: one burst of the first 24 h, one of the rest.
+        let events: Vec<Event> = (0..4320).map(|i| ev(i as u128 + 1, 30 * i, "n07", 48)).collect();
+        let bursts = collapse(events, burst_gap());
+        let got: Vec<(u128, i32, i64)> = bursts
+            .iter()
+            .map(|b| {
+                (
+                    b.event.id.as_u128(),
+                    b.count,
+                    (b.last_at - b.event.occurred_at).num_seconds(),
+                )
+            })
+            .collect();
+        assert_eq!(got, [(1, 2881, 86_400), (2882, 1439, 43_140)]);
     }
 
     #[test]

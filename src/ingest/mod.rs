@@ -35,6 +35,10 @@ pub struct StoreOutcome {
     /// Accepted signals that repeated an identical one (same cluster, node, GPU, job, kind, code)
     /// within 60 s, in this request or already stored: they raise its `repeat_count`.
     pub folded: usize,
+    /// Signals older than the retention horizon (`FAULTLINE_SIGNAL_RETENTION_DAYS`): their month
+    /// was dropped, with its idempotency ledger, so they are not stored (nor counted as accepted).
+    #[serde(default)]
+    pub expired: usize,
 }
 
 /// The one write path for signals (`/v1/events`, `/v1/logs`, integrations): in one transaction,
@@ -54,10 +58,23 @@ pub async fn store_events(
     let received = events.len();
     let mut seen = HashSet::with_capacity(events.len());
     events.retain(|e| seen.insert(e.id));
+    // Partitions for the batch's months, before the transaction (creating one waits for no writer).
+    let mut months: Vec<_> = events.iter().map(|e| month_of(e.occurred_at)).collect();
+    months.sort();
+    months.dedup();
+    let horizon = storage::partitions::ensure_months(db, &months).await?;
+    let before = events.len();
+    if let Some(h) = horizon {
+        events.retain(|e| e.occurred_at >= h);
+    }
+    let expired = before - events.len();
     let mut tx = db.begin().await?;
     let catalog = crate::ingest::catalog::lock_shared(&mut tx, catalog_cache).await?;
-    let ids: Vec<uuid::Uuid> = events.iter().map(|e| e.id).collect();
-    let new_ids: HashSet<uuid::Uuid> = storage::events::claim_ids(&mut tx, &ids).await?.into_iter().collect();
+    let keys: Vec<(&str, chrono::DateTime<chrono::Utc>, uuid::Uuid)> = events
+        .iter()
+        .map(|e| (e.cluster.as_str(), e.occurred_at, e.id))
+        .collect();
+    let new_ids: HashSet<uuid::Uuid> = storage::events::claim_ids(&mut tx, &keys).await?.into_iter().collect();
     events.retain(|e| new_ids.contains(&e.id));
     let accepted = events.len();
     // Two batches extending the same burst must not both insert it: serialise per node.
@@ -69,7 +86,13 @@ pub async fn store_events(
     sources.dedup();
     locks::lock(&mut tx, LockSpace::BurstSources, &sources).await?;
     let bursts = crate::fold::burst::collapse(events, crate::fold::burst::burst_gap());
-    let targets = storage::events::extend_stored(&mut tx, &bursts, crate::fold::burst::burst_gap()).await?;
+    let targets = storage::events::extend_stored(
+        &mut tx,
+        &bursts,
+        crate::fold::burst::burst_gap(),
+        crate::fold::burst::max_burst_span(),
+    )
+    .await?;
     let fresh: Vec<&crate::fold::burst::Burst> = bursts
         .iter()
         .zip(&targets)
@@ -79,13 +102,23 @@ pub async fn store_events(
     let stored = storage::events::insert_bursts(&mut tx, &fresh).await?.len();
     refold::after_bursts(&mut tx, &catalog, window, &bursts).await?;
     tx.commit().await?;
-    batch::count_stored(route, accepted, received - accepted);
+    batch::count_stored(route, accepted, received - accepted - expired);
     Ok(StoreOutcome {
         accepted,
-        duplicates: received - accepted,
+        duplicates: received - accepted - expired,
         stored,
         folded: accepted - stored,
+        expired,
     })
+}
+
+/// The first instant of the UTC month of `t` (the partition it belongs to).
+fn month_of(t: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+    use chrono::{Datelike, TimeZone};
+    chrono::Utc
+        .with_ymd_and_hms(t.year(), t.month(), 1, 0, 0, 0)
+        .single()
+        .unwrap_or(t)
 }
 
 /// PostgreSQL text and jsonb cannot hold U+0000; a NUL from a sender must not turn a valid

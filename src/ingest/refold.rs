@@ -134,20 +134,26 @@ pub async fn refold(
     store::delete_in_ranges(conn, &clusters, &keys, &starts, &ends).await?;
     let jobs: Vec<Option<&str>> = touched.keys().map(|(_, k)| k.job()).collect();
     let nodes: Vec<Option<&str>> = touched.keys().map(|(_, k)| k.node()).collect();
-    let alone: Vec<Uuid> = touched.keys().filter_map(|(_, k)| k.alone()).collect();
-    let rows = store::signals_of_keys(conn, &clusters, &jobs, &nodes, &starts, &ends, &alone).await?;
+    let alone: Vec<Option<Uuid>> = touched.keys().map(|(_, k)| k.alone()).collect();
+    let rows = store::signals_of_keys(
+        conn,
+        &clusters,
+        &jobs,
+        &nodes,
+        &starts,
+        &ends,
+        &alone,
+        crate::fold::burst::max_burst_span(),
+    )
+    .await?;
     let mut grouped: BTreeMap<(String, CorrelationKey), Vec<Signal>> = BTreeMap::new();
     for row in rows {
         let key = (row.cluster.clone(), key_of(&row));
         grouped.entry(key).or_default().push(signal(row, catalog));
     }
-    let drafts: Vec<(String, CorrelationKey, FailureDraft)> = grouped
+    let drafts: Vec<Folded> = grouped
         .into_iter()
-        .flat_map(|((cluster, key), signals)| {
-            fold(&cluster, &key, signals, window)
-                .into_iter()
-                .map(move |d| (cluster.clone(), key.clone(), d))
-        })
+        .flat_map(|((cluster, key), signals)| fold_key(cluster, key, signals, window))
         .collect();
     for chunk in drafts.chunks(5_000) {
         store::insert(conn, columns(chunk), catalog.version).await?;
@@ -161,29 +167,30 @@ pub async fn refold(
 /// Rebuilds every failure from every signal with `catalog` (after a catalog change, in the same
 /// transaction, which holds the catalog row exclusively). Returns the number of failures.
 pub async fn rebuild_all(conn: &mut PgConnection, catalog: &Catalog, window: Duration) -> Result<usize, sqlx::Error> {
-    store::delete_all(conn).await?;
-    let mut pending: Vec<(String, CorrelationKey, FailureDraft)> = Vec::new();
+    // Failures that start before the retention horizon stay as they are (their early signals are
+    // gone), and so do their signals still stored.
+    store::delete_rebuildable(conn).await?;
+    let frozen: std::collections::HashSet<Uuid> = store::frozen_signal_ids(conn).await?.into_iter().collect();
+    let mut pending: Vec<Folded> = Vec::new();
     {
         let mut rows = store::all_signals(conn);
         let mut current: Option<(String, CorrelationKey)> = None;
         let mut batch: Vec<Signal> = Vec::new();
         while let Some(row) = rows.try_next().await? {
+            if frozen.contains(&row.id) {
+                continue;
+            }
             let this = (row.cluster.clone(), key_of(&row));
             if current.as_ref() != Some(&this) {
                 if let Some((c, k)) = current.take() {
-                    let drafts = fold(&c, &k, std::mem::take(&mut batch), window);
-                    pending.extend(drafts.into_iter().map(|d| (c.clone(), k.clone(), d)));
+                    pending.extend(fold_key(c, k, std::mem::take(&mut batch), window));
                 }
                 current = Some(this);
             }
             batch.push(signal(row, catalog));
         }
         if let Some((c, k)) = current.take() {
-            pending.extend(
-                fold(&c, &k, batch, window)
-                    .into_iter()
-                    .map(|d| (c.clone(), k.clone(), d)),
-            );
+            pending.extend(fold_key(c, k, batch, window));
         }
     }
     for chunk in pending.chunks(5_000) {
@@ -191,6 +198,35 @@ pub async fn rebuild_all(conn: &mut PgConnection, catalog: &Catalog, window: Dur
     }
     rollups::rebuild(conn).await?;
     Ok(pending.len())
+}
+
+/// A failure to store: its cluster, key, draft and its signals' (kind, code) column.
+type Folded = (String, CorrelationKey, FailureDraft, String);
+
+/// Folds one key's signals, keeping each signal's (kind, code) for its failure: the failure
+/// answers the signal-kind analysis after retention dropped the signal rows.
+fn fold_key(cluster: String, key: CorrelationKey, signals: Vec<Signal>, window: Duration) -> Vec<Folded> {
+    let kinds: std::collections::HashMap<Uuid, String> = signals
+        .iter()
+        .map(|s| {
+            (
+                s.id,
+                format!("{}\u{1f}{}", s.kind, s.code.map(|c| c.to_string()).unwrap_or_default()),
+            )
+        })
+        .collect();
+    fold(&cluster, &key, signals, window)
+        .into_iter()
+        .map(|d| {
+            let k = d
+                .signal_ids
+                .iter()
+                .filter_map(|id| kinds.get(id).map(String::as_str))
+                .collect::<Vec<_>>()
+                .join("\u{1e}");
+            (cluster.clone(), key.clone(), d, k)
+        })
+        .collect()
 }
 
 fn key_of(row: &SignalRow) -> CorrelationKey {
@@ -224,9 +260,10 @@ fn signal(row: SignalRow, catalog: &Catalog) -> Signal {
     }
 }
 
-fn columns(drafts: &[(String, CorrelationKey, FailureDraft)]) -> FailureColumns {
+fn columns(drafts: &[Folded]) -> FailureColumns {
     let mut c = FailureColumns::default();
-    for (cluster, key, d) in drafts {
+    for (cluster, key, d, kinds) in drafts {
+        c.signal_kinds.push(kinds.clone());
         c.id.push(d.id);
         c.cluster.push(cluster.clone());
         c.key.push(key.as_string());

@@ -4,19 +4,26 @@ use uuid::Uuid;
 
 use crate::domain::event::Burst;
 
-/// Claims signal ids in the idempotency ledger; returns the ids not seen before. Ids are
-/// inserted in sorted order so that overlapping concurrent batches lock them in the same order
-/// (no deadlock), and a concurrent retry of the same id waits for the first and then sees it.
-pub async fn claim_ids(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<Uuid>, sqlx::Error> {
-    if ids.is_empty() {
+/// Claims signal ids in the idempotency ledger by (cluster, id); returns the ids not seen
+/// before. Keys are inserted in sorted order so that overlapping concurrent batches lock them in
+/// the same order (no deadlock), and a concurrent retry of the same id waits for the first and
+/// then sees it. The signal's time is kept for retention, which deletes a dropped month's ids.
+pub async fn claim_ids(conn: &mut PgConnection, keys: &[(&str, DateTime<Utc>, Uuid)]) -> Result<Vec<Uuid>, sqlx::Error> {
+    if keys.is_empty() {
         return Ok(Vec::new());
     }
-    let mut sorted = ids.to_vec();
-    sorted.sort();
+    let mut sorted = keys.to_vec();
+    sorted.sort_by(|a, b| (a.0, a.2).cmp(&(b.0, b.2)));
+    let cluster: Vec<&str> = sorted.iter().map(|k| k.0).collect();
+    let id: Vec<Uuid> = sorted.iter().map(|k| k.2).collect();
+    let at: Vec<DateTime<Utc>> = sorted.iter().map(|k| k.1).collect();
     sqlx::query_scalar!(
-        "INSERT INTO event_ids (id) SELECT * FROM UNNEST($1::uuid[]) ORDER BY 1
-         ON CONFLICT (id) DO NOTHING RETURNING id",
-        &sorted,
+        "INSERT INTO event_ids (cluster, id, occurred_at)
+         SELECT * FROM UNNEST($1::text[], $2::uuid[], $3::timestamptz[]) ORDER BY 1, 2
+         ON CONFLICT (cluster, id) DO NOTHING RETURNING id",
+        &cluster as &[&str],
+        &id,
+        &at,
     )
     .fetch_all(&mut *conn)
     .await
@@ -25,11 +32,15 @@ pub async fn claim_ids(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<Uuid
 /// For each burst, the stored signal of the same identity whose span lies within `gap` of it,
 /// if any; those stored signals absorb the bursts (count added, span widened) in this one
 /// statement. Several bursts may extend the same stored signal: their counts are summed first.
-/// Returns, per burst, the id of the stored signal it was folded into.
+/// Returns, per burst, the id of the stored signal it was folded into. The stored row is found by
+/// (cluster, node, span end) within the partitions a span of at most `max_span` allows, and updated
+/// by its primary key (cluster, occurred_at, id). A stored signal whose span would grow beyond
+/// `max_span` is not extended: those bursts are stored as rows of their own.
 pub async fn extend_stored(
     conn: &mut PgConnection,
     bursts: &[Burst],
     gap: Duration,
+    max_span: Duration,
 ) -> Result<Vec<Option<Uuid>>, sqlx::Error> {
     let mut out = vec![None; bursts.len()];
     let candidates: Vec<(usize, &Burst)> = bursts
@@ -45,35 +56,38 @@ pub async fn extend_stored(
         c.push(*i as i32, b);
     }
     let gap_secs = gap.num_milliseconds() as f64 / 1000.0;
+    let span_secs = max_span.num_milliseconds() as f64 / 1000.0;
     let rows = sqlx::query!(
         "WITH t AS (
              SELECT * FROM UNNEST($1::int[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::bigint[],
                                   $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::int[])
                  AS t(idx, cluster, node, job_id, gpu_index, kind, code, symptom, rc_category, rc_component, first_at, last_at, cnt)
          ), matched AS (
-             SELECT t.idx, t.first_at, t.last_at, t.cnt,
-                    (SELECT e.id FROM events e
+             SELECT t.idx, t.cluster, t.first_at, t.last_at, t.cnt, s.id AS target, s.occurred_at AS target_at
+             FROM t CROSS JOIN LATERAL (SELECT e.id, e.occurred_at FROM events e
                       WHERE e.cluster = t.cluster AND e.node = t.node AND e.kind = t.kind
                         AND e.job_id IS NOT DISTINCT FROM t.job_id AND e.gpu_index IS NOT DISTINCT FROM t.gpu_index
                         AND e.code IS NOT DISTINCT FROM t.code AND e.symptom IS NOT DISTINCT FROM t.symptom
                         AND e.rc_category IS NOT DISTINCT FROM t.rc_category
                         AND e.rc_component IS NOT DISTINCT FROM t.rc_component
                         AND e.occurred_at <= t.last_at + make_interval(secs => $14)
+                        AND e.occurred_at >= t.first_at - make_interval(secs => $14 + $15)
                         AND COALESCE(e.last_occurred_at, e.occurred_at) >= t.first_at - make_interval(secs => $14)
-                      ORDER BY COALESCE(e.last_occurred_at, e.occurred_at), e.id LIMIT 1) AS target
-             FROM t
+                      ORDER BY COALESCE(e.last_occurred_at, e.occurred_at), e.id LIMIT 1) AS s
          ), agg AS (
-             SELECT target, sum(cnt)::int AS cnt, min(first_at) AS first_at, max(last_at) AS last_at
-             FROM matched WHERE target IS NOT NULL GROUP BY target
+             SELECT cluster, target_at, target, sum(cnt)::int AS cnt, min(first_at) AS first_at, max(last_at) AS last_at
+             FROM matched GROUP BY cluster, target_at, target
          ), updated AS (
              UPDATE events e
                 SET repeat_count = e.repeat_count + agg.cnt,
                     occurred_at = LEAST(e.occurred_at, agg.first_at),
                     last_occurred_at = GREATEST(COALESCE(e.last_occurred_at, e.occurred_at), agg.last_at)
-               FROM agg WHERE e.id = agg.target
+               FROM agg WHERE e.cluster = agg.cluster AND e.occurred_at = agg.target_at AND e.id = agg.target
+                 AND GREATEST(COALESCE(e.last_occurred_at, e.occurred_at), agg.last_at) - LEAST(e.occurred_at, agg.first_at)
+                     <= make_interval(secs => $15)
              RETURNING e.id
          )
-         SELECT idx AS \"idx!\", target AS \"target!\" FROM matched WHERE target IS NOT NULL",
+         SELECT idx AS \"idx!\", target AS \"target!\" FROM matched WHERE target IN (SELECT id FROM updated)",
         &c.idx,
         &c.cluster as &[&str],
         &c.node as &[Option<&str>],
@@ -88,6 +102,7 @@ pub async fn extend_stored(
         &c.last_at,
         &c.count,
         gap_secs,
+        span_secs,
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -133,7 +148,7 @@ impl<'a> BurstCols<'a> {
     }
 }
 
-/// Stores new bursts in one statement, in id order (overlapping batches lock ids in the same
+/// Stores new bursts in one statement, in key order (overlapping batches lock keys in the same
 /// order). Ids were claimed in the ledger first, so no conflict is expected; ON CONFLICT keeps a
 /// row written before the ledger existed from failing the batch. Returns the ids inserted.
 pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result<Vec<Uuid>, sqlx::Error> {
@@ -141,7 +156,9 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
         return Ok(Vec::new());
     }
     let mut bursts: Vec<&Burst> = bursts.to_vec();
-    bursts.sort_by_key(|b| b.event.id);
+    bursts.sort_by(|a, b| {
+        (&a.event.cluster, a.event.occurred_at, a.event.id).cmp(&(&b.event.cluster, b.event.occurred_at, b.event.id))
+    });
     let n = bursts.len();
     let mut id = Vec::with_capacity(n);
     let mut occurred_at = Vec::with_capacity(n);
@@ -190,7 +207,7 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
          SELECT * FROM UNNEST($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], $6::text[],
                               $7::text[], $8::text[], $9::int[], $10::text[], $11::bigint[], $12::text[],
                               $13::text[], $14::text[], $15::text[], $16::jsonb[], $17::int[], $18::timestamptz[])
-         ON CONFLICT (id) DO NOTHING
+         ON CONFLICT (cluster, occurred_at, id) DO NOTHING
          RETURNING id",
         &id,
         &occurred_at,

@@ -112,12 +112,26 @@ pub struct SignalRow {
     pub last_occurred_at: Option<DateTime<Utc>>,
 }
 
-pub async fn signals(db: &PgPool, ids: &[Uuid], limit: i64) -> Result<Vec<SignalRow>, sqlx::Error> {
+/// The stored signals of a failure: its cluster, ids and span (every member starts inside
+/// [first_at, last_at]), so the read is a primary-key range in the partitions of the span. Signals
+/// past retention are gone; the failure keeps their ids and (kind, code).
+pub async fn signals(
+    db: &PgPool,
+    cluster: &str,
+    first_at: DateTime<Utc>,
+    last_at: DateTime<Utc>,
+    ids: &[Uuid],
+    limit: i64,
+) -> Result<Vec<SignalRow>, sqlx::Error> {
     sqlx::query_as!(
         SignalRow,
         "SELECT id, occurred_at, node, gpu_index, job_id, kind, code, symptom, rc_category, rc_component, message, attributes,
                 repeat_count, last_occurred_at
-         FROM events WHERE id = ANY($1) ORDER BY occurred_at, id LIMIT $2",
+         FROM events WHERE cluster = $1 AND occurred_at BETWEEN $2 AND $3 AND id = ANY($4)
+         ORDER BY occurred_at, id LIMIT $5",
+        cluster,
+        first_at,
+        last_at,
         ids,
         limit,
     )

@@ -153,7 +153,8 @@ pub async fn root_signal_counts(
 }
 
 /// Per (kind, code) among the signals of the window's failures: the failures holding one, and the
-/// signals. Reads events by primary key only.
+/// signals. Reads the (kind, code) each failure keeps of its signals, so it needs no signal row and
+/// answers the same after retention dropped them.
 #[derive(Debug)]
 pub struct SignalKindCount {
     pub kind: String,
@@ -170,8 +171,9 @@ pub async fn signal_kind_counts(
 ) -> Result<Vec<SignalKindCount>, sqlx::Error> {
     sqlx::query_as!(
         SignalKindCount,
-        r#"SELECT e.kind, e.code, count(DISTINCT f.id) AS "failures!", count(*) AS "signals!"
-           FROM failures f CROSS JOIN LATERAL unnest(f.signal_ids) AS s(id) JOIN events e ON e.id = s.id
+        r#"SELECT split_part(s.k, E'\x1f', 1) AS "kind!", NULLIF(split_part(s.k, E'\x1f', 2), '')::bigint AS code,
+                  count(DISTINCT f.id) AS "failures!", count(*) AS "signals!"
+           FROM failures f CROSS JOIN LATERAL unnest(f.signal_kinds) AS s(k)
            WHERE f.first_at >= $1 AND f.first_at < $2 AND ($3::text IS NULL OR f.cluster = $3)
            GROUP BY 1, 2"#,
         from,
@@ -309,6 +311,9 @@ pub async fn with_recovery(
                               WHERE s.cluster = f.cluster AND s.hostname = f.root_node AND s.state = 'drained'
                                 AND s.at >= f.first_at AND s.at < f.first_at + make_interval(secs => $4))
                    OR EXISTS (SELECT 1 FROM events e
+                              WHERE e.kind = 'node_drain' AND e.occurred_at >= f.first_at AND e.occurred_at < f.first_at + make_interval(secs => $4)
+                                AND e.cluster = f.cluster AND e.node = f.root_node)
+                   OR EXISTS (SELECT 1 FROM events_archive e
                               WHERE e.kind = 'node_drain' AND e.occurred_at >= f.first_at AND e.occurred_at < f.first_at + make_interval(secs => $4)
                                 AND e.cluster = f.cluster AND e.node = f.root_node))) AS "drained!"
            FROM failures_effective f LEFT JOIN jobs j ON j.cluster = f.cluster AND j.job_id = f.job_id

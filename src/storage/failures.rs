@@ -67,6 +67,8 @@ pub struct FailureSpan {
 }
 
 /// Per key (cluster, key, probe start, probe end), the span of its failures overlapping the probe.
+/// Failures that start before the retention horizon are frozen (their early signals are gone), so
+/// they are neither widened into nor deleted by a re-fold.
 pub async fn failure_spans(
     conn: &mut PgConnection,
     clusters: &[&str],
@@ -79,6 +81,7 @@ pub async fn failure_spans(
         r#"SELECT k.idx AS "idx!", min(f.first_at) AS "first_at!", max(f.last_at) AS "last_at!"
          FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS k(cluster, key, s, e, idx)
          JOIN failures f ON f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
+         WHERE f.first_at >= (SELECT retained_from FROM signal_retention)
          GROUP BY k.idx"#,
         clusters as &[&str],
         keys,
@@ -89,7 +92,7 @@ pub async fn failure_spans(
     .await
 }
 
-/// Deletes the failures of each key overlapping its range.
+/// Deletes the failures of each key overlapping its range (frozen ones excepted).
 pub async fn delete_in_ranges(
     conn: &mut PgConnection,
     clusters: &[&str],
@@ -100,7 +103,8 @@ pub async fn delete_in_ranges(
     Ok(sqlx::query!(
         "DELETE FROM failures f
          USING UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS k(cluster, key, s, e)
-         WHERE f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e",
+         WHERE f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
+           AND f.first_at >= (SELECT retained_from FROM signal_retention)",
         clusters as &[&str],
         keys,
         starts,
@@ -113,8 +117,10 @@ pub async fn delete_in_ranges(
 
 /// All signals of the keys within their ranges, in one statement. A job key holds the signals
 /// naming the job and the node-only signals attributed to it (on its nodes, during its run); a
-/// node key the node-only signals attributed to no job; `alone` lists signals with neither.
-/// A burst belongs to a range when its span overlaps it.
+/// node key the node-only signals attributed to no job; a key with neither names one signal
+/// (`alone`, its id). A burst belongs to a range when its span overlaps it; a stored span is at
+/// most `max_span` (`fold::burst::max_burst_span`), which bounds each branch's start time, so only
+/// the partitions of the ranges are visited.
 #[allow(clippy::too_many_arguments)]
 pub async fn signals_of_keys(
     conn: &mut PgConnection,
@@ -123,17 +129,19 @@ pub async fn signals_of_keys(
     nodes: &[Option<&str>],
     starts: &[DateTime<Utc>],
     ends: &[DateTime<Utc>],
-    alone: &[Uuid],
+    alone: &[Option<Uuid>],
+    max_span: chrono::Duration,
 ) -> Result<Vec<SignalRow>, sqlx::Error> {
     sqlx::query_as!(
         SignalRow,
-        r#"WITH k AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[])
-                    AS k(cluster, job, node, s, e))
+        r#"WITH k AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::uuid[])
+                    AS k(cluster, job, node, s, e, alone))
          SELECT e.id AS "id!", e.occurred_at AS "occurred_at!", COALESCE(e.last_occurred_at, e.occurred_at) AS "last_at!",
                 e.cluster AS "cluster!", e.node, e.job_id, e.gpu_model, e.kind AS "kind!", e.code, e.symptom,
                 e.rc_category, e.rc_component, e.message, NULL::text AS "attributed_job?"
          FROM k JOIN events e ON e.cluster = k.cluster AND e.job_id = k.job AND e.occurred_at <= k.e
                               AND COALESCE(e.last_occurred_at, e.occurred_at) >= k.s
+                              AND e.occurred_at >= k.s - make_interval(secs => $7)
          WHERE k.job IS NOT NULL
          UNION ALL
          SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at), e.cluster, e.node,
@@ -144,6 +152,7 @@ pub async fn signals_of_keys(
              CROSS JOIN LATERAL (SELECT DISTINCT unnest(j.nodes)) AS jn(node)
              JOIN events e ON e.cluster = k.cluster AND e.job_id IS NULL AND e.node = jn.node
                  AND COALESCE(e.last_occurred_at, e.occurred_at) >= k.s AND e.occurred_at <= k.e
+                 AND e.occurred_at >= k.s - make_interval(secs => $7)
                  AND e.occurred_at BETWEEN j.started_at AND COALESCE(j.ended_at, 'infinity')
          WHERE k.job IS NOT NULL
            AND faultline_attributed_job(e.cluster, e.node, e.job_id, e.occurred_at) = k.job
@@ -153,19 +162,22 @@ pub async fn signals_of_keys(
                 NULL
          FROM k JOIN events e ON e.cluster = k.cluster AND e.job_id IS NULL AND e.node = k.node
                               AND e.occurred_at <= k.e AND COALESCE(e.last_occurred_at, e.occurred_at) >= k.s
+                              AND e.occurred_at >= k.s - make_interval(secs => $7)
          WHERE k.job IS NULL AND k.node IS NOT NULL
            AND faultline_attributed_job(e.cluster, e.node, e.job_id, e.occurred_at) IS NULL
          UNION ALL
          SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at), e.cluster, e.node,
                 e.job_id, e.gpu_model, e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
                 NULL
-         FROM events e WHERE e.id = ANY($6)"#,
+         FROM k JOIN events e ON e.cluster = k.cluster AND e.id = k.alone AND e.occurred_at BETWEEN k.s AND k.e
+         WHERE k.alone IS NOT NULL"#,
         clusters as &[&str],
         jobs as &[Option<&str>],
         nodes as &[Option<&str>],
         starts,
         ends,
-        alone,
+        alone as &[Option<Uuid>],
+        max_span.num_milliseconds() as f64 / 1000.0,
     )
     .fetch_all(&mut *conn)
     .await
@@ -190,11 +202,27 @@ pub fn all_signals(conn: &mut PgConnection) -> BoxStream<'_, Result<SignalRow, s
     .fetch(conn)
 }
 
-pub async fn delete_all(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
-    Ok(sqlx::query!("DELETE FROM failures",)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected())
+/// Deletes every failure a rebuild recomputes: all but the frozen ones (starting before the
+/// retention horizon, whose early signals are gone).
+pub async fn delete_rebuildable(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
+    Ok(
+        sqlx::query!("DELETE FROM failures WHERE first_at >= (SELECT retained_from FROM signal_retention)",)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected(),
+    )
+}
+
+/// The signals of frozen failures that are still stored (a failure that straddles the horizon):
+/// a rebuild leaves them to the frozen failure instead of folding them again.
+pub async fn frozen_signal_ids(conn: &mut PgConnection) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT s.id AS "id!" FROM failures f CROSS JOIN LATERAL unnest(f.signal_ids) AS s(id)
+           WHERE f.first_at < (SELECT retained_from FROM signal_retention)
+             AND f.last_at >= (SELECT retained_from FROM signal_retention)"#,
+    )
+    .fetch_all(&mut *conn)
+    .await
 }
 
 /// Failures as columns, one entry per failure, for one bulk insert.
@@ -210,6 +238,8 @@ pub struct FailureColumns {
     pub nodes: Vec<String>,
     /// Signal ids joined by commas (same reason).
     pub signals: Vec<String>,
+    /// Each signal's kind, U+001F and code ('' when none), joined by U+001E.
+    pub signal_kinds: Vec<String>,
     pub count: Vec<i32>,
     pub root: Vec<Uuid>,
     pub root_node: Vec<Option<String>>,
@@ -236,18 +266,20 @@ pub async fn insert(conn: &mut PgConnection, c: FailureColumns, catalog_version:
     sqlx::query!(
         "INSERT INTO failures (id, cluster, correlation_key, job_id, first_at, last_at, nodes, signal_ids, signal_count,
                                root_signal, root_node, root_kind, root_code, signal_generation, category, component,
-                               severity, transient, action, rule_id, explicit_cause, symptom, catalog_version, explanation)
+                               severity, transient, action, rule_id, explicit_cause, symptom, catalog_version, explanation,
+                               signal_kinds)
          SELECT id, cluster, key, job, first_at, last_at,
                 CASE WHEN nodes = '' THEN '{}'::text[] ELSE string_to_array(nodes, E'\\x1f') END,
                 string_to_array(signals, ',')::uuid[], cnt, root, root_node, root_kind, root_code, generation,
-                category, component, severity, transient, action, rule_id, explicit, symptom, $23, explanation
+                category, component, severity, transient, action, rule_id, explicit, symptom, $23, explanation,
+                string_to_array(kinds, E'\\x1e')
          FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[],
                      $8::text[], $9::int[], $10::uuid[], $11::text[], $12::text[], $13::bigint[], $14::text[],
                      $15::text[], $16::text[], $17::text[], $18::bool[], $19::text[], $20::text[], $21::bool[],
-                     $22::text[], $24::text[])
+                     $22::text[], $24::text[], $25::text[])
               AS t(id, cluster, key, job, first_at, last_at, nodes, signals, cnt, root, root_node, root_kind,
                    root_code, generation, category, component, severity, transient, action, rule_id, explicit, symptom,
-                   explanation)",
+                   explanation, kinds)",
         &c.id,
         &c.cluster,
         &c.key,
@@ -272,6 +304,7 @@ pub async fn insert(conn: &mut PgConnection, c: FailureColumns, catalog_version:
         &c.symptom as &[Option<&str>],
         catalog_version,
         &c.explanation,
+        &c.signal_kinds,
     )
     .execute(&mut *conn)
     .await?;

@@ -124,7 +124,7 @@ pub async fn save(
                                         resubmission_minutes, setup_minutes, recomputation_minutes, pm_category, pm_component,
                                         note, updated_by)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-         ON CONFLICT (failure_id) DO UPDATE SET
+         ON CONFLICT (cluster, failure_id) DO UPDATE SET
              resolved_at = EXCLUDED.resolved_at, resolution = EXCLUDED.resolution,
              detection_minutes = EXCLUDED.detection_minutes, resubmission_minutes = EXCLUDED.resubmission_minutes,
              setup_minutes = EXCLUDED.setup_minutes, recomputation_minutes = EXCLUDED.recomputation_minutes,
@@ -152,7 +152,8 @@ pub async fn save(
         .map(|c| (c.field.to_string(), serde_json::json!({"from": c.from, "to": c.to})))
         .collect();
     sqlx::query!(
-        "INSERT INTO failure_lifecycle_changes (failure_id, changed_by, changes) VALUES ($1, $2, $3)",
+        "INSERT INTO failure_lifecycle_changes (cluster, failure_id, changed_by, changes) VALUES ($1, $2, $3, $4)",
+        &f.cluster,
         lifecycle_id,
         by,
         serde_json::Value::Object(map),
@@ -250,8 +251,11 @@ pub async fn transitions(
              WHERE at < $2 AND ($3::text IS NULL OR cluster = $3) AND ($4::text IS NULL OR hostname = $4)
              UNION ALL
              SELECT cluster, node, CASE kind WHEN 'node_drain' THEN 'drained' ELSE 'returned' END, occurred_at, message, 'event'
-             FROM events
-             WHERE kind IN ('node_drain', 'node_resume') AND occurred_at < $2 AND node IS NOT NULL
+             FROM (SELECT cluster, node, kind, occurred_at, message FROM events WHERE kind IN ('node_drain', 'node_resume')
+                   UNION ALL
+                   SELECT cluster, node, kind, occurred_at, message FROM events_archive
+                   WHERE kind IN ('node_drain', 'node_resume')) AS e
+             WHERE occurred_at < $2 AND node IS NOT NULL
                AND ($3::text IS NULL OR cluster = $3) AND ($4::text IS NULL OR node = $4)
          ),
          before AS (

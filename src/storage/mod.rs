@@ -11,6 +11,7 @@ pub mod lexicon;
 pub mod lifecycle;
 pub mod locks;
 pub mod nodes;
+pub mod partitions;
 pub mod rollups;
 pub mod signal_stats;
 pub mod tokens;

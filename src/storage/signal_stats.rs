@@ -1,5 +1,6 @@
-//! Aggregates over the events table for the performance analytics (slowdowns, low utilisation),
-//! through the events (kind, occurred_at) index.
+//! Aggregates over signals for the performance analytics (slowdowns, low utilisation), through the
+//! (kind, occurred_at) indexes of `events` and of `events_archive`, which keeps these kinds past
+//! signal retention (so an old window answers the same after its partition is dropped).
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -26,7 +27,7 @@ pub async fn slowdowns(
 ) -> Result<Vec<SlowdownRow>, sqlx::Error> {
     sqlx::query_as!(
         SlowdownRow,
-        r#"SELECT e.cluster, e.node AS "node!", e.job_id, e.occurred_at AS at,
+        r#"SELECT e.cluster AS "cluster!", e.node AS "node!", e.job_id, e.occurred_at AS "at!",
                   CASE WHEN jsonb_typeof(e.attributes->'step_time_ratio') = 'number'
                        THEN (e.attributes->>'step_time_ratio')::float8 END AS step_time_ratio,
                   CASE WHEN jsonb_typeof(e.attributes->'throughput_ratio') = 'number'
@@ -34,10 +35,12 @@ pub async fn slowdowns(
                   CASE WHEN jsonb_typeof(e.attributes->'duration_seconds') = 'number'
                        THEN (e.attributes->>'duration_seconds')::float8 END AS duration_seconds,
                   COALESCE(j.gpus, e.job_gpus, n.gpu_count)::bigint AS gpus
-           FROM events e
+           FROM (SELECT cluster, node, job_id, occurred_at, attributes, job_gpus FROM events WHERE kind = 'slowdown'
+                 UNION ALL
+                 SELECT cluster, node, job_id, occurred_at, attributes, job_gpus FROM events_archive WHERE kind = 'slowdown') e
            LEFT JOIN jobs j ON j.cluster = e.cluster AND j.job_id = e.job_id
            LEFT JOIN nodes n ON n.cluster = e.cluster AND n.hostname = e.node
-           WHERE e.kind = 'slowdown' AND e.occurred_at >= $1 AND e.occurred_at < $2 AND e.node IS NOT NULL
+           WHERE e.occurred_at >= $1 AND e.occurred_at < $2 AND e.node IS NOT NULL
              AND ($3::text IS NULL OR e.cluster = $3)"#,
         from,
         to,
@@ -66,8 +69,10 @@ pub async fn low_utilization(
         r#"SELECT lower(attributes->>'cause') AS cause, count(*) AS "incidents!",
                   sum(CASE WHEN jsonb_typeof(attributes->'duration_seconds') = 'number'
                            THEN (attributes->>'duration_seconds')::float8 END) / 3600.0 AS hours
-           FROM events
-           WHERE kind = 'low_utilization' AND occurred_at >= $1 AND occurred_at < $2 AND ($3::text IS NULL OR cluster = $3)
+           FROM (SELECT cluster, occurred_at, attributes FROM events WHERE kind = 'low_utilization'
+                 UNION ALL
+                 SELECT cluster, occurred_at, attributes FROM events_archive WHERE kind = 'low_utilization') e
+           WHERE occurred_at >= $1 AND occurred_at < $2 AND ($3::text IS NULL OR cluster = $3)
            GROUP BY 1"#,
         from,
         to,

@@ -200,6 +200,7 @@ pub async fn spawn_app_on(server_url: &str, limits: Limits, edge: EdgeSettings) 
         limits,
         correlation_window: Duration::from_secs(600),
         edge,
+        retention: Default::default(),
     };
     let app = startup::Application::build(config, db.clone(), "127.0.0.1:0".parse().unwrap())
         .await

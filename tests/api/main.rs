@@ -25,3 +25,4 @@ mod reporting;
 mod rollups;
 mod shutdown;
 mod simulation;
+mod storage;

@@ -68,6 +68,7 @@ async fn scenario(primary_url: String, standby_url: String) {
         limits: Limits::default(),
         correlation_window: Duration::from_secs(600),
         edge,
+        retention: Default::default(),
     };
     let app = Application::build_with_replica(
         config,

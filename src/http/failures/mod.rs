@@ -237,7 +237,9 @@ pub async fn get_failure(
     let mut conn = ctx.db.acquire().await?;
     let catalog = crate::ingest::catalog::lock_shared(&mut conn, &ctx.catalog).await?;
     drop(conn);
-    let signals = storage::failure_queries::signals(&ctx.db, &row.signal_ids, 1000).await?;
+    let signals =
+        storage::failure_queries::signals(&ctx.db, &row.cluster, row.first_at, row.last_at, &row.signal_ids, 1000)
+            .await?;
     let truncated = row.signal_ids.len() > signals.len();
     let signals = signals
         .into_iter()
