@@ -1,7 +1,6 @@
 //! `GET /v1/analytics/stragglers`.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -9,7 +8,7 @@ use utoipa::IntoParams;
 use super::{WindowQuery, bad};
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, respond, s};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::stragglers::{self as queries, StragglerParams, StragglersResponse};
@@ -29,7 +28,7 @@ pub struct StragglerQuery {
 ///
 /// CSV: one row per episode.
 #[utoipa::path(
-    get, path = "/v1/analytics/stragglers", tag = "analytics", params(WindowQuery, StragglerQuery),
+    get, path = "/v1/analytics/stragglers", tag = "analytics", params(WindowQuery, StragglerQuery, FormatQuery),
     responses(
         (status = 200, description = "Straggler episodes per node, the share of nodes that straggle and the GPU-hours wasted. CSV: one row per episode.",
          content((StragglersResponse = "application/json"), (String = "text/csv"))),
@@ -42,7 +41,7 @@ pub struct StragglerQuery {
 pub async fn stragglers(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(wq): AppQuery<WindowQuery>,
     AppQuery(sq): AppQuery<StragglerQuery>,
 ) -> ApiResult<Response> {
@@ -63,7 +62,7 @@ pub async fn stragglers(
         gap_minutes: gap,
     };
     let body = queries::stragglers(&ctx.db, &wq.window()?, &params).await?;
-    Ok(respond(&headers, "stragglers", body, |b| {
+    Ok(respond(format, "stragglers", body, |b| {
         let mut csv = Csv::new(&[
             "cluster",
             "node",

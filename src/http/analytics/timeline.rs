@@ -1,7 +1,6 @@
 //! `GET /v1/analytics/timeline`.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::Duration;
 use serde::Deserialize;
@@ -11,7 +10,7 @@ use super::{WindowQuery, bad};
 use crate::analytics::cost::Period;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, respond, s};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::timeline::{self as queries, TimelineResponse};
@@ -27,7 +26,7 @@ pub struct TimelineQuery {
 ///
 /// CSV: one row per period.
 #[utoipa::path(
-    get, path = "/v1/analytics/timeline", tag = "analytics", params(WindowQuery, TimelineQuery),
+    get, path = "/v1/analytics/timeline", tag = "analytics", params(WindowQuery, TimelineQuery, FormatQuery),
     responses(
         (status = 200, description = "Failures per period and category, empty periods included. CSV: one row per period.",
          content((TimelineResponse = "application/json"), (String = "text/csv"))),
@@ -40,7 +39,7 @@ pub struct TimelineQuery {
 pub async fn timeline(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(wq): AppQuery<WindowQuery>,
     AppQuery(tq): AppQuery<TimelineQuery>,
 ) -> ApiResult<Response> {
@@ -56,7 +55,7 @@ pub async fn timeline(
         return Err(bad("a daily timeline covers at most 10 years; use period=week"));
     }
     let body = queries::timeline(&ctx.db, &w, period).await?;
-    Ok(respond(&headers, "timeline", body, |b| {
+    Ok(respond(format, "timeline", body, |b| {
         let mut csv = Csv::new(&["period", "hardware", "platform", "user", "unknown", "total"]);
         for p in &b.points {
             csv.row([
