@@ -86,6 +86,7 @@ pub struct PostMortemInput {
 /// `PATCH /v1/failures/{id}`: merge-patch semantics, an absent field is left as it is, `null` clears it.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(min_properties = 1)]
 pub struct LifecyclePatch {
     /// When the job was training again (RFC 3339).
     #[serde(default, deserialize_with = "present")]
@@ -102,7 +103,7 @@ pub struct LifecyclePatch {
     #[schema(value_type = Option<PostMortemInput>)]
     pub root_cause: Option<Option<PostMortemInput>>,
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, max_length = 4096)]
     pub note: Option<Option<String>>,
 }
 

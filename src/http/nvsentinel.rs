@@ -30,6 +30,7 @@ pub fn router() -> Router<ApiContext> {
 #[into_params(parameter_in = Query)]
 pub struct HealthEventsQuery {
     /// Cluster the events belong to (NVSentinel records do not carry one).
+    #[param(value_type = crate::domain::event::Text)]
     pub cluster: String,
 }
 

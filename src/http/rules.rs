@@ -77,7 +77,7 @@ pub struct RuleInput {
     pub severity: Severity,
     pub transient: bool,
     pub secondary: bool,
-    /// none, restart_job, reset_gpu, reboot_node, drain_node, contact_support, fix_user_code, fix_config, check_hardware, investigate.
+    #[schema(value_type = crate::classify::Action)]
     pub action: String,
     pub description: String,
     pub source: String,

@@ -24,9 +24,11 @@ pub fn router() -> Router<ApiContext> {
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateToken {
+    #[schema(value_type = crate::domain::event::Text)]
     pub name: String,
     pub role: Role,
     /// Restrict writes to this cluster (agents). Absent: all clusters.
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub cluster: Option<String>,
 }
 

@@ -17,6 +17,7 @@ use crate::queries::concentration::{self as queries, ConcentrationResponse};
 #[into_params(parameter_in = Query)]
 pub struct ConcentrationQuery {
     /// Repeat offenders: nodes with at least k failures in the window (default 3).
+    #[param(minimum = 1, example = 3)]
     pub k: Option<u64>,
 }
 

@@ -18,6 +18,7 @@ use crate::queries::errors::{self as queries, TopErrorsResponse};
 #[into_params(parameter_in = Query)]
 pub struct TopErrorsQuery {
     /// Rows per view (default 20, 1 to 1000).
+    #[param(minimum = 1, maximum = 1000, example = 20)]
     pub limit: Option<usize>,
 }
 

@@ -17,7 +17,18 @@ use crate::queries::headline::{self as queries, FailureMixResponse, MtbfResponse
 #[into_params(parameter_in = Query)]
 pub struct MixQuery {
     /// gpu_generation (default), gpu_model or cluster.
-    pub by: Option<String>,
+    pub by: Option<MixBy>,
+}
+
+/// What the failure mix groups by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MixBy {
+    #[serde(alias = "generation")]
+    GpuGeneration,
+    #[serde(alias = "model")]
+    GpuModel,
+    Cluster,
 }
 
 /// Failure mix by GPU generation, GPU model or cluster, normalised per 1,000 GPU-days.
@@ -38,15 +49,10 @@ pub async fn failure_mix(
     AppQuery(mq): AppQuery<MixQuery>,
 ) -> ApiResult<Json<FailureMixResponse>> {
     caller.require(Permission::Query)?;
-    let key = match mq.by.as_deref().unwrap_or("gpu_generation") {
-        "gpu_generation" | "generation" => MixKey::Generation,
-        "gpu_model" | "model" => MixKey::Model,
-        "cluster" => MixKey::Cluster,
-        other => {
-            return Err(bad(format!(
-                "by '{other}' is not one of gpu_generation, gpu_model, cluster"
-            )));
-        }
+    let key = match mq.by.unwrap_or(MixBy::GpuGeneration) {
+        MixBy::GpuGeneration => MixKey::Generation,
+        MixBy::GpuModel => MixKey::Model,
+        MixBy::Cluster => MixKey::Cluster,
     };
     Ok(Json(queries::failure_mix(&ctx.db, &wq.window()?, key).await?))
 }

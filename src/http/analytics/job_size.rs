@@ -17,6 +17,7 @@ use crate::queries::job_size::{self as queries, JobSizeResponse};
 #[into_params(parameter_in = Query)]
 pub struct JobSizeQuery {
     /// The fraction of largest jobs (by GPUs) whose failure rate is reported (default 0.05).
+    #[param(exclusive_minimum = 0, maximum = 1, example = 0.05)]
     pub largest_fraction: Option<f64>,
 }
 

@@ -20,8 +20,10 @@ use crate::queries::recovery::{self as queries, RecoveryResponse};
 pub struct RecoveryQuery {
     /// A failure without a recorded resolution counts as drained when its root node was drained within
     /// this many hours of its first signal (default 24).
+    #[param(minimum = 0, maximum = 8760, example = 24)]
     pub drain_horizon_hours: Option<f64>,
     /// How many jobs to list, worst ETTR first (default 100, at most 10,000).
+    #[param(minimum = 0, maximum = 10000, example = 100)]
     pub jobs_limit: Option<usize>,
 }
 

@@ -17,10 +17,13 @@ use crate::queries::stragglers::{self as queries, StragglerParams, StragglersRes
 #[into_params(parameter_in = Query)]
 pub struct StragglerQuery {
     /// Slowdown ratio from which a node straggles (default 1.1: 10% slower than the job median).
+    #[param(minimum = 1, example = 1.1)]
     pub min_ratio: Option<f64>,
     /// Minutes a signal covers when it sends no duration_seconds (default 10).
+    #[param(exclusive_minimum = 0, maximum = 1440, example = 10)]
     pub sample_minutes: Option<f64>,
     /// Signals of a node closer than this many minutes form one episode (default 30).
+    #[param(minimum = 0, maximum = 10080, example = 30)]
     pub gap_minutes: Option<f64>,
 }
 

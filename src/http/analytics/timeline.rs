@@ -18,8 +18,16 @@ use crate::queries::timeline::{self as queries, TimelineResponse};
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct TimelineQuery {
-    /// day (default) or week (ISO weeks, from Monday).
-    pub period: Option<String>,
+    /// day (default) or week (ISO weeks, from Monday). A daily timeline covers at most 3,660 days.
+    pub period: Option<TimelinePeriod>,
+}
+
+/// The bucket of a timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TimelinePeriod {
+    Day,
+    Week,
 }
 
 /// Failures per day or week by root-cause category.
@@ -44,11 +52,9 @@ pub async fn timeline(
     AppQuery(tq): AppQuery<TimelineQuery>,
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
-    let name = tq.period.unwrap_or_else(|| "day".into());
-    let period = match name.as_str() {
-        "day" => Period::Day,
-        "week" => Period::Week,
-        other => return Err(bad(format!("period '{other}' is not one of day, week"))),
+    let period = match tq.period.unwrap_or(TimelinePeriod::Day) {
+        TimelinePeriod::Day => Period::Day,
+        TimelinePeriod::Week => Period::Week,
     };
     let w = wq.window()?;
     if period == Period::Day && w.to - w.from > Duration::days(3660) {

@@ -171,7 +171,7 @@ pub struct LifecycleChange {
     /// Name of the token that made the change.
     pub changed_by: String,
     /// Per field: `{"from": old, "to": new}`.
-    #[schema(value_type = Object)]
+    #[schema(value_type = HashMap<String, serde_json::Value>)]
     pub changes: serde_json::Value,
 }
 

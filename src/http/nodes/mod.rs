@@ -27,7 +27,8 @@ pub fn router() -> Router<ApiContext> {
 
 #[derive(Deserialize, ToSchema)]
 pub struct NodeBatch {
-    #[schema(value_type = Vec<NodeInput>)]
+    /// 1 to `FAULTLINE_MAX_BATCH_ITEMS` (10,000 by default) nodes.
+    #[schema(value_type = Vec<NodeInput>, min_items = 1, max_items = 10000)]
     pub nodes: Vec<serde_json::Value>,
 }
 

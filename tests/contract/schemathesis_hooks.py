@@ -1,0 +1,113 @@
+"""Schemathesis hooks for tests/api/contract.rs.
+
+They teach the generator what JSON Schema cannot say about the Faultline API, so that a case
+schemathesis calls "valid" is one the server must accept:
+
+- windows: `from` must not be after `to` (each defaulting as the server does: `to` = now,
+  `from` = `to` - 30 days), and no window is longer than 3,660 days;
+- `cursor` is an opaque token the server issued on an earlier page, never a made-up string;
+- a root cause's component belongs to its category (the taxonomy comes from the Rust domain
+  through FAULTLINE_TAXONOMY);
+- NDJSON bodies are sent one JSON value per line.
+
+Each of these is also documented on the operations (400 / 422 descriptions).
+"""
+
+import json
+import os
+from datetime import datetime, timedelta, timezone
+
+import schemathesis
+
+TAXONOMY = json.loads(os.environ.get("FAULTLINE_TAXONOMY", "{}"))
+MAX_WINDOW = timedelta(days=3660)
+
+
+def _ts(value):
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else None
+
+
+class NotATimestamp(Exception):
+    """A negative case: the server refuses it whatever the window."""
+
+
+def _get(query, name, default):
+    raw = query.get(name)
+    if raw in (None, ""):
+        return default
+    t = _ts(raw)
+    if t is None:
+        raise NotATimestamp
+    return t
+
+
+def _span_ok(frm, to):
+    return frm <= to and to - frm <= MAX_WINDOW
+
+
+def _windows_ok(query):
+    """The server's defaults: `to` = now, `from` = `to` - 30 days; for compare, B like that and
+    A the window of the same length just before B."""
+    now = datetime.now(timezone.utc)
+    try:
+        if any(k in query for k in ("a_from", "a_to", "b_from", "b_to")):
+            b_to = _get(query, "b_to", now)
+            b_from = _get(query, "b_from", b_to - timedelta(days=30))
+            a_to = _get(query, "a_to", b_from)
+            a_from = _get(query, "a_from", a_to - (b_to - b_from) if b_from <= b_to else a_to)
+            return _span_ok(b_from, b_to) and _span_ok(a_from, a_to)
+        to = _get(query, "to", now)
+        frm = _get(query, "from", to - timedelta(days=30))
+        return _span_ok(frm, to)
+    except (NotATimestamp, OverflowError):
+        return True
+
+
+def _jobs_ok(body):
+    """A running job has no end; any other state needs an end not before its start."""
+    jobs = body.get("jobs") if isinstance(body, dict) else None
+    for job in jobs if isinstance(jobs, list) else []:
+        if not isinstance(job, dict) or "state" not in job:
+            continue
+        end, start = job.get("end"), _ts(job.get("start"))
+        if job["state"] == "running":
+            if end is not None:
+                return False
+        elif end is None or (start and _ts(end) and _ts(end) < start):
+            return False
+    return True
+
+
+def _root_causes_ok(value):
+    if isinstance(value, list):
+        return all(_root_causes_ok(v) for v in value)
+    if not isinstance(value, dict):
+        return True
+    category, component = value.get("category"), value.get("component")
+    if isinstance(category, str) and isinstance(component, str) and TAXONOMY.get(component) not in (None, category):
+        return False
+    return all(_root_causes_ok(v) for v in value.values())
+
+
+@schemathesis.hook
+def filter_case(ctx, case):
+    query = case.query or {}
+    if "cursor" in query:
+        return False
+    if not _windows_ok(query):
+        return False
+    if isinstance(case.body, (dict, list)):
+        return _root_causes_ok(case.body) and _jobs_ok(case.body)
+    return True
+
+
+@schemathesis.serializer("application/x-ndjson")
+def ndjson(ctx, value):
+    items = value if isinstance(value, list) else [value]
+    return "".join(json.dumps(v) + "\n" for v in items).encode()
