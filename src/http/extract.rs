@@ -119,8 +119,7 @@ fn documented_query_params() -> &'static std::collections::HashMap<(String, Stri
     static TABLE: std::sync::OnceLock<std::collections::HashMap<(String, String), Vec<String>>> =
         std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
-        let doc = serde_json::to_value(<crate::http::openapi::ApiDoc as utoipa::OpenApi>::openapi())
-            .expect("the OpenAPI document serialises");
+        let doc = crate::http::openapi::document();
         let mut table = std::collections::HashMap::new();
         for (path, item) in doc["paths"].as_object().into_iter().flatten() {
             for (method, op) in item.as_object().into_iter().flatten() {

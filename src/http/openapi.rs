@@ -73,6 +73,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         crate::http::analytics::headline::MixBy,
         crate::domain::event::Text,
         crate::classify::Action,
+        crate::http::report::ReportFormatName,
         crate::domain::event::OptionalText,
     )),
     modifiers(&BearerAuth, &OpenRoutes),
@@ -129,11 +130,48 @@ impl Modify for OpenRoutes {
     }
 }
 
+/// The document as served at /openapi.json and committed in api/openapi.json: the generated one,
+/// plus what utoipa cannot say about query strings (see [`query_contract`]).
+pub fn document() -> serde_json::Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
+    query_contract(&mut doc);
+    doc
+}
+
+/// What `AppQuery` does to every query string, stated on every operation that takes one: an empty
+/// value (`?cluster=`, as HTML forms send them) means the parameter is absent (`allowEmptyValue`),
+/// and a malformed or undocumented parameter is a 400.
+fn query_contract(doc: &mut serde_json::Value) {
+    for item in doc["paths"].as_object_mut().into_iter().flat_map(|p| p.values_mut()) {
+        for op in item.as_object_mut().into_iter().flat_map(|i| i.values_mut()) {
+            let mut has_query = false;
+            for p in op["parameters"].as_array_mut().into_iter().flatten() {
+                if p["in"] == "query" {
+                    has_query = true;
+                    if p["required"] != true {
+                        p["allowEmptyValue"] = true.into();
+                    }
+                }
+            }
+            if let Some(responses) = op["responses"].as_object_mut()
+                && has_query
+                && !responses.contains_key("400")
+            {
+                responses.insert(
+                    "400".into(),
+                    serde_json::json!({
+                        "description": "A query parameter is malformed, out of its documented range, or not one this operation takes",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+                    }),
+                );
+            }
+        }
+    }
+}
+
 /// The document as committed in api/openapi.json (pretty, trailing newline).
 pub fn openapi_json() -> String {
-    let mut s = ApiDoc::openapi()
-        .to_pretty_json()
-        .expect("the OpenAPI document serialises");
+    let mut s = serde_json::to_string_pretty(&document()).expect("the OpenAPI document serialises");
     s.push('\n');
     s
 }

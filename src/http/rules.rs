@@ -97,6 +97,7 @@ pub struct CatalogChange {
     params(("rule_id" = String, Path, description = "Rule id, e.g. xid-79")),
     responses(
         (status = 200, description = "Rule stored; failures re-classified with the new catalog version", body = CatalogChange),
+        (status = 409, description = "The rule is already stored exactly so: nothing to change", body = ErrorBody),
         (status = 400, description = "Malformed JSON or a component outside its category, or an unknown action", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Only admins change the catalog", body = ErrorBody),

@@ -90,6 +90,7 @@ async fn schemathesis_finds_no_failure() {
             .env("PYTHONPATH", format!("{REPO}/tests/contract"))
             .env("FAULTLINE_TAXONOMY", taxonomy_json())
             .current_dir(&report)
+            .args(["--config-file", &format!("{REPO}/tests/contract/schemathesis.toml")])
             .arg("run")
             .arg(app.url("/openapi.json"))
             .args(["--url", &app.address])

@@ -8,6 +8,8 @@ schemathesis calls "valid" is one the server must accept:
 - `cursor` is an opaque token the server issued on an earlier page, never a made-up string;
 - a root cause's component belongs to its category (the taxonomy comes from the Rust domain
   through FAULTLINE_TAXONOMY);
+- component and fault lexicon terms name a component, the other kinds none;
+- an integral float (36.0) is sent as the integer it is;
 - NDJSON bodies are sent one JSON value per line.
 
 Each of these is also documented on the operations (400 / 422 descriptions).
@@ -95,6 +97,32 @@ def _root_causes_ok(value):
     return all(_root_causes_ok(v) for v in value.values())
 
 
+def _terms_ok(body):
+    """component and fault terms need a component of their category; the others name none."""
+    if not isinstance(body, dict) or "weight" not in body or not isinstance(body.get("kind"), str):
+        return True
+    component = body.get("component")
+    if body["kind"] in ("component", "fault"):
+        return isinstance(component, str) and component != "unknown"
+    return component in (None, "unknown")
+
+
+def _integral_floats_as_ints(value):
+    """36.0 is an integer to JSON Schema, not to serde: senders write integers as integers."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, list):
+        return [_integral_floats_as_ints(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _integral_floats_as_ints(v) for k, v in value.items()}
+    return value
+
+
+@schemathesis.hook
+def map_body(ctx, body):
+    return _integral_floats_as_ints(body)
+
+
 @schemathesis.hook
 def filter_case(ctx, case):
     query = case.query or {}
@@ -103,7 +131,7 @@ def filter_case(ctx, case):
     if not _windows_ok(query):
         return False
     if isinstance(case.body, (dict, list)):
-        return _root_causes_ok(case.body) and _jobs_ok(case.body)
+        return _root_causes_ok(case.body) and _jobs_ok(case.body) and _terms_ok(case.body)
     return True
 
 
