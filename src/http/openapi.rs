@@ -145,7 +145,8 @@ fn query_contract(doc: &mut serde_json::Value) {
     for item in doc["paths"].as_object_mut().into_iter().flat_map(|p| p.values_mut()) {
         for op in item.as_object_mut().into_iter().flat_map(|i| i.values_mut()) {
             let mut has_query = false;
-            for p in op["parameters"].as_array_mut().into_iter().flatten() {
+            let parameters = op.get_mut("parameters").and_then(|p| p.as_array_mut());
+            for p in parameters.into_iter().flatten() {
                 if p["in"] == "query" {
                     has_query = true;
                     if p["required"] != true {
@@ -153,7 +154,7 @@ fn query_contract(doc: &mut serde_json::Value) {
                     }
                 }
             }
-            if let Some(responses) = op["responses"].as_object_mut()
+            if let Some(responses) = op.get_mut("responses").and_then(|r| r.as_object_mut())
                 && has_query
                 && !responses.contains_key("400")
             {

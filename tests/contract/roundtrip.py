@@ -5,6 +5,7 @@ fields. Environment: FAULTLINE_URL, FAULTLINE_ADMIN_TOKEN; the client package on
 
 import os
 import uuid
+from datetime import datetime, timezone
 
 from faultline_client import AuthenticatedClient
 from faultline_client.api.analytics import failure_mix, mtbf, root_causes
@@ -31,7 +32,7 @@ admin = AuthenticatedClient(base_url=BASE, token=os.environ["FAULTLINE_ADMIN_TOK
 
 def token(role):
     created = create_token.sync(client=admin, body=CreateToken(name=f"{role}-roundtrip", role=role))
-    assert created.info.role == role, created
+    assert created.role == role and created.name == f"{role}-roundtrip", created
     assert created.token
     return AuthenticatedClient(base_url=BASE, token=created.token, raise_on_unexpected_status=True)
 
@@ -40,18 +41,25 @@ agent = token(Role.AGENT)
 reader = token(Role.READER)
 
 nodes = [
-    NodeInput(hostname=f"rt{i:03}", cluster="rt", gpu_model="NVIDIA H100 80GB HBM3", gpu_count=8, group="su1")
+    NodeInput(
+        hostname=f"rt{i:03}",
+        cluster="rt",
+        gpu_model="NVIDIA H100 80GB HBM3",
+        gpu_count=8,
+        group="su1",
+        in_service_since=datetime(2026, 10, 1, tzinfo=timezone.utc),
+    )
     for i in range(4)
 ]
 written = upsert_nodes.sync(client=agent, body=NodeBatch(nodes=nodes))
-assert written.accepted == 4, written
+assert (written.received, written.upserted) == (4, 4), written
 listed = list_nodes.sync(client=reader, cluster="rt")
 assert sorted(n.hostname for n in listed.nodes) == ["rt000", "rt001", "rt002", "rt003"], listed
 
 events = [
     EventInput(
         id=uuid.UUID(int=i + 1),
-        occurred_at=f"2026-11-0{2 + i}T10:00:00Z",
+        occurred_at=datetime(2026, 11, 2 + i, 10, tzinfo=timezone.utc),
         cluster="rt",
         node=f"rt00{i}",
         kind="xid",
@@ -66,7 +74,11 @@ assert (ingested.received, ingested.accepted, ingested.duplicates) == (3, 3, 0),
 again = ingest_events.sync(client=agent, body=EventBatch(events=events))
 assert (again.accepted, again.duplicates) == (0, 3), again
 
-window = {"from_": "2026-11-01T00:00:00Z", "to": "2026-11-08T00:00:00Z", "cluster": "rt"}
+window = {
+    "from_": datetime(2026, 11, 1, tzinfo=timezone.utc),
+    "to": datetime(2026, 11, 8, tzinfo=timezone.utc),
+    "cluster": "rt",
+}
 failures = list_failures.sync(client=reader, **window)
 assert len(failures.failures) == 3, failures
 first = failures.failures[0]

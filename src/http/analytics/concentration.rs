@@ -17,7 +17,7 @@ use crate::queries::concentration::{self as queries, ConcentrationResponse};
 #[into_params(parameter_in = Query)]
 pub struct ConcentrationQuery {
     /// Repeat offenders: nodes with at least k failures in the window (default 3).
-    #[param(minimum = 1, example = 3)]
+    #[param(minimum = 1, maximum = 1000000, example = 3)]
     pub k: Option<u64>,
 }
 
@@ -44,8 +44,8 @@ pub async fn node_concentration(
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
     let k = cq_.k.unwrap_or(3);
-    if k == 0 {
-        return Err(bad("k must be at least 1"));
+    if !(1..=1_000_000).contains(&k) {
+        return Err(bad("k must be between 1 and 1,000,000"));
     }
     let (body, ranked) = queries::node_concentration(&ctx.db, &wq.window()?, k).await?;
     Ok(respond(format, "node-concentration", body, |_| {

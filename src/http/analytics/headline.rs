@@ -64,7 +64,7 @@ pub struct MtbfQuery {
     #[param(minimum = 1, maximum = 1000000)]
     pub group_size: Option<u32>,
     /// Also project the MTBF of a job spanning this many GPUs.
-    #[param(minimum = 1)]
+    #[param(minimum = 1, maximum = 1000000)]
     pub job_gpus: Option<u64>,
 }
 
@@ -90,8 +90,8 @@ pub async fn mtbf(
     if !(1..=1_000_000).contains(&group_size) {
         return Err(bad("group_size must be between 1 and 1,000,000"));
     }
-    if mq.job_gpus == Some(0) {
-        return Err(bad("job_gpus must be positive"));
+    if mq.job_gpus.is_some_and(|n| !(1..=1_000_000).contains(&n)) {
+        return Err(bad("job_gpus must be between 1 and 1,000,000"));
     }
     Ok(Json(
         queries::mtbf(&ctx.db, &wq.window()?, group_size, mq.job_gpus).await?,

@@ -109,6 +109,7 @@ pub struct NodeView {
     pub hostname: String,
     pub gpu_model: String,
     /// Derived from gpu_model.
+    #[schema(value_type = crate::domain::gpu::GpuGeneration)]
     pub gpu_generation: String,
     pub gpu_count: i32,
     pub group: Option<String>,
