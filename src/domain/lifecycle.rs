@@ -49,6 +49,16 @@ pub struct Lifecycle {
 }
 
 /// Distinguishes an absent field (leave unchanged) from `null` (clear it).
+/// An object or null, never serde's sequence form of a struct (`[1, 2]` is not a patch).
+fn object_only<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RecoveryPatch>, D::Error> {
+    match Option::<serde_json::Map<String, serde_json::Value>>::deserialize(d)? {
+        None => Ok(None),
+        Some(m) => serde_json::from_value(serde_json::Value::Object(m))
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
+}
+
 fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
 }
@@ -96,6 +106,7 @@ pub struct LifecyclePatch {
     #[schema(value_type = Option<Resolution>)]
     pub resolution: Option<Option<Resolution>>,
     /// Recovery phase durations in minutes; downtime = their sum (Unicron's GPT-3 example: 30 + 9 + 14 + 15 = 68).
+    #[serde(default, deserialize_with = "object_only")]
     pub recovery_minutes: Option<RecoveryPatch>,
     /// The root cause found by the post-mortem. It overrides the automatic root cause in the analytics
     /// and is kept beside it: the automatic classification and its evidence are never changed.

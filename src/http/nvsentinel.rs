@@ -48,11 +48,9 @@ pub struct HealthEvents {
 /// node is required; the mapping reads `checkName`, `componentClass`, `isHealthy`, `isFatal`,
 /// `errorCode`, `entitiesImpacted`, `message` and `generatedTimestamp` when present.
 #[derive(ToSchema)]
-#[allow(dead_code)]
-#[schema(as = HealthEvent)]
+#[allow(dead_code, non_snake_case)] // protojson's key
 pub struct HealthEvent {
     #[schema(value_type = crate::domain::event::Text)]
-    #[allow(non_snake_case)]
     pub nodeName: String,
 }
 

@@ -82,7 +82,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         (name = "inventory", description = "The fleet: nodes, GPU models and generations, 128-GPU groups"),
         (name = "classification", description = "The rule catalog and the free-text lexicon that give signals a root cause, and a dry run of both"),
         (name = "failures", description = "Signals folded into failures (interruptions) with a root cause"),
-        (name = "analytics", description = "Failure mix by GPU generation, MTBF per 128-GPU group, root-cause ratios; what failures cost: recovery and ETTR, top errors, node concentration, job size, stragglers, efficiency, timeline and published baselines (JSON, or CSV with `Accept: text/csv`)"),
+        (name = "analytics", description = "Failure mix by GPU generation, MTBF per 128-GPU group, root-cause ratios; what failures cost: recovery and ETTR, top errors, node concentration, job size, stragglers, efficiency, timeline and published baselines (JSON, or CSV with `format=csv` or `Accept: text/csv`)"),
         (name = "reports", description = "The reliability report: HTML with charts, or Markdown tables"),
         (name = "tokens", description = "API tokens and roles (admin)"),
         (name = "operations", description = "Health, readiness and metrics (no token needed)"),

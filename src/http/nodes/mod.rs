@@ -92,6 +92,7 @@ pub async fn upsert_nodes(
 pub struct NodeQuery {
     pub cluster: Option<String>,
     /// kepler, maxwell, pascal, volta, turing, ampere, ada, hopper, blackwell or unknown.
+    #[param(value_type = Option<crate::domain::gpu::GpuGeneration>)]
     pub generation: Option<String>,
     pub group: Option<String>,
     pub rack: Option<String>,
