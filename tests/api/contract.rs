@@ -105,6 +105,7 @@ async fn schemathesis_finds_no_failure() {
             .args(["--generation-allow-x00", "false"]),
     )
     .await;
+    let _ = std::fs::remove_dir_all(&report);
     eprintln!("{}", out.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"));
 }
 
@@ -149,9 +150,11 @@ async fn generated_python_client_round_trips() {
             .arg(format!("{REPO}/tests/contract/roundtrip.py")),
     )
     .await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A fresh directory under the system temp dir (removed again when a later run reuses the name).
+/// A fresh directory under the system temp dir (a passing test removes it; a failing one leaves
+/// it for a look).
 fn tempdir(what: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("faultline-contract-{what}-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -126,9 +126,12 @@ pub async fn patch_failure(
     State(ctx): State<ApiContext>,
     caller: Caller,
     AppPath(id): AppPath<String>,
-    AppJson(p): AppJson<LifecyclePatch>,
+    AppJson(raw): AppJson<serde_json::Map<String, serde_json::Value>>,
 ) -> ApiResult<Json<LifecycleView>> {
     caller.require(Permission::Ingest)?;
+    // Through a JSON object: serde would also read a struct from an array (`[null, null]`).
+    let p: LifecyclePatch = serde_path_to_error::deserialize(serde_json::Value::Object(raw))
+        .map_err(|e| ApiError::bad_request("invalid_json", format!("at `{}`: {}", e.path(), e.inner())))?;
     let id = parse_id(&id)?;
     if p.is_empty() {
         return Err(ApiError::bad_request(
