@@ -166,6 +166,8 @@ mod tests {
             header::ACCEPT,
             HeaderValue::from_static("application/json, Text/CSV; q=0.9"),
         );
+        assert!(!wants_csv(&h), "JSON is preferred at q=1");
+        h.insert(header::ACCEPT, HeaderValue::from_static("Text/CSV"));
         assert!(wants_csv(&h));
         h.insert(header::ACCEPT, HeaderValue::from_static("text/csvx"));
         assert!(!wants_csv(&h));

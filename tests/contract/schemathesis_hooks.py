@@ -11,7 +11,7 @@ schemathesis calls "valid" is one the server must accept:
 - component and fault lexicon terms name a component, the other kinds none;
 - a lifecycle patch changes at least one field;
 - signals at most 24 h ahead, timestamps never empty strings;
-- NVSentinel events name a check or component, log records a cluster;
+- NVSentinel events name a check or component; log bodies are not empty and name a cluster;
 - an integral float (36.0) is sent as the integer it is;
 - NDJSON bodies are sent one JSON value per line.
 
@@ -169,6 +169,8 @@ def _ingest_ok(case, body):
             if isinstance(e, dict) and not (e.get("checkName") or e.get("componentClass")):
                 return False
     if path == "/v1/logs":
+        if body is None or (isinstance(body, (str, bytes)) and not body.strip()):
+            return False  # an empty body is a 400, as documented
         query = case.query or {}
         records = body if isinstance(body, list) else [body]
         if not query.get("cluster"):
