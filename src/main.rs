@@ -57,7 +57,7 @@ struct SimulateArgs {
     #[arg(long, default_value_t = 256)]
     nodes: u32,
     /// First instant, RFC 3339 (default: `days` days before now).
-    #[arg(long)]
+    #[arg(long, value_parser = faultline::domain::window::parse_rfc3339)]
     start: Option<chrono::DateTime<chrono::Utc>>,
     /// Events per request.
     #[arg(long, default_value_t = 5000)]
@@ -73,10 +73,10 @@ struct ReportArgs {
     #[arg(long, env = "FAULTLINE_TOKEN")]
     token: String,
     /// Start of the window, RFC 3339 (default: 30 days before `to`).
-    #[arg(long)]
+    #[arg(long, value_parser = faultline::domain::window::parse_rfc3339)]
     from: Option<chrono::DateTime<chrono::Utc>>,
     /// End of the window (exclusive), RFC 3339 (default: now).
-    #[arg(long)]
+    #[arg(long, value_parser = faultline::domain::window::parse_rfc3339)]
     to: Option<chrono::DateTime<chrono::Utc>>,
     /// Restrict to one cluster.
     #[arg(long)]

@@ -315,6 +315,7 @@ pub fn project_job(fleet: &FleetMtbf, job_gpus: u64) -> JobProjection {
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
 pub struct CategoryShare {
+    #[schema(value_type = crate::domain::taxonomy::Category)]
     pub category: String,
     pub failures: u64,
     /// Fraction of all failures.

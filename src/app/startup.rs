@@ -17,12 +17,10 @@ use tokio::sync::Semaphore;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::decompression::RequestDecompressionLayer;
 use tower_http::trace::TraceLayer;
-use utoipa::OpenApi;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::app::configuration::AppConfig;
 use crate::http::error::ApiError;
-use crate::http::openapi::ApiDoc;
 use crate::http::{self, ApiContext, extract::json_errors};
 
 /// The app bound to its listener, ready to serve.
@@ -115,7 +113,7 @@ fn build_router(ctx: ApiContext) -> Router {
         .merge(api)
         .merge(http::health::router())
         .merge(http::dashboard::router())
-        .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))
+        .merge(SwaggerUi::new("/docs").external_url_unchecked("/openapi.json", crate::http::openapi::document()))
         .fallback(not_found)
         .layer(middleware::map_response(json_errors))
         .layer(middleware::from_fn(track_requests))

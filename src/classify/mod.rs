@@ -59,6 +59,20 @@ impl Severity {
     }
 }
 
+/// The schema of a rule's `action`: the closed set [`ACTIONS`].
+pub struct Action;
+
+impl utoipa::PartialSchema for Action {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(ACTIONS.iter().copied()))
+            .description(Some("Recommended action, following NVIDIA's resolution buckets where they exist"))
+            .into()
+    }
+}
+impl utoipa::ToSchema for Action {}
+
 /// Recommended action, following NVIDIA's resolution buckets where they exist.
 pub const ACTIONS: &[&str] = &[
     "none",
@@ -90,6 +104,7 @@ pub struct Rule {
     pub transient: bool,
     /// Usually follows another error; not a root cause by itself.
     pub secondary: bool,
+    #[schema(value_type = Action)]
     pub action: String,
     pub description: String,
     /// Where the rule's facts come from.

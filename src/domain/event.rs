@@ -21,30 +21,38 @@ pub struct EventInput {
     /// When it happened, RFC 3339 with an offset (e.g. `2026-11-02T10:15:00Z`).
     #[schema(value_type = String, format = DateTime, example = "2026-11-02T10:15:00Z")]
     pub occurred_at: String,
+    #[schema(value_type = Text)]
     pub cluster: String,
     /// Hostname as registered in the inventory.
+    #[schema(value_type = Option<OptionalText>)]
     pub node: Option<String>,
+    #[schema(minimum = 0, maximum = 1023)]
     pub gpu_index: Option<i32>,
+    #[schema(value_type = Option<OptionalText>)]
     pub gpu_uuid: Option<String>,
     /// GPU model as the agent reads it (e.g. "NVIDIA H100 80GB HBM3").
+    #[schema(value_type = Option<OptionalText>)]
     pub gpu_model: Option<String>,
+    #[schema(value_type = Option<OptionalText>)]
     pub job_id: Option<String>,
     /// Number of GPUs of the job.
+    #[schema(minimum = 1)]
     pub job_gpus: Option<i32>,
     /// What was observed. Well-known: xid, sxid, ecc, row_remap, nvlink, nccl_timeout, nccl_error,
     /// cuda_error, gpu_oom, host_oom, link_flap, link_down, node_unreachable, kernel_panic, power,
     /// fan, thermal, storage_error, scheduler_error, submission_error, gsp_error, inforom,
     /// health_check, job_exit, slowdown, low_utilization. Other kinds are accepted and stored.
-    #[schema(example = "xid")]
+    #[schema(example = "xid", pattern = "^[ \\t\\n\\r]*[A-Za-z0-9_.-]{1,64}[ \\t\\n\\r]*$")]
     pub kind: String,
     /// Numeric code, e.g. the XID number. For `ecc`: 1 = correctable (single-bit), 2 = uncorrectable.
     pub code: Option<i64>,
     pub symptom: Option<Symptom>,
     /// Root cause when the sender already knows it; it always wins over the classification catalog.
     pub root_cause: Option<RootCauseInput>,
+    #[schema(max_length = 16384)]
     pub message: Option<String>,
     /// Free-form facts (an object).
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<HashMap<String, serde_json::Value>>)]
     pub attributes: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
@@ -141,10 +149,10 @@ pub fn validate_event(input: EventInput, now: DateTime<Utc>) -> Result<Event, Fi
         }
     };
     let message = match input.message {
-        Some(m) if m.len() > MAX_MESSAGE_LEN => {
+        Some(m) if m.chars().count() > MAX_MESSAGE_LEN => {
             return Err(FieldError::new(
                 "message",
-                format!("longer than {MAX_MESSAGE_LEN} bytes"),
+                format!("longer than {MAX_MESSAGE_LEN} characters"),
             ));
         }
         m => m,
@@ -186,18 +194,69 @@ fn parse_kind(raw: &str) -> Result<String, FieldError> {
     Ok(kind)
 }
 
+/// A name, hostname, cluster, job id...: 1 to 256 characters (counted before trimming, as the
+/// schema's `maxLength` counts them), not only white space, no control characters; stored trimmed.
 pub fn required_text(field: &str, value: String) -> Result<String, FieldError> {
     let v = value.trim();
     if v.is_empty() {
         return Err(FieldError::new(field, "must not be empty"));
     }
-    if v.len() > MAX_TEXT_LEN || v.chars().any(char::is_control) {
+    if value.chars().count() > MAX_TEXT_LEN || v.chars().any(char::is_control) {
         return Err(FieldError::new(
             field,
-            format!("must be at most {MAX_TEXT_LEN} bytes of printable text"),
+            format!("must be at most {MAX_TEXT_LEN} characters of printable text"),
         ));
     }
     Ok(v.to_string())
+}
+
+/// `required_text` as a JSON Schema pattern: something other than white space, and no control
+/// character (Unicode Cc: U+0000-U+001F, U+007F-U+009F) anywhere.
+pub const TEXT_PATTERN: &str = r"^[^\u0000-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u001F\u007F-\u009F]*$";
+/// `optional_text` as a pattern: blank (taken as absent) or [`TEXT_PATTERN`].
+pub const OPTIONAL_TEXT_PATTERN: &str = r"^(?:\s*|[^\u0000-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u001F\u007F-\u009F]*)$";
+
+/// The schema of a [`required_text`] field (names, hostnames, clusters, job ids).
+pub struct Text;
+
+impl utoipa::PartialSchema for Text {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        text_schema(
+            1,
+            TEXT_PATTERN,
+            "1 to 256 characters, not only white space, no control characters (stored trimmed)",
+        )
+    }
+}
+impl ToSchema for Text {}
+
+/// The schema of an [`optional_text`] field: blank means absent.
+pub struct OptionalText;
+
+impl utoipa::PartialSchema for OptionalText {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        text_schema(
+            0,
+            OPTIONAL_TEXT_PATTERN,
+            "At most 256 characters, no control characters; blank (or null) means absent",
+        )
+    }
+}
+impl ToSchema for OptionalText {}
+
+fn text_schema(
+    min_length: usize,
+    pattern: &str,
+    description: &str,
+) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length((min_length > 0).then_some(min_length))
+        .max_length(Some(MAX_TEXT_LEN))
+        .pattern(Some(pattern))
+        .description(Some(description))
+        .into()
 }
 
 pub fn optional_text(field: &str, value: Option<String>) -> Result<Option<String>, FieldError> {

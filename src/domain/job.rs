@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::event::{FieldError, required_text};
+use super::event::{Text, FieldError, required_text};
 
 /// Final (or current) state of a job as the scheduler reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -32,12 +32,16 @@ impl JobState {
 #[serde(deny_unknown_fields)]
 pub struct JobInput {
     /// The scheduler's job id (the `job_id` signals carry), unique within the cluster.
+    #[schema(value_type = Text)]
     pub id: String,
+    #[schema(value_type = Text)]
     pub cluster: String,
     /// GPUs allocated to the job.
+    #[schema(minimum = 1, maximum = 1000000)]
     pub gpus: i32,
     /// Hostnames allocated to the job.
     #[serde(default)]
+    #[schema(value_type = Vec<Text>, max_items = 100000)]
     pub nodes: Vec<String>,
     /// When the job started running (not when it was queued: ETTR counts available wall-clock time).
     pub start: DateTime<Utc>,

@@ -49,6 +49,16 @@ pub struct Lifecycle {
 }
 
 /// Distinguishes an absent field (leave unchanged) from `null` (clear it).
+/// An object or null, never serde's sequence form of a struct (`[1, 2]` is not a patch).
+fn object_only<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RecoveryPatch>, D::Error> {
+    match Option::<serde_json::Map<String, serde_json::Value>>::deserialize(d)? {
+        None => Ok(None),
+        Some(m) => serde_json::from_value(serde_json::Value::Object(m))
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
+}
+
 fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
 }
@@ -86,6 +96,7 @@ pub struct PostMortemInput {
 /// `PATCH /v1/failures/{id}`: merge-patch semantics, an absent field is left as it is, `null` clears it.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(min_properties = 1)]
 pub struct LifecyclePatch {
     /// When the job was training again (RFC 3339).
     #[serde(default, deserialize_with = "present")]
@@ -95,6 +106,7 @@ pub struct LifecyclePatch {
     #[schema(value_type = Option<Resolution>)]
     pub resolution: Option<Option<Resolution>>,
     /// Recovery phase durations in minutes; downtime = their sum (Unicron's GPT-3 example: 30 + 9 + 14 + 15 = 68).
+    #[serde(default, deserialize_with = "object_only")]
     pub recovery_minutes: Option<RecoveryPatch>,
     /// The root cause found by the post-mortem. It overrides the automatic root cause in the analytics
     /// and is kept beside it: the automatic classification and its evidence are never changed.
@@ -102,7 +114,7 @@ pub struct LifecyclePatch {
     #[schema(value_type = Option<PostMortemInput>)]
     pub root_cause: Option<Option<PostMortemInput>>,
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, max_length = 4096)]
     pub note: Option<Option<String>>,
 }
 

@@ -4,21 +4,27 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::event::{FieldError, optional_text, required_text};
+use super::event::{FieldError, OptionalText, Text, optional_text, required_text};
 use super::gpu::{GpuGeneration, generation_of};
 
 /// A node as the inventory sender writes it.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 pub struct NodeInput {
     /// Unique within its cluster.
+    #[schema(value_type = Text)]
     pub hostname: String,
+    #[schema(value_type = Text)]
     pub cluster: String,
     /// GPU model name as the vendor tools print it, e.g. "NVIDIA H100 80GB HBM3", "A100-SXM4-80GB".
+    #[schema(value_type = Text)]
     pub gpu_model: String,
+    #[schema(minimum = 0, maximum = 1024)]
     pub gpu_count: i32,
     /// The 128-GPU unit the node belongs to (scalable unit, allocation block). Unlabelled nodes are
     /// packed into groups in hostname order by the MTBF analysis.
+    #[schema(value_type = Option<OptionalText>)]
     pub group: Option<String>,
+    #[schema(value_type = Option<OptionalText>)]
     pub rack: Option<String>,
     /// Start of service. Absent: kept from an earlier registration, else the first registration time.
     pub in_service_since: Option<DateTime<Utc>>,

@@ -78,9 +78,47 @@ impl Window {
     }
 }
 
+/// An example of the timestamp format every API parameter and CLI flag takes.
+pub const RFC3339_EXAMPLE: &str = "2026-11-02T10:15:00Z";
+
+/// Parses an RFC 3339 timestamp (with an offset); the error names the format and gives an example.
+pub fn parse_rfc3339(s: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(s.trim())
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| time_error(s, &e.to_string()))
+}
+
+/// The message for a timestamp that did not parse: what was given, why, and what is expected.
+pub fn time_error(input: &str, cause: &str) -> String {
+    format!("'{input}' is not an RFC 3339 timestamp ({cause}); expected a date, time and offset, e.g. {RFC3339_EXAMPLE}")
+}
+
+/// Whether a deserialisation error message is chrono's for a timestamp that did not parse.
+pub fn is_time_parse_error(message: &str) -> bool {
+    const CHRONO: [&str; 7] = [
+        "input is out of range",
+        "no possible date and time matching input",
+        "input is not enough for unique date and time",
+        "input contains invalid characters",
+        "premature end of input",
+        "trailing input",
+        "bad or unsupported format string",
+    ];
+    CHRONO.iter().any(|m| message.starts_with(m))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_errors_name_the_format_and_give_an_example() {
+        let e = parse_rfc3339("2026-11-02").unwrap_err();
+        assert!(e.contains("RFC 3339") && e.contains(RFC3339_EXAMPLE) && e.contains("'2026-11-02'"), "{e}");
+        let chrono_message = "2026-11-02".parse::<DateTime<Utc>>().unwrap_err().to_string();
+        assert!(is_time_parse_error(&chrono_message), "{chrono_message}");
+        assert_eq!(parse_rfc3339(" 2026-11-02T10:15:00+01:00").unwrap(), t("2026-11-02T09:15:00Z"));
+    }
 
     fn t(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()

@@ -29,7 +29,8 @@ pub struct ClassifyItem {
     /// The free text (empty, binary-looking or non-Latin text classifies as unknown; text beyond
     /// 4 KiB is not scored).
     pub message: String,
-    /// Signal kind (default `health_check`); any string, known or not.
+    /// Signal kind (default `health_check`); any string, known or not, but not blank.
+    #[schema(min_length = 1, pattern = "\\S")]
     pub kind: Option<String>,
     /// Xid / SXid / ECC code, when the signal has one.
     pub code: Option<i64>,
@@ -55,7 +56,7 @@ pub struct ClassifyResult {
     pub category: Category,
     pub component: Component,
     pub severity: Severity,
-    /// none, restart_job, reset_gpu, reboot_node, drain_node, contact_support, fix_user_code, fix_config, check_hardware, investigate.
+    #[schema(value_type = crate::classify::Action)]
     pub action: String,
     /// Usually follows another error; not a root cause by itself.
     pub secondary: bool,

@@ -1,4 +1,5 @@
-//! CSV responses: an RFC 4180 writer and the choice between JSON and CSV (`Accept: text/csv`).
+//! CSV responses: an RFC 4180 writer and the choice between JSON and CSV (`?format=csv`, or
+//! `Accept: text/csv` preferred by q-value).
 
 use std::fmt::Display;
 
@@ -52,26 +53,84 @@ pub fn o<T: Display>(v: Option<T>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
 
-/// Whether the client asked for CSV: a `text/csv` media range in Accept.
+/// The representations a CSV-capable route answers in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Json,
+    Csv,
+}
+
+/// The `format` query parameter of every route that can answer CSV. It wins over `Accept`.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct FormatQuery {
+    /// `json` (default) or `csv`. Without it the `Accept` header decides (q-values honoured):
+    /// `text/csv` preferred over `application/json` gives CSV.
+    pub format: Option<Format>,
+}
+
+/// The representation the client asked for: `?format=`, else `Accept` negotiation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Negotiated(pub Format);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Negotiated {
+    type Rejection = crate::http::error::ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            if key == "format" && !value.is_empty() {
+                return match value.to_ascii_lowercase().as_str() {
+                    "json" => Ok(Negotiated(Format::Json)),
+                    "csv" => Ok(Negotiated(Format::Csv)),
+                    _ => Err(crate::http::error::ApiError::bad_request(
+                        "invalid_query",
+                        format!("query parameter `format`: '{value}' is not one of json, csv"),
+                    )),
+                };
+            }
+        }
+        Ok(Negotiated(if wants_csv(&parts.headers) { Format::Csv } else { Format::Json }))
+    }
+}
+
+/// Whether `Accept` prefers `text/csv` to JSON: the highest q-value wins, JSON on a tie (and
+/// when neither is named); `q=0` refuses a type.
 pub fn wants_csv(headers: &HeaderMap) -> bool {
-    headers
+    let mut csv_q: Option<f32> = None;
+    let mut json_q: Option<f32> = None;
+    for range in headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|range| {
-            range
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .eq_ignore_ascii_case("text/csv")
-        })
+    {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| {
+                let (k, v) = p.split_once('=')?;
+                k.trim().eq_ignore_ascii_case("q").then(|| v.trim().parse::<f32>().ok())?
+            })
+            .next()
+            .unwrap_or(1.0);
+        let slot = match media.as_str() {
+            "text/csv" => &mut csv_q,
+            "application/json" => &mut json_q,
+            _ => continue,
+        };
+        *slot = Some(slot.map_or(q, |old: f32| old.max(q)));
+    }
+    match csv_q {
+        Some(c) if c > 0.0 => json_q.is_none_or(|j| c > j),
+        _ => false,
+    }
 }
 
 /// JSON, or CSV rendered by `csv` when the client asked for it (`name` becomes the file name).
-pub fn respond<T: Serialize>(headers: &HeaderMap, name: &str, body: T, csv: impl FnOnce(&T) -> String) -> Response {
-    if !wants_csv(headers) {
+pub fn respond<T: Serialize>(format: Negotiated, name: &str, body: T, csv: impl FnOnce(&T) -> String) -> Response {
+    if format.0 != Format::Csv {
         return Json(body).into_response();
     }
     let mut r = csv(&body).into_response();
@@ -107,8 +166,19 @@ mod tests {
             header::ACCEPT,
             HeaderValue::from_static("application/json, Text/CSV; q=0.9"),
         );
+        assert!(!wants_csv(&h), "JSON is preferred at q=1");
+        h.insert(header::ACCEPT, HeaderValue::from_static("Text/CSV"));
         assert!(wants_csv(&h));
         h.insert(header::ACCEPT, HeaderValue::from_static("text/csvx"));
+        assert!(!wants_csv(&h));
+        // q-values decide; JSON wins a tie.
+        h.insert(header::ACCEPT, HeaderValue::from_static("text/csv;q=0.5, application/json"));
+        assert!(!wants_csv(&h));
+        h.insert(header::ACCEPT, HeaderValue::from_static("text/csv, application/json;q=0.9"));
+        assert!(wants_csv(&h));
+        h.insert(header::ACCEPT, HeaderValue::from_static("text/csv, application/json"));
+        assert!(!wants_csv(&h));
+        h.insert(header::ACCEPT, HeaderValue::from_static("text/csv;q=0"));
         assert!(!wants_csv(&h));
     }
 }

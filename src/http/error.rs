@@ -14,9 +14,45 @@ pub struct ErrorBody {
     pub message: String,
     /// Structured detail when there is some (e.g. the rejected items of a batch).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<ErrorDetails>)]
     pub details: Option<serde_json::Value>,
 }
+
+/// The schema of `ErrorBody.details`: the rejected items of a batch whose every item was invalid
+/// (422), or the index and field of an invalid item of a dry run; other keys may follow.
+pub struct ErrorDetails;
+
+impl utoipa::PartialSchema for ErrorDetails {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AdditionalProperties, ArrayBuilder, ObjectBuilder, Type};
+        use utoipa::openapi::Ref;
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .description(Some("Structured detail of an error"))
+            .property(
+                "rejected",
+                ArrayBuilder::new()
+                    .items(Ref::from_schema_name("RejectedItem"))
+                    .description(Some("Why each item of the batch was refused")),
+            )
+            .property(
+                "index",
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0))
+                    .description(Some("Position of the offending item")),
+            )
+            .property(
+                "field",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .description(Some("The offending field of that item")),
+            )
+            .additional_properties(Some(AdditionalProperties::<utoipa::openapi::schema::Schema>::FreeForm(true)))
+            .into()
+    }
+}
+impl ToSchema for ErrorDetails {}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {

@@ -24,7 +24,8 @@ pub fn router() -> Router<ApiContext> {
 /// A JSON batch. NDJSON bodies carry the same items, one per line.
 #[derive(Deserialize, ToSchema)]
 pub struct EventBatch {
-    #[schema(value_type = Vec<EventInput>)]
+    /// 1 to `FAULTLINE_MAX_BATCH_ITEMS` (10,000 by default) events.
+    #[schema(value_type = Vec<EventInput>, min_items = 1, max_items = 10000)]
     pub events: Vec<serde_json::Value>,
 }
 

@@ -36,47 +36,105 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
         let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
+            let mut message = inner.to_string();
+            if crate::domain::window::is_time_parse_error(&message) {
+                message = format!(
+                    "{message}; expected an RFC 3339 timestamp, e.g. {}",
+                    crate::domain::window::RFC3339_EXAMPLE
+                );
+            }
             ApiError::bad_request(
                 "invalid_json",
-                format!(
-                    "at `{path}` (line {}, column {}): {inner}",
-                    inner.line(),
-                    inner.column()
-                ),
+                format!("at `{path}` (line {}, column {}): {message}", inner.line(), inner.column()),
             )
         })?;
         Ok(AppJson(value))
     }
 }
 
-/// Query-string extractor with JSON rejections.
+/// Query-string extractor with JSON rejections. A parameter the operation does not document
+/// (in the OpenAPI document, which is generated from the same handlers) is refused with a 400
+/// naming it, so a misspelt `?limt=5` never silently falls back to a default.
 pub struct AppQuery<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let raw = parts.uri.query().unwrap_or_default();
         // Postgres text cannot hold NUL: refuse it here, naming the parameter, rather than as a
         // 500 from the database.
-        for (key, value) in form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()) {
+        for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
             if key.contains('\0') || value.contains('\0') {
                 return Err(nul_error("query parameter", &key));
             }
         }
+        if let Some(matched) = parts.extensions.get::<axum::extract::MatchedPath>()
+            && let Some(known) = documented_query_params().get(&(parts.method.as_str().to_ascii_lowercase(), matched.as_str().to_string()))
+        {
+            let mut unknown: Vec<String> = Vec::new();
+            for (key, _) in form_urlencoded::parse(raw.as_bytes()) {
+                if !known.iter().any(|k| *k == key) && !unknown.iter().any(|u| *u == key) {
+                    unknown.push(key.into_owned());
+                }
+            }
+            if !unknown.is_empty() {
+                let names = |v: &[String]| v.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+                return Err(ApiError::bad_request(
+                    "unknown_query_parameter",
+                    format!(
+                        "unknown query parameter{} {}; this operation takes {}",
+                        if unknown.len() > 1 { "s" } else { "" },
+                        names(&unknown),
+                        if known.is_empty() { "none".to_string() } else { names(known) }
+                    ),
+                ));
+            }
+        }
         // An empty value (`?cluster=&by=`, as HTML forms send them) means the parameter is absent.
         let query: String = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(
-                form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).filter(|(_, v)| !v.is_empty()),
-            )
+            .extend_pairs(form_urlencoded::parse(raw.as_bytes()).filter(|(_, v)| !v.is_empty()))
             .finish();
         let de = serde_urlencoded_deserializer(&query);
         serde_path_to_error::deserialize(de).map(AppQuery).map_err(|e| {
-            ApiError::bad_request(
-                "invalid_query",
-                format!("query parameter `{}`: {}", e.path(), e.inner()),
-            )
+            let name = e.path().to_string();
+            let inner = e.inner().to_string();
+            let message = if crate::domain::window::is_time_parse_error(&inner) {
+                let given = form_urlencoded::parse(raw.as_bytes())
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default();
+                crate::domain::window::time_error(&given, &inner)
+            } else {
+                inner
+            };
+            ApiError::bad_request("invalid_query", format!("query parameter `{name}`: {message}"))
         })
     }
+}
+
+/// The query parameters each operation documents, by (lower-case method, path template): read
+/// once from the generated OpenAPI document, so what is documented is what is accepted.
+fn documented_query_params() -> &'static std::collections::HashMap<(String, String), Vec<String>> {
+    static TABLE: std::sync::OnceLock<std::collections::HashMap<(String, String), Vec<String>>> =
+        std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let doc = crate::http::openapi::document();
+        let mut table = std::collections::HashMap::new();
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            for (method, op) in item.as_object().into_iter().flatten() {
+                let names = op["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|p| p["in"] == "query")
+                    .filter_map(|p| p["name"].as_str().map(str::to_string))
+                    .collect();
+                table.insert((method.clone(), path.clone()), names);
+            }
+        }
+        table
+    })
 }
 
 /// Path-parameter extractor: JSON rejections, and NUL refused (400 naming the parameter) like

@@ -19,7 +19,8 @@ pub fn router() -> Router<ApiContext> {
 
 #[derive(Deserialize, ToSchema)]
 pub struct JobBatch {
-    #[schema(value_type = Vec<JobInput>)]
+    /// 1 to `FAULTLINE_MAX_BATCH_ITEMS` (10,000 by default) jobs.
+    #[schema(value_type = Vec<JobInput>, min_items = 1, max_items = 10000)]
     pub jobs: Vec<serde_json::Value>,
 }
 

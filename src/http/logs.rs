@@ -69,6 +69,16 @@ impl LogsQuery {
     }
 }
 
+/// One shipper record (Vector's `http` sink, Fluent Bit's `http` output), as documented: the line
+/// in `message` (or `log`, `MESSAGE`, `msg`, or the field `message_field` names); other fields
+/// (host, timestamp, job, cluster: see the query parameters) as the shipper sends them.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of a body read as JSON values
+pub struct LogRecord {
+    /// One or more log lines.
+    pub message: String,
+}
+
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 pub struct LogIngestResponse {
     /// Shipper records read (0 for text/plain).
@@ -106,9 +116,9 @@ pub struct LogIngestResponse {
     post, path = "/v1/logs", tag = "ingest",
     params(LogsQuery),
     request_body(content(
-        (String = "text/plain"),
-        (Object = "application/x-ndjson"),
-        (Object = "application/json")
+        (LogRecord = "application/json"),
+        (LogRecord = "application/x-ndjson"),
+        (String = "text/plain")
     )),
     responses(
         (status = 200, description = "Lines processed: signals stored durably; see `unmatched` and `rejected` for the rest", body = LogIngestResponse),

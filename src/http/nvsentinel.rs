@@ -30,7 +30,28 @@ pub fn router() -> Router<ApiContext> {
 #[into_params(parameter_in = Query)]
 pub struct HealthEventsQuery {
     /// Cluster the events belong to (NVSentinel records do not carry one).
+    #[param(value_type = crate::domain::event::Text)]
     pub cluster: String,
+}
+
+/// The HealthEvents message (one HealthEvent object, or an array of them, is also accepted).
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of a body read as JSON values
+pub struct HealthEvents {
+    pub version: Option<i64>,
+    /// 1 to `FAULTLINE_MAX_BATCH_ITEMS` (10,000 by default) events.
+    #[schema(min_items = 1, max_items = 10000)]
+    pub events: Vec<HealthEvent>,
+}
+
+/// One NVSentinel HealthEvent (protojson keys; lower-case or snake_case also accepted). Only the
+/// node is required; the mapping reads `checkName`, `componentClass`, `isHealthy`, `isFatal`,
+/// `errorCode`, `entitiesImpacted`, `message` and `generatedTimestamp` when present.
+#[derive(ToSchema)]
+#[allow(dead_code, non_snake_case)] // protojson's key
+pub struct HealthEvent {
+    #[schema(value_type = crate::domain::event::Text)]
+    pub nodeName: String,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
@@ -58,7 +79,7 @@ pub struct HealthEventsResponse {
 #[utoipa::path(
     post, path = "/v1/integrations/nvsentinel/health-events", tag = "ingest",
     params(HealthEventsQuery),
-    request_body(content((Object = "application/json"), (Object = "application/x-ndjson"))),
+    request_body(content((HealthEvents = "application/json"), (HealthEvent = "application/x-ndjson"))),
     responses(
         (status = 200, description = "Events processed: mapped signals stored durably; see `rejected` for the others", body = HealthEventsResponse),
         (status = 400, description = "Empty body, body not JSON, or missing `cluster`", body = ErrorBody),

@@ -14,8 +14,9 @@ use crate::http;
 into failures and answer reliability questions.\n\nEvery `/v1` route needs `Authorization: Bearer <token>`. \
 Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (everything, tokens). Errors are JSON \
 `ErrorBody` objects: `{\"error\": code, \"message\": text, \"details\": optional}`.",
-        license(name = "Apache-2.0")
+        license(name = "Apache-2.0", identifier = "Apache-2.0")
     ),
+    servers((url = "http://127.0.0.1:8080", description = "`faultline serve` on its default address (FAULTLINE_ADDR)")),
     paths(
         http::events::ingest_events,
         http::logs::ingest_logs,
@@ -61,19 +62,28 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
     ),
     components(schemas(
         crate::http::error::ErrorBody,
+        crate::http::error::ErrorDetails,
+        crate::ingest::batch::RejectedItem,
         crate::domain::taxonomy::Category,
         crate::domain::taxonomy::Component,
         crate::domain::taxonomy::Symptom,
         crate::domain::gpu::GpuGeneration,
         crate::http::analytics::lemon::LemonCategory,
+        crate::http::csv::Format,
+        crate::http::analytics::timeline::TimelinePeriod,
+        crate::http::analytics::headline::MixBy,
+        crate::domain::event::Text,
+        crate::classify::Action,
+        crate::http::report::ReportFormatName,
+        crate::domain::event::OptionalText,
     )),
-    modifiers(&BearerAuth, &AccessResponses),
+    modifiers(&BearerAuth, &AccessResponses, &OpenRoutes),
     tags(
         (name = "ingest", description = "Signals from node agents, schedulers and frameworks"),
         (name = "inventory", description = "The fleet: nodes, GPU models and generations, 128-GPU groups"),
         (name = "classification", description = "The rule catalog and the free-text lexicon that give signals a root cause, and a dry run of both"),
         (name = "failures", description = "Signals folded into failures (interruptions) with a root cause"),
-        (name = "analytics", description = "Failure mix by GPU generation, MTBF per 128-GPU group, root-cause ratios; what failures cost: recovery and ETTR, top errors, node concentration, job size, stragglers, efficiency, timeline and published baselines (JSON, or CSV with `Accept: text/csv`)"),
+        (name = "analytics", description = "Failure mix by GPU generation, MTBF per 128-GPU group, root-cause ratios; what failures cost: recovery and ETTR, top errors, node concentration, job size, stragglers, efficiency, timeline and published baselines (JSON, or CSV with `format=csv` or `Accept: text/csv`)"),
         (name = "reports", description = "The reliability report: HTML with charts, or Markdown tables"),
         (name = "tokens", description = "API tokens and roles (admin)"),
         (name = "audit", description = "The audit log of admin actions (admin)"),
@@ -158,6 +168,29 @@ impl Modify for AccessResponses {
     }
 }
 
+/// Operations without a security requirement are open: say so with `security: []`, so that
+/// linters and generators do not assume a global default.
+struct OpenRoutes;
+
+impl Modify for OpenRoutes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            for op in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                op.security.get_or_insert_with(Vec::new);
+            }
+        }
+    }
+}
+
 /// The 401 response (whose body is an `ErrorBody`) reworded for a scoped token naming another
 /// cluster, for routes that did not document a 403 of their own.
 fn unauthorized_clone(
@@ -174,11 +207,49 @@ fn unauthorized_clone(
     }
 }
 
+/// The document as served at /openapi.json and committed in api/openapi.json: the generated one,
+/// plus what utoipa cannot say about query strings (see [`query_contract`]).
+pub fn document() -> serde_json::Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
+    query_contract(&mut doc);
+    doc
+}
+
+/// What `AppQuery` does to every query string, stated on every operation that takes one: an empty
+/// value (`?cluster=`, as HTML forms send them) means the parameter is absent (`allowEmptyValue`),
+/// and a malformed or undocumented parameter is a 400.
+fn query_contract(doc: &mut serde_json::Value) {
+    for item in doc["paths"].as_object_mut().into_iter().flat_map(|p| p.values_mut()) {
+        for op in item.as_object_mut().into_iter().flat_map(|i| i.values_mut()) {
+            let mut has_query = false;
+            let parameters = op.get_mut("parameters").and_then(|p| p.as_array_mut());
+            for p in parameters.into_iter().flatten() {
+                if p["in"] == "query" {
+                    has_query = true;
+                    if p["required"] != true {
+                        p["allowEmptyValue"] = true.into();
+                    }
+                }
+            }
+            if let Some(responses) = op.get_mut("responses").and_then(|r| r.as_object_mut())
+                && has_query
+                && !responses.contains_key("400")
+            {
+                responses.insert(
+                    "400".into(),
+                    serde_json::json!({
+                        "description": "A query parameter is malformed, out of its documented range, or not one this operation takes",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+                    }),
+                );
+            }
+        }
+    }
+}
+
 /// The document as committed in api/openapi.json (pretty, trailing newline).
 pub fn openapi_json() -> String {
-    let mut s = ApiDoc::openapi()
-        .to_pretty_json()
-        .expect("the OpenAPI document serialises");
+    let mut s = serde_json::to_string_pretty(&document()).expect("the OpenAPI document serialises");
     s.push('\n');
     s
 }

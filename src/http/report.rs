@@ -26,11 +26,25 @@ pub fn router() -> Router<ApiContext> {
 pub struct ReportQuery {
     /// `html` (a whole document), `fragment` (the report's `<article>`, for embedding) or `markdown`.
     /// Without it the Accept header decides: `text/markdown` gives Markdown, anything else HTML.
+    #[param(value_type = Option<ReportFormatName>)]
     pub format: Option<String>,
     /// GPUs of the job in the fleet-health job-plan card (default 16,384).
     #[param(minimum = 1, maximum = 1000000, example = 16384)]
     pub job_gpus: Option<u64>,
 }
+
+/// The schema of the report's `format` parameter.
+pub struct ReportFormatName;
+
+impl utoipa::PartialSchema for ReportFormatName {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(["html", "fragment", "markdown"]))
+            .into()
+    }
+}
+impl utoipa::ToSchema for ReportFormatName {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReportFormat {

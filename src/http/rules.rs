@@ -77,7 +77,7 @@ pub struct RuleInput {
     pub severity: Severity,
     pub transient: bool,
     pub secondary: bool,
-    /// none, restart_job, reset_gpu, reboot_node, drain_node, contact_support, fix_user_code, fix_config, check_hardware, investigate.
+    #[schema(value_type = crate::classify::Action)]
     pub action: String,
     pub description: String,
     pub source: String,
@@ -97,6 +97,7 @@ pub struct CatalogChange {
     params(("rule_id" = String, Path, description = "Rule id, e.g. xid-79")),
     responses(
         (status = 200, description = "Rule stored; failures re-classified with the new catalog version", body = CatalogChange),
+        (status = 409, description = "The rule is already stored exactly so: nothing to change", body = ErrorBody),
         (status = 400, description = "Malformed JSON or a component outside its category, or an unknown action", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Only admins change the catalog", body = ErrorBody),

@@ -24,10 +24,12 @@ pub fn router() -> Router<ApiContext> {
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateToken {
+    #[schema(value_type = crate::domain::event::Text)]
     pub name: String,
     pub role: Role,
     /// Scope the token to this cluster: an agent writes only it, a reader (and an agent reading
     /// inventory) reads only it, on every read route. Absent: all clusters. Not for admin tokens.
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub cluster: Option<String>,
     /// When the token stops working (RFC 3339, in the future, at most ten years away). Absent,
     /// with no `ttl_seconds`: never.

@@ -5,6 +5,7 @@ mod auth;
 mod body_budget;
 mod browser;
 mod classify;
+mod contract;
 mod cost;
 mod cost_simulated;
 mod decisions;

@@ -1,13 +1,12 @@
 //! `GET /v1/analytics/baselines`: the published figures beside this fleet's values.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::WindowQuery;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, o, respond};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, o, respond};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::baselines::{self as queries, BaselinesResponse};
@@ -16,7 +15,7 @@ use crate::queries::baselines::{self as queries, BaselinesResponse};
 ///
 /// CSV: one row per figure.
 #[utoipa::path(
-    get, path = "/v1/analytics/baselines", tag = "analytics", params(WindowQuery),
+    get, path = "/v1/analytics/baselines", tag = "analytics", params(WindowQuery, FormatQuery),
     responses(
         (status = 200, description = "Published figures (Llama 3, ICSE 2023, ICSE 2024, Unicron, Alibaba C4, MegaScale) with their source, the fleet's value and how it is measured. CSV: one row per figure.",
          content((BaselinesResponse = "application/json"), (String = "text/csv"))),
@@ -29,12 +28,12 @@ use crate::queries::baselines::{self as queries, BaselinesResponse};
 pub async fn baselines(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(wq): AppQuery<WindowQuery>,
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
     let body = queries::baselines(&ctx.read_db, &wq.window(&caller)?).await?;
-    Ok(respond(&headers, "baselines", body, |b| {
+    Ok(respond(format, "baselines", body, |b| {
         let mut csv = Csv::new(&[
             "measure",
             "published",

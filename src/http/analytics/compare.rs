@@ -1,7 +1,6 @@
 //! `GET /v1/analytics/compare`: two windows or two deployments, the exact rate ratio B/A.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -11,7 +10,7 @@ use super::bad;
 use crate::analytics::decisions::compare::RateComparison;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, o, respond, s};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::decisions::{self as qd, CompareBy, Comparison, Span};
@@ -116,7 +115,7 @@ fn comparison_row(csv: &mut Csv, scope: &str, key: &str, c: &RateComparison) {
 ///
 /// CSV: one row per comparison (scope overall, category or the `by` dimension).
 #[utoipa::path(
-    get, path = "/v1/analytics/compare", tag = "analytics", params(CompareQuery),
+    get, path = "/v1/analytics/compare", tag = "analytics", params(CompareQuery, FormatQuery),
     responses(
         (status = 200, description = "Failures, GPU-days and failures per 1,000 GPU-days of each side, the rate ratio B / A with its exact 95% interval (conditional binomial), the two-sided p-value and a plain-language verdict: overall, per root-cause category, and per group of `by`. CSV: one row per comparison.",
          content(
@@ -142,7 +141,7 @@ fn comparison_row(csv: &mut Csv, scope: &str, key: &str, c: &RateComparison) {
 pub async fn compare(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(q): AppQuery<CompareQuery>,
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
@@ -152,7 +151,7 @@ pub async fn compare(
         comparison,
         definitions: COMPARE_DEFINITIONS.into(),
     };
-    Ok(respond(&headers, "compare", body, |b| {
+    Ok(respond(format, "compare", body, |b| {
         let c = &b.comparison;
         let mut csv = Csv::new(&COMPARISON_CSV);
         comparison_row(&mut csv, "overall", "", &c.overall);

@@ -1,7 +1,6 @@
 //! `GET /v1/analytics/node-concentration`.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -9,7 +8,7 @@ use utoipa::IntoParams;
 use super::{WindowQuery, bad};
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, respond, s};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::concentration::{self as queries, ConcentrationResponse};
@@ -18,6 +17,7 @@ use crate::queries::concentration::{self as queries, ConcentrationResponse};
 #[into_params(parameter_in = Query)]
 pub struct ConcentrationQuery {
     /// Repeat offenders: nodes with at least k failures in the window (default 3).
+    #[param(minimum = 1, maximum = 1000000, example = 3)]
     pub k: Option<u64>,
 }
 
@@ -25,7 +25,7 @@ pub struct ConcentrationQuery {
 ///
 /// CSV: one row per failing node, worst first, with its cumulative share.
 #[utoipa::path(
-    get, path = "/v1/analytics/node-concentration", tag = "analytics", params(WindowQuery, ConcentrationQuery),
+    get, path = "/v1/analytics/node-concentration", tag = "analytics", params(WindowQuery, ConcentrationQuery, FormatQuery),
     responses(
         (status = 200, description = "Share of failures on the worst 1%, 5% and 10% of nodes, share attributed to a node, and nodes with k or more failures with their history. CSV: one row per failing node.",
          content((ConcentrationResponse = "application/json"), (String = "text/csv"))),
@@ -38,17 +38,17 @@ pub struct ConcentrationQuery {
 pub async fn node_concentration(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(wq): AppQuery<WindowQuery>,
     AppQuery(cq_): AppQuery<ConcentrationQuery>,
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
     let k = cq_.k.unwrap_or(3);
-    if k == 0 {
-        return Err(bad("k must be at least 1"));
+    if !(1..=1_000_000).contains(&k) {
+        return Err(bad("k must be between 1 and 1,000,000"));
     }
     let (body, ranked) = queries::node_concentration(&ctx.read_db, &wq.window(&caller)?, k).await?;
-    Ok(respond(&headers, "node-concentration", body, |_| {
+    Ok(respond(format, "node-concentration", body, |_| {
         let mut csv = Csv::new(&[
             "rank",
             "cluster",

@@ -1,13 +1,12 @@
 //! `GET /v1/analytics/efficiency`.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::WindowQuery;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, respond, s};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::efficiency::{self as queries, EfficiencyResponse};
@@ -16,7 +15,7 @@ use crate::queries::efficiency::{self as queries, EfficiencyResponse};
 ///
 /// CSV: one row per cause, `level` = fine or coarse.
 #[utoipa::path(
-    get, path = "/v1/analytics/efficiency", tag = "analytics", params(WindowQuery),
+    get, path = "/v1/analytics/efficiency", tag = "analytics", params(WindowQuery, FormatQuery),
     responses(
         (status = 200, description = "Incidents, fine and coarse cause mix with shares and hours. CSV: one row per level and cause.",
          content((EfficiencyResponse = "application/json"), (String = "text/csv"))),
@@ -29,12 +28,12 @@ use crate::queries::efficiency::{self as queries, EfficiencyResponse};
 pub async fn efficiency(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(wq): AppQuery<WindowQuery>,
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
     let body = queries::efficiency(&ctx.read_db, &wq.window(&caller)?).await?;
-    Ok(respond(&headers, "efficiency", body, |b| {
+    Ok(respond(format, "efficiency", body, |b| {
         let mut csv = Csv::new(&["level", "cause", "coarse", "incidents", "share", "hours"]);
         for (level, rows) in [("fine", &b.fine), ("coarse", &b.coarse)] {
             for r in rows {

@@ -1,7 +1,6 @@
 //! `GET /v1/analytics/top-errors`.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -10,7 +9,7 @@ use super::{WindowQuery, bad};
 use crate::analytics::cost::ErrorRow;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, o, respond, s};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::errors::{self as queries, TopErrorsResponse};
@@ -19,6 +18,7 @@ use crate::queries::errors::{self as queries, TopErrorsResponse};
 #[into_params(parameter_in = Query)]
 pub struct TopErrorsQuery {
     /// Rows per view (default 20, 1 to 1000).
+    #[param(minimum = 1, maximum = 1000, example = 20)]
     pub limit: Option<usize>,
 }
 
@@ -32,7 +32,7 @@ struct ErrorViews<'a> {
 ///
 /// CSV: one row per (view, kind, code), `view` = root or all.
 #[utoipa::path(
-    get, path = "/v1/analytics/top-errors", tag = "analytics", params(WindowQuery, TopErrorsQuery),
+    get, path = "/v1/analytics/top-errors", tag = "analytics", params(WindowQuery, TopErrorsQuery, FormatQuery),
     responses(
         (status = 200, description = "Most frequent root-signal and all-signal kinds and codes with their share of failures and severity. CSV: one row per view and kind/code.",
          content((TopErrorsResponse = "application/json"), (String = "text/csv"))),
@@ -45,7 +45,7 @@ struct ErrorViews<'a> {
 pub async fn top_errors(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(wq): AppQuery<WindowQuery>,
     AppQuery(tq): AppQuery<TopErrorsQuery>,
 ) -> ApiResult<Response> {
@@ -55,7 +55,7 @@ pub async fn top_errors(
         return Err(bad(format!("limit {limit} is not in 1..=1000")));
     }
     let body = queries::top_errors(&ctx.read_db, &ctx.db, &ctx.catalog, &wq.window(&caller)?, limit).await?;
-    Ok(respond(&headers, "top-errors", body, |b| {
+    Ok(respond(format, "top-errors", body, |b| {
         let mut csv = Csv::new(&[
             "view",
             "kind",

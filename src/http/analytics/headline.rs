@@ -17,7 +17,18 @@ use crate::queries::headline::{self as queries, FailureMixResponse, MtbfResponse
 #[into_params(parameter_in = Query)]
 pub struct MixQuery {
     /// gpu_generation (default), gpu_model or cluster.
-    pub by: Option<String>,
+    pub by: Option<MixBy>,
+}
+
+/// What the failure mix groups by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MixBy {
+    #[serde(alias = "generation")]
+    GpuGeneration,
+    #[serde(alias = "model")]
+    GpuModel,
+    Cluster,
 }
 
 /// Failure mix by GPU generation, GPU model or cluster, normalised per 1,000 GPU-days.
@@ -38,15 +49,10 @@ pub async fn failure_mix(
     AppQuery(mq): AppQuery<MixQuery>,
 ) -> ApiResult<Json<FailureMixResponse>> {
     caller.require(Permission::Query)?;
-    let key = match mq.by.as_deref().unwrap_or("gpu_generation") {
-        "gpu_generation" | "generation" => MixKey::Generation,
-        "gpu_model" | "model" => MixKey::Model,
-        "cluster" => MixKey::Cluster,
-        other => {
-            return Err(bad(format!(
-                "by '{other}' is not one of gpu_generation, gpu_model, cluster"
-            )));
-        }
+    let key = match mq.by.unwrap_or(MixBy::GpuGeneration) {
+        MixBy::GpuGeneration => MixKey::Generation,
+        MixBy::GpuModel => MixKey::Model,
+        MixBy::Cluster => MixKey::Cluster,
     };
     Ok(Json(queries::failure_mix(&ctx.read_db, &wq.window(&caller)?, key).await?))
 }
@@ -58,7 +64,7 @@ pub struct MtbfQuery {
     #[param(minimum = 1, maximum = 1000000)]
     pub group_size: Option<u32>,
     /// Also project the MTBF of a job spanning this many GPUs.
-    #[param(minimum = 1)]
+    #[param(minimum = 1, maximum = 1000000)]
     pub job_gpus: Option<u64>,
 }
 
@@ -84,8 +90,8 @@ pub async fn mtbf(
     if !(1..=1_000_000).contains(&group_size) {
         return Err(bad("group_size must be between 1 and 1,000,000"));
     }
-    if mq.job_gpus == Some(0) {
-        return Err(bad("job_gpus must be positive"));
+    if mq.job_gpus.is_some_and(|n| !(1..=1_000_000).contains(&n)) {
+        return Err(bad("job_gpus must be between 1 and 1,000,000"));
     }
     Ok(Json(
         queries::mtbf(&ctx.read_db, &wq.window(&caller)?, group_size, mq.job_gpus).await?,

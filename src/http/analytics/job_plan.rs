@@ -1,7 +1,6 @@
 //! `GET /v1/analytics/job-plan`: MTBF, checkpoint interval and ETTR for a job of N GPUs.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -11,7 +10,7 @@ use crate::analytics::decisions::job_plan::Bounded;
 use crate::domain::auth::Permission;
 use crate::domain::gpu::GpuGeneration;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, o, respond, s};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::decisions::{self as qd, JobPlanFigures, JobPlanRequest, Span};
@@ -68,7 +67,7 @@ fn bounded_row(csv: &mut Csv, figure: &str, b: &Bounded) {
 ///
 /// CSV: one row per figure with its value and 95% bounds.
 #[utoipa::path(
-    get, path = "/v1/analytics/job-plan", tag = "analytics", params(WindowQuery, JobPlanQuery),
+    get, path = "/v1/analytics/job-plan", tag = "analytics", params(WindowQuery, JobPlanQuery, FormatQuery),
     responses(
         (status = 200, description = "The measured per-GPU failure rate (with its exact 95% interval), the job's MTBF and interruptions per day, the Young and Daly checkpoint intervals and the expected effective training time ratio, each with the interval carried through, and where the checkpoint and restart costs came from. CSV: figure, value, lower, upper.",
          content(
@@ -96,7 +95,7 @@ fn bounded_row(csv: &mut Csv, figure: &str, b: &Bounded) {
 pub async fn job_plan(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(wq): AppQuery<WindowQuery>,
     AppQuery(q): AppQuery<JobPlanQuery>,
 ) -> ApiResult<Response> {
@@ -123,7 +122,7 @@ pub async fn job_plan(
         figures,
         definitions: JOB_PLAN_DEFINITIONS.into(),
     };
-    Ok(respond(&headers, "job-plan", body, |b| {
+    Ok(respond(format, "job-plan", body, |b| {
         let p = &b.figures.plan;
         let mut csv = Csv::new(&["figure", "value", "lower", "upper"]);
         bounded_row(&mut csv, "failures_per_1000_gpu_days", &p.failures_per_1000_gpu_days);

@@ -1,7 +1,6 @@
 //! `GET /v1/analytics/job-size`.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -9,7 +8,7 @@ use utoipa::IntoParams;
 use super::{WindowQuery, bad};
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, o, respond, s};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::job_size::{self as queries, JobSizeResponse};
@@ -18,6 +17,7 @@ use crate::queries::job_size::{self as queries, JobSizeResponse};
 #[into_params(parameter_in = Query)]
 pub struct JobSizeQuery {
     /// The fraction of largest jobs (by GPUs) whose failure rate is reported (default 0.05).
+    #[param(exclusive_minimum = 0, maximum = 1, example = 0.05)]
     pub largest_fraction: Option<f64>,
 }
 
@@ -25,7 +25,7 @@ pub struct JobSizeQuery {
 ///
 /// CSV: one row per size bucket.
 #[utoipa::path(
-    get, path = "/v1/analytics/job-size", tag = "analytics", params(WindowQuery, JobSizeQuery),
+    get, path = "/v1/analytics/job-size", tag = "analytics", params(WindowQuery, JobSizeQuery, FormatQuery),
     responses(
         (status = 200, description = "Per size bucket: jobs, failed jobs, failure rate, failures, hours and MTTF; the failure rate of the largest jobs; the projected MTTF by job size. CSV: one row per bucket.",
          content((JobSizeResponse = "application/json"), (String = "text/csv"))),
@@ -38,7 +38,7 @@ pub struct JobSizeQuery {
 pub async fn job_size(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(wq): AppQuery<WindowQuery>,
     AppQuery(jq): AppQuery<JobSizeQuery>,
 ) -> ApiResult<Response> {
@@ -48,7 +48,7 @@ pub async fn job_size(
         return Err(bad("largest_fraction must be in (0, 1]"));
     }
     let body = queries::job_size(&ctx.read_db, &wq.window(&caller)?, fraction).await?;
-    Ok(respond(&headers, "job-size", body, |b| {
+    Ok(respond(format, "job-size", body, |b| {
         let mut csv = Csv::new(&[
             "bucket",
             "jobs",

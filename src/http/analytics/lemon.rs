@@ -1,7 +1,6 @@
 //! `GET /v1/analytics/lemon-nodes`: nodes whose failure count is improbable under the fleet rate.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -10,7 +9,7 @@ use super::{WindowQuery, bad};
 use crate::domain::auth::Permission;
 use crate::domain::taxonomy::Category;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, o, respond, s};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::decisions::{self as qd, LemonFigures, Span};
@@ -56,7 +55,7 @@ pub struct LemonResponse {
 ///
 /// CSV: one row per lemon node.
 #[utoipa::path(
-    get, path = "/v1/analytics/lemon-nodes", tag = "analytics", params(WindowQuery, LemonQuery),
+    get, path = "/v1/analytics/lemon-nodes", tag = "analytics", params(WindowQuery, LemonQuery, FormatQuery),
     responses(
         (status = 200, description = "The nodes tested, the fleet rate, and the lemon nodes, most improbable first, each with its failures, expected failures, tail probability, Holm-adjusted probability, dominant component and whether it is drained. CSV: one row per lemon node.",
          content(
@@ -80,7 +79,7 @@ pub struct LemonResponse {
 pub async fn lemon_nodes(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(wq): AppQuery<WindowQuery>,
     AppQuery(q): AppQuery<LemonQuery>,
 ) -> ApiResult<Response> {
@@ -102,7 +101,7 @@ pub async fn lemon_nodes(
         figures,
         definitions: LEMON_DEFINITIONS.into(),
     };
-    Ok(respond(&headers, "lemon-nodes", body, |b| {
+    Ok(respond(format, "lemon-nodes", body, |b| {
         let mut csv = Csv::new(&[
             "cluster",
             "hostname",

@@ -1,7 +1,6 @@
 //! `GET /v1/analytics/recovery`: what failures cost in downtime, drains and ETTR.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::Duration;
 use serde::Deserialize;
@@ -11,7 +10,7 @@ use super::{WindowQuery, bad};
 use crate::analytics::headline::round6;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, o, respond, s};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::recovery::{self as queries, RecoveryResponse};
@@ -21,8 +20,10 @@ use crate::queries::recovery::{self as queries, RecoveryResponse};
 pub struct RecoveryQuery {
     /// A failure without a recorded resolution counts as drained when its root node was drained within
     /// this many hours of its first signal (default 24).
+    #[param(minimum = 0, maximum = 8760, example = 24)]
     pub drain_horizon_hours: Option<f64>,
     /// How many jobs to list, worst ETTR first (default 100, at most 10,000).
+    #[param(minimum = 0, maximum = 10000, example = 100)]
     pub jobs_limit: Option<usize>,
 }
 
@@ -38,7 +39,7 @@ fn horizon(hours: Option<f64>) -> ApiResult<Duration> {
 ///
 /// CSV (`Accept: text/csv`): one row per failure of the window with its lifecycle and cost.
 #[utoipa::path(
-    get, path = "/v1/analytics/recovery", tag = "analytics", params(WindowQuery, RecoveryQuery),
+    get, path = "/v1/analytics/recovery", tag = "analytics", params(WindowQuery, RecoveryQuery, FormatQuery),
     responses(
         (status = 200, description = "Downtime statistics (mean, median, p90) overall and by phase, transient share, share of hardware failures that needed a drain, GPU-hours lost, out-of-service time and ETTR per job and fleet-wide. CSV: one row per failure.",
          content((RecoveryResponse = "application/json"), (String = "text/csv"))),
@@ -51,7 +52,7 @@ fn horizon(hours: Option<f64>) -> ApiResult<Duration> {
 pub async fn recovery(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(wq): AppQuery<WindowQuery>,
     AppQuery(rq): AppQuery<RecoveryQuery>,
 ) -> ApiResult<Response> {
@@ -62,7 +63,7 @@ pub async fn recovery(
     }
     let h = horizon(rq.drain_horizon_hours)?;
     let (body, failures) = queries::recovery(&ctx.read_db, &wq.window(&caller)?, h, limit).await?;
-    Ok(respond(&headers, "recovery", body, |_| {
+    Ok(respond(format, "recovery", body, |_| {
         let mut csv = Csv::new(&[
             "failure_id",
             "cluster",

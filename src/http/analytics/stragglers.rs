@@ -1,7 +1,6 @@
 //! `GET /v1/analytics/stragglers`.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -9,7 +8,7 @@ use utoipa::IntoParams;
 use super::{WindowQuery, bad};
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, respond, s};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::stragglers::{self as queries, StragglerParams, StragglersResponse};
@@ -18,10 +17,13 @@ use crate::queries::stragglers::{self as queries, StragglerParams, StragglersRes
 #[into_params(parameter_in = Query)]
 pub struct StragglerQuery {
     /// Slowdown ratio from which a node straggles (default 1.1: 10% slower than the job median).
+    #[param(minimum = 1, example = 1.1)]
     pub min_ratio: Option<f64>,
     /// Minutes a signal covers when it sends no duration_seconds (default 10).
+    #[param(exclusive_minimum = 0, maximum = 1440, example = 10)]
     pub sample_minutes: Option<f64>,
     /// Signals of a node closer than this many minutes form one episode (default 30).
+    #[param(minimum = 0, maximum = 10080, example = 30)]
     pub gap_minutes: Option<f64>,
 }
 
@@ -29,7 +31,7 @@ pub struct StragglerQuery {
 ///
 /// CSV: one row per episode.
 #[utoipa::path(
-    get, path = "/v1/analytics/stragglers", tag = "analytics", params(WindowQuery, StragglerQuery),
+    get, path = "/v1/analytics/stragglers", tag = "analytics", params(WindowQuery, StragglerQuery, FormatQuery),
     responses(
         (status = 200, description = "Straggler episodes per node, the share of nodes that straggle and the GPU-hours wasted. CSV: one row per episode.",
          content((StragglersResponse = "application/json"), (String = "text/csv"))),
@@ -42,7 +44,7 @@ pub struct StragglerQuery {
 pub async fn stragglers(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(wq): AppQuery<WindowQuery>,
     AppQuery(sq): AppQuery<StragglerQuery>,
 ) -> ApiResult<Response> {
@@ -63,7 +65,7 @@ pub async fn stragglers(
         gap_minutes: gap,
     };
     let body = queries::stragglers(&ctx.read_db, &wq.window(&caller)?, &params).await?;
-    Ok(respond(&headers, "stragglers", body, |b| {
+    Ok(respond(format, "stragglers", body, |b| {
         let mut csv = Csv::new(&[
             "cluster",
             "node",

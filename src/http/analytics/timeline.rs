@@ -1,7 +1,6 @@
 //! `GET /v1/analytics/timeline`.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::Duration;
 use serde::Deserialize;
@@ -11,7 +10,7 @@ use super::{WindowQuery, bad};
 use crate::analytics::cost::Period;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{Csv, respond, s};
+use crate::http::csv::{FormatQuery, Negotiated, Csv, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::timeline::{self as queries, TimelineResponse};
@@ -19,15 +18,23 @@ use crate::queries::timeline::{self as queries, TimelineResponse};
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct TimelineQuery {
-    /// day (default) or week (ISO weeks, from Monday).
-    pub period: Option<String>,
+    /// day (default) or week (ISO weeks, from Monday). A daily timeline covers at most 3,660 days.
+    pub period: Option<TimelinePeriod>,
+}
+
+/// The bucket of a timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TimelinePeriod {
+    Day,
+    Week,
 }
 
 /// Failures per day or week by root-cause category.
 ///
 /// CSV: one row per period.
 #[utoipa::path(
-    get, path = "/v1/analytics/timeline", tag = "analytics", params(WindowQuery, TimelineQuery),
+    get, path = "/v1/analytics/timeline", tag = "analytics", params(WindowQuery, TimelineQuery, FormatQuery),
     responses(
         (status = 200, description = "Failures per period and category, empty periods included. CSV: one row per period.",
          content((TimelineResponse = "application/json"), (String = "text/csv"))),
@@ -40,23 +47,21 @@ pub struct TimelineQuery {
 pub async fn timeline(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    headers: HeaderMap,
+    format: Negotiated,
     AppQuery(wq): AppQuery<WindowQuery>,
     AppQuery(tq): AppQuery<TimelineQuery>,
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
-    let name = tq.period.unwrap_or_else(|| "day".into());
-    let period = match name.as_str() {
-        "day" => Period::Day,
-        "week" => Period::Week,
-        other => return Err(bad(format!("period '{other}' is not one of day, week"))),
+    let period = match tq.period.unwrap_or(TimelinePeriod::Day) {
+        TimelinePeriod::Day => Period::Day,
+        TimelinePeriod::Week => Period::Week,
     };
     let w = wq.window(&caller)?;
     if period == Period::Day && w.to - w.from > Duration::days(3660) {
         return Err(bad("a daily timeline covers at most 10 years; use period=week"));
     }
     let body = queries::timeline(&ctx.read_db, &w, period).await?;
-    Ok(respond(&headers, "timeline", body, |b| {
+    Ok(respond(format, "timeline", body, |b| {
         let mut csv = Csv::new(&["period", "hardware", "platform", "user", "unknown", "total"]);
         for p in &b.points {
             csv.row([

@@ -127,9 +127,12 @@ pub async fn patch_failure(
     State(ctx): State<ApiContext>,
     caller: Caller,
     AppPath(id): AppPath<String>,
-    AppJson(p): AppJson<LifecyclePatch>,
+    AppJson(raw): AppJson<serde_json::Map<String, serde_json::Value>>,
 ) -> ApiResult<Json<LifecycleView>> {
     caller.require(Permission::Ingest)?;
+    // Through a JSON object: serde would also read a struct from an array (`[null, null]`).
+    let p: LifecyclePatch = serde_path_to_error::deserialize(serde_json::Value::Object(raw))
+        .map_err(|e| ApiError::bad_request("invalid_json", format!("at `{}`: {}", e.path(), e.inner())))?;
     let id = parse_id(&id)?;
     if p.is_empty() {
         return Err(ApiError::bad_request(
@@ -161,7 +164,7 @@ pub struct LifecycleChange {
     /// Name of the token that made the change.
     pub changed_by: String,
     /// Per field: `{"from": old, "to": new}`.
-    #[schema(value_type = Object)]
+    #[schema(value_type = HashMap<String, serde_json::Value>)]
     pub changes: serde_json::Value,
 }
 

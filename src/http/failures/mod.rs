@@ -56,11 +56,14 @@ pub struct FailureView {
     pub nodes: Vec<String>,
     pub root_node: Option<String>,
     /// Generation of the root-cause node (inventory, else the root signal's GPU model).
+    #[schema(value_type = crate::domain::gpu::GpuGeneration)]
     pub gpu_generation: String,
     pub root_cause: RootCause,
+    #[schema(value_type = crate::classify::Severity)]
     pub severity: String,
     /// Usually cleared by restarting the job.
     pub transient: bool,
+    #[schema(value_type = crate::classify::Action)]
     pub action: String,
     /// Catalog rule that classified the root signal (null: no rule matched, or the text decided).
     pub rule_id: Option<String>,
@@ -68,6 +71,7 @@ pub struct FailureView {
     pub explanation: String,
     /// The root cause was given by the sender.
     pub explicit_cause: bool,
+    #[schema(value_type = Option<crate::domain::taxonomy::Symptom>)]
     pub symptom: Option<String>,
     pub signal_count: i32,
     pub root_signal: Uuid,
@@ -184,6 +188,7 @@ pub struct SignalView {
     pub job_id: Option<String>,
     pub kind: String,
     pub code: Option<i64>,
+    #[schema(value_type = Option<crate::domain::taxonomy::Symptom>)]
     pub symptom: Option<String>,
     pub message: Option<String>,
     /// How the current catalog classifies this signal.

@@ -27,7 +27,8 @@ pub fn router() -> Router<ApiContext> {
 
 #[derive(Deserialize, ToSchema)]
 pub struct NodeBatch {
-    #[schema(value_type = Vec<NodeInput>)]
+    /// 1 to `FAULTLINE_MAX_BATCH_ITEMS` (10,000 by default) nodes.
+    #[schema(value_type = Vec<NodeInput>, min_items = 1, max_items = 10000)]
     pub nodes: Vec<serde_json::Value>,
 }
 
@@ -91,6 +92,7 @@ pub async fn upsert_nodes(
 pub struct NodeQuery {
     pub cluster: Option<String>,
     /// kepler, maxwell, pascal, volta, turing, ampere, ada, hopper, blackwell or unknown.
+    #[param(value_type = Option<crate::domain::gpu::GpuGeneration>)]
     pub generation: Option<String>,
     pub group: Option<String>,
     pub rack: Option<String>,
@@ -108,6 +110,7 @@ pub struct NodeView {
     pub hostname: String,
     pub gpu_model: String,
     /// Derived from gpu_model.
+    #[schema(value_type = crate::domain::gpu::GpuGeneration)]
     pub gpu_generation: String,
     pub gpu_count: i32,
     pub group: Option<String>,
