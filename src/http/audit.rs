@@ -20,6 +20,8 @@ pub fn router() -> Router<ApiContext> {
 }
 
 pub const MAX_AUDIT_LIMIT: i64 = 1000;
+/// Longest `actor` filter: a token name (at most 256 characters) or id.
+const MAX_ACTOR_CHARS: usize = 256;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -31,7 +33,7 @@ pub struct AuditQuery {
     /// Only this action.
     pub action: Option<AuditAction>,
     /// Only this actor: a token's name or id (`admin` for the configured admin token).
-    #[param(min_length = 1, max_length = 200)]
+    #[param(min_length = 1, max_length = 256)]
     pub actor: Option<String>,
     /// Page size, 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
@@ -67,6 +69,11 @@ pub async fn list_audit(
         && from > to
     {
         return Err(bad(format!("from ({from}) is after to ({to})")));
+    }
+    if let Some(actor) = &q.actor
+        && actor.chars().count() > MAX_ACTOR_CHARS
+    {
+        return Err(bad(format!("actor is longer than {MAX_ACTOR_CHARS} characters")));
     }
     let before = q
         .cursor

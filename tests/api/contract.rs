@@ -102,7 +102,12 @@ async fn schemathesis_finds_no_failure() {
             .args(["--max-examples", "10", "--seed", "1", "--workers", "1"])
             .args(["--generation-database", "none", "--no-color"])
             // Postgres text cannot hold NUL; the server refuses it with a 400 naming the field.
-            .args(["--generation-allow-x00", "false"]),
+            .args(["--generation-allow-x00", "false"])
+            // The hooks drop generated cases that break rules no schema can state (an NVSentinel
+            // event needs a checkName or componentClass); on some seeds hypothesis then calls the
+            // operation "filtered too much" before it has the examples. That is the generator's
+            // limit, not a server answer: the checks still run on every case generated.
+            .args(["--suppress-health-check", "filter_too_much"]),
     )
     .await;
     let _ = std::fs::remove_dir_all(&report);

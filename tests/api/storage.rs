@@ -13,6 +13,8 @@ use faultline::app::edge::EdgeSettings;
 const REFERENCE_TABLES: &[&str] = &[
     "_sqlx_migrations",
     "api_tokens",
+    // Admin actions of the whole fleet (token and catalog edits are not per cluster).
+    "audit_log",
     "catalog_state",
     "classification_rules",
     "classification_terms",

@@ -143,7 +143,7 @@ def _walk(value):
             yield from _walk(v)
 
 
-TIMESTAMP_KEYS = ("occurred_at", "in_service_since", "retired_at", "resolved_at", "start", "end", "at")
+TIMESTAMP_KEYS = ("occurred_at", "in_service_since", "retired_at", "resolved_at", "start", "end", "at", "expires_at")
 
 
 def _timestamps_ok(body):
@@ -155,6 +155,23 @@ def _timestamps_ok(body):
                 return False
         t = _ts(obj.get("occurred_at"))
         if t is not None and t > horizon:
+            return False
+    return True
+
+
+def _token_ok(case, body):
+    """A new token: `expires_at` or `ttl_seconds`, not both; `expires_at` in the future and at most
+    ten years away; an admin token is never scoped to a cluster."""
+    if case.operation.path != "/v1/tokens" or case.method.upper() != "POST" or not isinstance(body, dict):
+        return True
+    if body.get("expires_at") is not None and body.get("ttl_seconds") is not None:
+        return False
+    if body.get("role") == "admin" and body.get("cluster") is not None:
+        return False
+    if body.get("expires_at") is not None:
+        t = _ts(body.get("expires_at"))
+        now = datetime.now(timezone.utc)
+        if t is None or t <= now + timedelta(minutes=1) or t > now + timedelta(days=3650):
             return False
     return True
 
@@ -210,6 +227,8 @@ def _valid(case):
     if isinstance(case.body, (dict, list)) and not _timestamps_ok(case.body):
         return False
     if not _ingest_ok(case, case.body):
+        return False
+    if not _token_ok(case, case.body):
         return False
     if "cursor" in query:
         return False
