@@ -51,11 +51,15 @@ pub struct IngestResponse {
 #[utoipa::path(
     post, path = "/v1/events", tag = "ingest",
     request_body(content(
-        (EventBatch = "application/json"),
+        (EventBatch = "application/json", example = json!({"events": [{
+            "id": "0d9e4c1a-6f3b-4a53-9b8e-3c2f1d7a5e10", "occurred_at": "2026-11-02T10:15:00Z",
+            "cluster": "train-a", "node": "h100-a-0138", "gpu_index": 3, "kind": "xid", "code": 79,
+            "message": "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."}]})),
         (EventInput = "application/x-ndjson")
     )),
     responses(
-        (status = 200, description = "Batch processed: accepted items are durably stored; see `rejected` for the others", body = IngestResponse),
+        (status = 200, description = "Batch processed: accepted items are durably stored; see `rejected` for the others", body = IngestResponse,
+         example = json!({"received": 1, "accepted": 1, "duplicates": 0, "stored": 1, "folded": 0, "expired": 0, "rejected": []})),
         (status = 400, description = "Body is not valid JSON, is empty, or could not be decompressed", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not ingest, or every item targets a cluster outside the token's scope", body = ErrorBody),

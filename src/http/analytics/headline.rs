@@ -35,7 +35,17 @@ pub enum MixBy {
 #[utoipa::path(
     get, path = "/v1/analytics/failure-mix", tag = "analytics", params(WindowQuery, MixQuery),
     responses(
-        (status = 200, description = "Per group: GPUs in service, GPU-days of exposure, failures, failures per 1,000 GPU-days, and the breakdown by category and component", body = FailureMixResponse),
+        (status = 200, description = "Per group: GPUs in service, GPU-days of exposure, failures, failures per 1,000 GPU-days, and the breakdown by category and component", body = FailureMixResponse,
+         example = json!({
+             "window": {"from": "2026-11-01T00:00:00Z", "to": "2026-12-01T00:00:00Z", "cluster": null, "catalog_version": 1},
+             "by": "gpu_generation",
+             "rows": [{"key": "ampere", "gpus_in_service": 296, "gpu_days": 8880.0, "failures": 75,
+                       "failures_per_1000_gpu_days": 8.445946,
+                       "by_category": [{"name": "user", "failures": 39, "share": 0.52},
+                                       {"name": "hardware", "failures": 19, "share": 0.253333},
+                                       {"name": "platform", "failures": 17, "share": 0.226667}],
+                       "by_component": [{"name": "user/code", "failures": 13, "share": 0.173333}]}],
+             "definitions": "..."})),
         (status = 400, description = "Invalid window or `by`", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not query", body = ErrorBody),
@@ -72,7 +82,17 @@ pub struct MtbfQuery {
 #[utoipa::path(
     get, path = "/v1/analytics/mtbf", tag = "analytics", params(WindowQuery, MtbfQuery),
     responses(
-        (status = 200, description = "MTBF per group with 95% chi-square intervals, fleet-wide MTBF per GPU and the job projection", body = MtbfResponse),
+        (status = 200, description = "MTBF per group with 95% chi-square intervals, fleet-wide MTBF per GPU and the job projection", body = MtbfResponse,
+         example = json!({
+             "window": {"from": "2026-11-01T00:00:00Z", "to": "2026-12-01T00:00:00Z", "cluster": null, "catalog_version": 1},
+             "group_size": 128, "confidence": 0.95,
+             "groups": [{"group": "train-a/a100-a-g00", "cluster": "train-a", "packed": false, "nodes": 15, "gpus": 120,
+                         "exposure_hours": 720.0, "gpu_hours": 86400.0, "failures": 27, "mtbf_hours": 26.666667,
+                         "mtbf_lower_hours": 18.328267, "mtbf_upper_hours": 40.464965, "failures_per_week": 6.3}],
+             "fleet": {"gpus": 1968, "gpu_hours": 1409596.355316, "failures": 323, "mtbf_per_gpu_hours": 4364.075403,
+                       "mtbf_per_gpu_lower_hours": 3913.189401, "mtbf_per_gpu_upper_hours": 4882.029435,
+                       "median_group_mtbf_hours": 40.0},
+             "job_projection": null, "unattributed_failures": 75, "definitions": "..."})),
         (status = 400, description = "Invalid window, group_size or job_gpus", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not query", body = ErrorBody),

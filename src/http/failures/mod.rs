@@ -121,7 +121,16 @@ pub struct FailurePage {
 #[utoipa::path(
     get, path = "/v1/failures", tag = "failures", params(FailureQuery),
     responses(
-        (status = 200, description = "One page of failures, newest first", body = FailurePage),
+        (status = 200, description = "One page of failures, newest first", body = FailurePage,
+         example = json!({"failures": [{
+             "id": "2ff5cc70-0db0-5d6b-88f3-b9119f34429f", "cluster": "train-a", "job_id": "job-000966",
+             "first_at": "2026-11-02T10:15:00Z", "last_at": "2026-11-02T10:15:00Z",
+             "nodes": ["h100-a-0138"], "root_node": "h100-a-0138", "gpu_generation": "hopper",
+             "root_cause": {"category": "hardware", "component": "gpu"}, "severity": "critical", "transient": false,
+             "action": "reboot_node", "rule_id": "xid-79", "explanation": "rule xid-79", "explicit_cause": false,
+             "symptom": null, "signal_count": 1, "root_signal": "0d9e4c1a-6f3b-4a53-9b8e-3c2f1d7a5e10",
+             "root_kind": "xid", "root_code": 79, "catalog_version": 1}],
+             "next_cursor": null})),
         (status = 400, description = "Invalid filter, limit or cursor", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not query", body = ErrorBody),
