@@ -67,7 +67,9 @@ impl utoipa::PartialSchema for Action {
         utoipa::openapi::schema::ObjectBuilder::new()
             .schema_type(utoipa::openapi::schema::Type::String)
             .enum_values(Some(ACTIONS.iter().copied()))
-            .description(Some("Recommended action, following NVIDIA's resolution buckets where they exist"))
+            .description(Some(
+                "Recommended action, following NVIDIA's resolution buckets where they exist",
+            ))
             .into()
     }
 }

@@ -39,7 +39,10 @@ const IDLE_RUNS: usize = 7;
 pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     let db_name = opts.db_name.as_str();
     anyhow::ensure!(
-        !db_name.is_empty() && db_name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+        !db_name.is_empty()
+            && db_name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
         "--db-name must be lower-case letters, digits and underscores: {db_name}"
     );
     {

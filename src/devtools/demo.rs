@@ -9,13 +9,13 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::devtools::simulate::{SimConfig, SimulatedFleet, simulate};
+use crate::domain::audit::Actor;
 use crate::domain::event::parse_event;
 use crate::domain::job::parse_job;
 use crate::domain::lifecycle::LifecyclePatch;
 use crate::domain::node::parse_node;
 use crate::domain::window::DEFAULT_WINDOW_DAYS;
 use crate::ingest::catalog::CatalogCache;
-use crate::domain::audit::Actor;
 use crate::ingest::lifecycle::{PatchError, Transition, WriteError};
 use crate::storage::failure_queries::{FailureFilter, FailureRow};
 
@@ -111,7 +111,10 @@ pub async fn load(
         }
     }
     let failures = FailureIndex::read(db).await?;
-    let actor = Actor { token_id: None, name: DEMO_AUTHOR.to_string() };
+    let actor = Actor {
+        token_id: None,
+        name: DEMO_AUTHOR.to_string(),
+    };
     for l in &fleet.lifecycles {
         let Some(id) = failures.find(l) else { continue };
         let Ok(patch) = serde_json::from_value::<LifecyclePatch>(l["patch"].clone()) else {

@@ -212,9 +212,11 @@ pub fn required_text(field: &str, value: String) -> Result<String, FieldError> {
 
 /// `required_text` as a JSON Schema pattern: something other than white space, and no control
 /// character (Unicode Cc: U+0000-U+001F, U+007F-U+009F) anywhere.
-pub const TEXT_PATTERN: &str = r"^[^\u0000-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u001F\u007F-\u009F]*$";
+pub const TEXT_PATTERN: &str =
+    r"^[^\u0000-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u001F\u007F-\u009F]*$";
 /// `optional_text` as a pattern: blank (taken as absent) or [`TEXT_PATTERN`].
-pub const OPTIONAL_TEXT_PATTERN: &str = r"^(?:\s*|[^\u0000-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u001F\u007F-\u009F]*)$";
+pub const OPTIONAL_TEXT_PATTERN: &str =
+    r"^(?:\s*|[^\u0000-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u001F\u007F-\u009F]*)$";
 
 /// The schema of a [`required_text`] field (names, hostnames, clusters, job ids).
 pub struct Text;

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::event::{Text, FieldError, required_text};
+use super::event::{FieldError, Text, required_text};
 
 /// Final (or current) state of a job as the scheduler reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

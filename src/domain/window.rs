@@ -90,7 +90,9 @@ pub fn parse_rfc3339(s: &str) -> Result<DateTime<Utc>, String> {
 
 /// The message for a timestamp that did not parse: what was given, why, and what is expected.
 pub fn time_error(input: &str, cause: &str) -> String {
-    format!("'{input}' is not an RFC 3339 timestamp ({cause}); expected a date, time and offset, e.g. {RFC3339_EXAMPLE}")
+    format!(
+        "'{input}' is not an RFC 3339 timestamp ({cause}); expected a date, time and offset, e.g. {RFC3339_EXAMPLE}"
+    )
 }
 
 /// Whether a deserialisation error message is chrono's for a timestamp that did not parse.
@@ -114,10 +116,16 @@ mod tests {
     #[test]
     fn time_errors_name_the_format_and_give_an_example() {
         let e = parse_rfc3339("2026-11-02").unwrap_err();
-        assert!(e.contains("RFC 3339") && e.contains(RFC3339_EXAMPLE) && e.contains("'2026-11-02'"), "{e}");
+        assert!(
+            e.contains("RFC 3339") && e.contains(RFC3339_EXAMPLE) && e.contains("'2026-11-02'"),
+            "{e}"
+        );
         let chrono_message = "2026-11-02".parse::<DateTime<Utc>>().unwrap_err().to_string();
         assert!(is_time_parse_error(&chrono_message), "{chrono_message}");
-        assert_eq!(parse_rfc3339(" 2026-11-02T10:15:00+01:00").unwrap(), t("2026-11-02T09:15:00Z"));
+        assert_eq!(
+            parse_rfc3339(" 2026-11-02T10:15:00+01:00").unwrap(),
+            t("2026-11-02T09:15:00Z")
+        );
     }
 
     fn t(s: &str) -> DateTime<Utc> {

@@ -91,7 +91,11 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Negotiated {
                 };
             }
         }
-        Ok(Negotiated(if wants_csv(&parts.headers) { Format::Csv } else { Format::Json }))
+        Ok(Negotiated(if wants_csv(&parts.headers) {
+            Format::Csv
+        } else {
+            Format::Json
+        }))
     }
 }
 
@@ -111,7 +115,9 @@ pub fn wants_csv(headers: &HeaderMap) -> bool {
         let q = parts
             .filter_map(|p| {
                 let (k, v) = p.split_once('=')?;
-                k.trim().eq_ignore_ascii_case("q").then(|| v.trim().parse::<f32>().ok())?
+                k.trim()
+                    .eq_ignore_ascii_case("q")
+                    .then(|| v.trim().parse::<f32>().ok())?
             })
             .next()
             .unwrap_or(1.0);
@@ -172,9 +178,15 @@ mod tests {
         h.insert(header::ACCEPT, HeaderValue::from_static("text/csvx"));
         assert!(!wants_csv(&h));
         // q-values decide; JSON wins a tie.
-        h.insert(header::ACCEPT, HeaderValue::from_static("text/csv;q=0.5, application/json"));
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/csv;q=0.5, application/json"),
+        );
         assert!(!wants_csv(&h));
-        h.insert(header::ACCEPT, HeaderValue::from_static("text/csv, application/json;q=0.9"));
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/csv, application/json;q=0.9"),
+        );
         assert!(wants_csv(&h));
         h.insert(header::ACCEPT, HeaderValue::from_static("text/csv, application/json"));
         assert!(!wants_csv(&h));

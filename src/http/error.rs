@@ -24,8 +24,8 @@ pub struct ErrorDetails;
 
 impl utoipa::PartialSchema for ErrorDetails {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        use utoipa::openapi::schema::{AdditionalProperties, ArrayBuilder, ObjectBuilder, Type};
         use utoipa::openapi::Ref;
+        use utoipa::openapi::schema::{AdditionalProperties, ArrayBuilder, ObjectBuilder, Type};
         ObjectBuilder::new()
             .schema_type(Type::Object)
             .description(Some("Structured detail of an error"))
@@ -48,7 +48,9 @@ impl utoipa::PartialSchema for ErrorDetails {
                     .schema_type(Type::String)
                     .description(Some("The offending field of that item")),
             )
-            .additional_properties(Some(AdditionalProperties::<utoipa::openapi::schema::Schema>::FreeForm(true)))
+            .additional_properties(Some(AdditionalProperties::<utoipa::openapi::schema::Schema>::FreeForm(
+                true,
+            )))
             .into()
     }
 }

@@ -45,7 +45,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
             }
             ApiError::bad_request(
                 "invalid_json",
-                format!("at `{path}` (line {}, column {}): {message}", inner.line(), inner.column()),
+                format!(
+                    "at `{path}` (line {}, column {}): {message}",
+                    inner.line(),
+                    inner.column()
+                ),
             )
         })?;
         Ok(AppJson(value))
@@ -70,7 +74,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
             }
         }
         if let Some(matched) = parts.extensions.get::<axum::extract::MatchedPath>()
-            && let Some(known) = documented_query_params().get(&(parts.method.as_str().to_ascii_lowercase(), matched.as_str().to_string()))
+            && let Some(known) = documented_query_params()
+                .get(&(parts.method.as_str().to_ascii_lowercase(), matched.as_str().to_string()))
         {
             let mut unknown: Vec<String> = Vec::new();
             for (key, _) in form_urlencoded::parse(raw.as_bytes()) {
@@ -86,7 +91,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
                         "unknown query parameter{} {}; this operation takes {}",
                         if unknown.len() > 1 { "s" } else { "" },
                         names(&unknown),
-                        if known.is_empty() { "none".to_string() } else { names(known) }
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names(known)
+                        }
                     ),
                 ));
             }

@@ -54,7 +54,13 @@ impl Delta {
                 c.1 += sign * f.signals;
                 *self
                     .groups
-                    .entry((period, bucket, f.cluster.clone(), f.node_group.clone(), f.root_node.clone()))
+                    .entry((
+                        period,
+                        bucket,
+                        f.cluster.clone(),
+                        f.node_group.clone(),
+                        f.root_node.clone(),
+                    ))
                     .or_default() += sign * f.failures;
             }
         }
@@ -107,7 +113,12 @@ pub async fn before_lifecycle_write(
     correlation_key: &str,
 ) -> Result<Vec<Fact>, sqlx::Error> {
     crate::storage::catalog::version_for_share(conn).await?;
-    super::locks::lock(conn, super::locks::LockSpace::FoldKeys, &[format!("{cluster}\n{correlation_key}")]).await?;
+    super::locks::lock(
+        conn,
+        super::locks::LockSpace::FoldKeys,
+        &[format!("{cluster}\n{correlation_key}")],
+    )
+    .await?;
     store::facts_of_key(conn, cluster, correlation_key).await
 }
 
@@ -154,11 +165,25 @@ mod tests {
     #[test]
     fn a_moved_failure_leaves_its_old_rows_and_joins_the_new_ones() {
         let before = [fact("2026-03-04", "hardware", "g1", "", 2)];
-        let after = [fact("2026-03-04", "hardware", "g1", "", 1), fact("2026-03-04", "user", "g1", "", 1)];
+        let after = [
+            fact("2026-03-04", "hardware", "g1", "", 1),
+            fact("2026-03-04", "user", "g1", "", 1),
+        ];
         let d = Delta::between(&before, &after);
         let day = "2026-03-04".parse().unwrap();
         let month = "2026-03-01".parse().unwrap();
-        let key = |p, b, c: &str| (p, b, "a".into(), "hopper".into(), "H100".into(), c.to_string(), "gpu".into(), "job_crash".into());
+        let key = |p, b, c: &str| {
+            (
+                p,
+                b,
+                "a".into(),
+                "hopper".into(),
+                "H100".into(),
+                c.to_string(),
+                "gpu".into(),
+                "job_crash".into(),
+            )
+        };
         assert_eq!(d.causes[&key("day", day, "hardware")], (-1, -3));
         assert_eq!(d.causes[&key("month", month, "user")], (1, 3));
         // Same group either way: nothing to write there.

@@ -105,7 +105,11 @@ pub async fn failures_per_group(
 ) -> Result<(NodeFailures, u64), sqlx::Error> {
     let label: HashMap<(&str, &str), &str> = inventory
         .iter()
-        .filter_map(|n| n.group.as_deref().map(|g| ((n.cluster.as_str(), n.hostname.as_str()), g)))
+        .filter_map(|n| {
+            n.group
+                .as_deref()
+                .map(|g| ((n.cluster.as_str(), n.hostname.as_str()), g))
+        })
         .collect();
     let cov = Coverage::of(w.from, w.to);
     let mut groups: BTreeMap<(String, String), u64> = BTreeMap::new();
@@ -238,11 +242,12 @@ pub async fn failures_of_nodes(
 pub async fn daily_categories(db: &PgPool, w: &Window) -> Result<Vec<(NaiveDate, String, u64)>, sqlx::Error> {
     let cov = Coverage::of(w.from, w.to);
     // Every whole day of the window, months included: the day rows.
-    let mut out: Vec<(NaiveDate, String, u64)> = rollups::daily_categories(db, cov.days[0].0, cov.days[1].1, w.cluster())
-        .await?
-        .into_iter()
-        .map(|r| (r.day, r.category, count(r.failures)))
-        .collect();
+    let mut out: Vec<(NaiveDate, String, u64)> =
+        rollups::daily_categories(db, cov.days[0].0, cov.days[1].1, w.cluster())
+            .await?
+            .into_iter()
+            .map(|r| (r.day, r.category, count(r.failures)))
+            .collect();
     for (from, to) in &cov.raw {
         out.extend(
             fs::daily_categories(db, *from, *to, w.cluster())

@@ -8,7 +8,10 @@ use crate::domain::event::Burst;
 /// before. Keys are inserted in sorted order so that overlapping concurrent batches lock them in
 /// the same order (no deadlock), and a concurrent retry of the same id waits for the first and
 /// then sees it. The signal's time is kept for retention, which deletes a dropped month's ids.
-pub async fn claim_ids(conn: &mut PgConnection, keys: &[(&str, DateTime<Utc>, Uuid)]) -> Result<Vec<Uuid>, sqlx::Error> {
+pub async fn claim_ids(
+    conn: &mut PgConnection,
+    keys: &[(&str, DateTime<Utc>, Uuid)],
+) -> Result<Vec<Uuid>, sqlx::Error> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }

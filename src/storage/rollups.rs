@@ -255,7 +255,11 @@ fn month_start(d: NaiveDate) -> NaiveDate {
 impl Coverage {
     pub fn of(from: DateTime<Utc>, to: DateTime<Utc>) -> Coverage {
         let floor = from.date_naive();
-        let d0 = if midnight(floor) == from { floor } else { floor + Duration::days(1) };
+        let d0 = if midnight(floor) == from {
+            floor
+        } else {
+            floor + Duration::days(1)
+        };
         let d1 = to.date_naive();
         if from >= to || d0 >= d1 {
             let raw = if from < to { vec![(from, to)] } else { Vec::new() };
@@ -404,7 +408,10 @@ mod tests {
     fn ragged_ends_split_into_days_and_raw_hours() {
         let c = Coverage::of(t("2026-01-30T10:00:00Z"), t("2026-04-02T06:00:00Z"));
         assert_eq!(c.months, (d("2026-02-01"), d("2026-04-01")));
-        assert_eq!(c.days, [(d("2026-01-31"), d("2026-02-01")), (d("2026-04-01"), d("2026-04-02"))]);
+        assert_eq!(
+            c.days,
+            [(d("2026-01-31"), d("2026-02-01")), (d("2026-04-01"), d("2026-04-02"))]
+        );
         assert_eq!(
             c.raw,
             vec![
@@ -429,7 +436,11 @@ mod tests {
         assert_eq!(c.months.0, c.months.1);
         assert_eq!(c.days[0].0, c.days[0].1);
         assert_eq!(c.raw, vec![(t("2026-03-03T01:00:00Z"), t("2026-03-03T05:00:00Z"))]);
-        assert!(Coverage::of(t("2026-03-03T01:00:00Z"), t("2026-03-03T01:00:00Z")).raw.is_empty());
+        assert!(
+            Coverage::of(t("2026-03-03T01:00:00Z"), t("2026-03-03T01:00:00Z"))
+                .raw
+                .is_empty()
+        );
     }
 
     #[test]
@@ -437,7 +448,10 @@ mod tests {
         // From mid-December to mid-February: January is the one whole month.
         let c = Coverage::of(t("2025-12-15T00:00:00Z"), t("2026-02-15T00:00:00Z"));
         assert_eq!(c.months, (d("2026-01-01"), d("2026-02-01")));
-        assert_eq!(c.days, [(d("2025-12-15"), d("2026-01-01")), (d("2026-02-01"), d("2026-02-15"))]);
+        assert_eq!(
+            c.days,
+            [(d("2025-12-15"), d("2026-01-01")), (d("2026-02-01"), d("2026-02-15"))]
+        );
         assert!(c.raw.is_empty());
     }
 }

@@ -111,7 +111,17 @@ async fn schemathesis_finds_no_failure() {
     )
     .await;
     let _ = std::fs::remove_dir_all(&report);
-    eprintln!("{}", out.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"));
+    eprintln!(
+        "{}",
+        out.lines()
+            .rev()
+            .take(30)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 #[tokio::test]
@@ -131,7 +141,9 @@ async fn openapi_document_lints_clean() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generated_python_client_round_trips() {
-    let Some(generator) = require_tool("openapi-python-client") else { return };
+    let Some(generator) = require_tool("openapi-python-client") else {
+        return;
+    };
     let dir = tempdir("python-client");
     run(
         "openapi-python-client generate",
@@ -145,7 +157,11 @@ async fn generated_python_client_round_trips() {
     .await;
     let app = spawn_app().await;
     let python = generator.parent().unwrap().join("python");
-    let python = if python.is_file() { python } else { PathBuf::from("python3") };
+    let python = if python.is_file() {
+        python
+    } else {
+        PathBuf::from("python3")
+    };
     run(
         "tests/contract/roundtrip.py",
         tokio::process::Command::new(python)

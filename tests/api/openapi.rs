@@ -60,20 +60,32 @@ async fn served_document_is_the_generated_one() {
 async fn unknown_query_parameters_are_named_in_a_400() {
     let app = spawn_app().await;
     let token = crate::helpers::ADMIN_TOKEN;
-    let (status, body) = app.get(token, "/v1/analytics/failure-mix?bogus=1&by=cluster&limt=3").await;
+    let (status, body) = app
+        .get(token, "/v1/analytics/failure-mix?bogus=1&by=cluster&limt=3")
+        .await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"], "unknown_query_parameter");
     let message = body["message"].as_str().unwrap();
-    assert!(message.contains("`bogus`") && message.contains("`limt`") && message.contains("`by`"), "{message}");
+    assert!(
+        message.contains("`bogus`") && message.contains("`limt`") && message.contains("`by`"),
+        "{message}"
+    );
     // Documented parameters of both extractors of the route, and empty values, are fine.
-    let (status, body) = app.get(token, "/v1/analytics/failure-mix?by=cluster&cluster=&from=2026-11-01T00:00:00Z").await;
+    let (status, body) = app
+        .get(
+            token,
+            "/v1/analytics/failure-mix?by=cluster&cluster=&from=2026-11-01T00:00:00Z",
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
 }
 
 #[tokio::test]
 async fn timestamp_errors_name_rfc_3339_and_give_an_example() {
     let app = spawn_app().await;
-    let (status, body) = app.get(crate::helpers::ADMIN_TOKEN, "/v1/analytics/mtbf?from=2026-11-01").await;
+    let (status, body) = app
+        .get(crate::helpers::ADMIN_TOKEN, "/v1/analytics/mtbf?from=2026-11-01")
+        .await;
     assert_eq!(status, 400, "{body}");
     let message = body["message"].as_str().unwrap();
     assert!(
@@ -115,9 +127,15 @@ fn the_document_states_limits_enums_and_open_routes() {
         assert_eq!(doc["paths"][open]["get"]["security"], serde_json::json!([]), "{open}");
     }
     let events = &doc["components"]["schemas"]["EventBatch"]["properties"]["events"];
-    assert_eq!((events["minItems"].as_u64(), events["maxItems"].as_u64()), (Some(1), Some(10_000)));
+    assert_eq!(
+        (events["minItems"].as_u64(), events["maxItems"].as_u64()),
+        (Some(1), Some(10_000))
+    );
     let text = &doc["components"]["schemas"]["Text"];
-    assert_eq!((text["minLength"].as_u64(), text["maxLength"].as_u64()), (Some(1), Some(256)));
+    assert_eq!(
+        (text["minLength"].as_u64(), text["maxLength"].as_u64()),
+        (Some(1), Some(256))
+    );
     let param = |path: &str, name: &str| {
         doc["paths"][path]["get"]["parameters"]
             .as_array()
@@ -128,14 +146,26 @@ fn the_document_states_limits_enums_and_open_routes() {
             .clone()
     };
     assert_eq!(param("/v1/analytics/top-errors", "limit")["schema"]["minimum"], 1);
-    assert_eq!(param("/v1/analytics/recovery", "jobs_limit")["schema"]["maximum"], 10_000);
-    assert!(param("/v1/analytics/top-errors", "format")["schema"].to_string().contains("Format"));
-    assert_eq!(doc["components"]["schemas"]["Format"]["enum"], serde_json::json!(["json", "csv"]));
+    assert_eq!(
+        param("/v1/analytics/recovery", "jobs_limit")["schema"]["maximum"],
+        10_000
+    );
+    assert!(
+        param("/v1/analytics/top-errors", "format")["schema"]
+            .to_string()
+            .contains("Format")
+    );
+    assert_eq!(
+        doc["components"]["schemas"]["Format"]["enum"],
+        serde_json::json!(["json", "csv"])
+    );
     assert!(doc["components"]["schemas"]["Action"]["enum"].as_array().unwrap().len() >= 10);
     let attributes = &doc["components"]["schemas"]["EventInput"]["properties"]["attributes"];
     assert!(attributes["additionalProperties"].is_object(), "{attributes}");
-    assert!(doc["components"]["schemas"]["ErrorDetails"]["properties"]["rejected"]["items"]["$ref"]
-        .as_str()
-        .unwrap()
-        .ends_with("RejectedItem"));
+    assert!(
+        doc["components"]["schemas"]["ErrorDetails"]["properties"]["rejected"]["items"]["$ref"]
+            .as_str()
+            .unwrap()
+            .ends_with("RejectedItem")
+    );
 }

@@ -198,8 +198,14 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
 
     // Ragged windows read rollups for the whole days and months and failures for the ends.
     for (from, to) in [
-        (start + Duration::hours(7), start + Duration::days(19) + Duration::hours(5)),
-        (start + Duration::days(12), start + Duration::days(12) + Duration::hours(9)),
+        (
+            start + Duration::hours(7),
+            start + Duration::days(19) + Duration::hours(5),
+        ),
+        (
+            start + Duration::days(12),
+            start + Duration::days(12) + Duration::hours(9),
+        ),
         (start - Duration::days(3), start + Duration::days(40)),
     ] {
         let want: i64 = sqlx::query_scalar("SELECT count(*) FROM failures WHERE first_at >= $1 AND first_at < $2")
@@ -209,7 +215,9 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
             .await
             .unwrap();
         let window = format!("from={}&to={}", iso(from), iso(to));
-        let (status, v) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/root-causes?{window}")).await;
+        let (status, v) = app
+            .get(ADMIN_TOKEN, &format!("/v1/analytics/root-causes?{window}"))
+            .await;
         assert_eq!(status, 200, "{v}");
         assert_eq!(v["failures"].as_i64(), Some(want), "root-causes {window}");
         let (_, v) = app
@@ -220,6 +228,9 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
         let unattributed = v["unattributed_failures"].as_i64().unwrap();
         // Each failure is in a group of the fleet, unattributed, or on a node out of service then.
         let fleet = v["fleet"]["failures"].as_i64().unwrap();
-        assert!(fleet + unattributed <= want, "mtbf {window}: {fleet} + {unattributed} of {want}");
+        assert!(
+            fleet + unattributed <= want,
+            "mtbf {window}: {fleet} + {unattributed} of {want}"
+        );
     }
 }

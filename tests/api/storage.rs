@@ -176,11 +176,10 @@ async fn an_old_partition_is_dropped_and_the_analyses_of_its_window_are_unchange
         .await
         .unwrap();
     assert_eq!(pass.dropped, 1, "events_2024_03");
-    let gone: bool =
-        sqlx::query_scalar("SELECT to_regclass('events_2024_03') IS NULL")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+    let gone: bool = sqlx::query_scalar("SELECT to_regclass('events_2024_03') IS NULL")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
     assert!(gone);
     assert_eq!(
         app.count("SELECT count(*) FROM events WHERE occurred_at < '2024-04-01'")
@@ -193,7 +192,8 @@ async fn an_old_partition_is_dropped_and_the_analyses_of_its_window_are_unchange
         "November 2026 is kept"
     );
     assert_eq!(
-        app.count("SELECT count(*) FROM event_ids WHERE occurred_at < '2024-04-01'").await,
+        app.count("SELECT count(*) FROM event_ids WHERE occurred_at < '2024-04-01'")
+            .await,
         0,
         "the dropped month's ids left the ledger"
     );

@@ -6,7 +6,7 @@ use axum::response::Response;
 use super::WindowQuery;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{FormatQuery, Negotiated, Csv, o, respond};
+use crate::http::csv::{Csv, FormatQuery, Negotiated, o, respond};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::baselines::{self as queries, BaselinesResponse};

@@ -10,7 +10,7 @@ use super::bad;
 use crate::analytics::decisions::compare::RateComparison;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{FormatQuery, Negotiated, Csv, o, respond, s};
+use crate::http::csv::{Csv, FormatQuery, Negotiated, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::decisions::{self as qd, CompareBy, Comparison, Span};

@@ -64,7 +64,9 @@ pub async fn failure_mix(
         MixBy::GpuModel => MixKey::Model,
         MixBy::Cluster => MixKey::Cluster,
     };
-    Ok(Json(queries::failure_mix(&ctx.read_db, &wq.window(&caller)?, key).await?))
+    Ok(Json(
+        queries::failure_mix(&ctx.read_db, &wq.window(&caller)?, key).await?,
+    ))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

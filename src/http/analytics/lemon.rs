@@ -9,7 +9,7 @@ use super::{WindowQuery, bad};
 use crate::domain::auth::Permission;
 use crate::domain::taxonomy::Category;
 use crate::http::ApiContext;
-use crate::http::csv::{FormatQuery, Negotiated, Csv, o, respond, s};
+use crate::http::csv::{Csv, FormatQuery, Negotiated, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::decisions::{self as qd, LemonFigures, Span};

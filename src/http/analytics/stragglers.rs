@@ -8,7 +8,7 @@ use utoipa::IntoParams;
 use super::{WindowQuery, bad};
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{FormatQuery, Negotiated, Csv, respond, s};
+use crate::http::csv::{Csv, FormatQuery, Negotiated, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::stragglers::{self as queries, StragglerParams, StragglersResponse};

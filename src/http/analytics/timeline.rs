@@ -10,7 +10,7 @@ use super::{WindowQuery, bad};
 use crate::analytics::cost::Period;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
-use crate::http::csv::{FormatQuery, Negotiated, Csv, respond, s};
+use crate::http::csv::{Csv, FormatQuery, Negotiated, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{AppQuery, Caller};
 use crate::queries::timeline::{self as queries, TimelineResponse};
