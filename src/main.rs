@@ -104,6 +104,9 @@ struct BenchArgs {
     /// Events per request.
     #[arg(long, default_value_t = 5000)]
     batch: usize,
+    /// Requests in flight at once (a fleet's agents send concurrently; 1 = one sender in turn).
+    #[arg(long, default_value_t = 4)]
+    senders: usize,
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Database to drop and recreate for the run (one per concurrent run on a shared server).
@@ -154,6 +157,7 @@ async fn main() -> anyhow::Result<()> {
                 server_url: server.url().to_string(),
                 signals: args.signals,
                 batch: args.batch,
+                senders: args.senders,
                 seed: args.seed,
                 db_name: args.db_name,
             })
@@ -244,7 +248,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     eprintln!("  nodes upserted: {}", nodes.accepted);
     let jobs = client.put_jobs(&fleet.jobs, 1000).await?;
     eprintln!("  jobs upserted: {}, rejected {}", jobs.accepted, jobs.rejected);
-    let sent = client.post_events(&fleet.events, args.batch, true).await?;
+    let sent = client.post_events(&fleet.events, args.batch, 1, true).await?;
     eprintln!(
         "  accepted {}, duplicates {}, rejected {}, retries {}",
         sent.accepted, sent.duplicates, sent.rejected, sent.retries

@@ -23,6 +23,8 @@ pub struct BenchOptions {
     /// Rough number of signals to generate.
     pub signals: usize,
     pub batch: usize,
+    /// Requests in flight at once.
+    pub senders: usize,
     pub seed: u64,
     /// Database dropped and recreated for the run.
     pub db_name: String,
@@ -105,6 +107,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     // analytics are measured. The inventory is the first slice's, in service all year (hostnames
     // and groups depend on the fleet size only, so every slice names the same nodes).
     let batch = opts.batch.max(1);
+    let senders = opts.senders.max(1);
     let mut sent = crate::devtools::client::SendTotals::default();
     let mut rates: Vec<(usize, f64)> = Vec::new();
     let mut signals = 0usize;
@@ -135,7 +138,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
             break;
         }
         let t = Instant::now();
-        let s = client.post_events(&fleet.events, batch, false).await?;
+        let s = client.post_events(&fleet.events, batch, senders, false).await?;
         let secs = t.elapsed().as_secs_f64();
         add(&mut sent, s);
         eprintln!(
@@ -195,7 +198,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         let client = Client::new(&base, &token)?;
         tokio::spawn(async move {
             let t = Instant::now();
-            let s = client.post_events(&last, batch, false).await;
+            let s = client.post_events(&last, batch, senders, false).await;
             (s, t.elapsed().as_secs_f64())
         })
     };
@@ -232,7 +235,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         opts.seed,
     ));
     out.push_str(&format!(
-        "| measure | value |\n|---|---|\n| ingest over HTTP (batches of {batch}, with failure folding and rollups), all but the last slice | {:.0} signals/s ({steady_signals} signals, {ingest_before_last:.1} s; {} accepted in all, {} retries) |\n\
+        "| measure | value |\n|---|---|\n| ingest over HTTP (batches of {batch}, {senders} in flight, with failure folding and rollups), all but the last slice | {:.0} signals/s ({steady_signals} signals, {ingest_before_last:.1} s; {} accepted in all, {} retries) |\n\
          | ingest, first slice | {first_rate:.0} signals/s |\n\
          | ingest, last slice before the analytics ran | {last_steady:.0} signals/s |\n\
          | last / first (goal: 0.80 or more) | {:.2} |\n\

@@ -115,13 +115,31 @@ impl Client {
         Ok(totals)
     }
 
-    /// POST /v1/events in batches, printing progress to stderr.
-    pub async fn post_events(&self, events: &[Value], batch: usize, progress: bool) -> anyhow::Result<SendTotals> {
-        let mut totals = SendTotals::default();
+    /// POST /v1/events in batches of `batch`, `senders` at a time, optionally printing progress to stderr.
+    pub async fn post_events(
+        &self,
+        events: &[Value],
+        batch: usize,
+        senders: usize,
+        progress: bool,
+    ) -> anyhow::Result<SendTotals> {
+        use futures_util::StreamExt;
+        let batch = batch.max(1);
         let total = events.len();
-        for (i, chunk) in events.chunks(batch.max(1)).enumerate() {
-            let body = json!({ "events": chunk });
-            let (res, retries) = self.send_with_retry(reqwest::Method::POST, "/v1/events", &body).await?;
+        // `senders` requests in flight at once, as several agents of a fleet would send; answers
+        // are taken in batch order, so progress lines stay in order.
+        // Boxed: a stream of unboxed borrowing futures is not `Send` for `tokio::spawn` (rustc's
+        // higher-ranked lifetime inference).
+        type Sending<'a> =
+            std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<(Value, u64)>> + Send + 'a>>;
+        let sends: Vec<Sending<'_>> = events
+            .chunks(batch)
+            .map(|c| Box::pin(self.send_events(c)) as Sending<'_>)
+            .collect();
+        let mut answers = futures_util::stream::iter(sends).buffered(senders.max(1)).enumerate();
+        let mut totals = SendTotals::default();
+        while let Some((i, answer)) = answers.next().await {
+            let (res, retries) = answer?;
             totals.accepted += res["accepted"].as_u64().unwrap_or(0);
             totals.duplicates += res["duplicates"].as_u64().unwrap_or(0);
             totals.rejected += res["rejected"].as_array().map_or(0, |r| r.len() as u64);
@@ -136,6 +154,11 @@ impl Client {
             }
         }
         Ok(totals)
+    }
+
+    async fn send_events(&self, chunk: &[Value]) -> anyhow::Result<(Value, u64)> {
+        let body = json!({ "events": chunk });
+        self.send_with_retry(reqwest::Method::POST, "/v1/events", &body).await
     }
 
     /// GET /v1/reports/reliability in `format` (html or markdown) for [from, to) and a cluster.

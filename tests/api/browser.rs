@@ -396,7 +396,7 @@ async fn the_report_and_the_dashboard_render_every_chart_in_a_real_browser() {
     let fleet = simulate(&SimConfig::default());
     let client = Client::new(&app.address, ADMIN_TOKEN).unwrap();
     client.put_nodes(&fleet.nodes, 1000).await.unwrap();
-    client.post_events(&fleet.events, 5000, false).await.unwrap();
+    client.post_events(&fleet.events, 5000, 1, false).await.unwrap();
     let reader = app.token("reader", None).await;
 
     // The simulated 28 days from 2026-10-01: the report as a file, opened offline.

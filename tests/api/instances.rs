@@ -134,7 +134,7 @@ async fn three_instances_fold_the_same_cascades_into_exactly_the_expected_failur
         clients
             .iter()
             .zip(&shares)
-            .map(|(client, share)| client.post_events(share, 500, false))
+            .map(|(client, share)| client.post_events(share, 500, 1, false))
             .collect(),
     )
     .await;
@@ -154,7 +154,7 @@ async fn three_instances_fold_the_same_cascades_into_exactly_the_expected_failur
     let single = SharedDatabase::create().await;
     let client = Client::new(&start_instance(&single).await.unwrap(), ADMIN_TOKEN).unwrap();
     client.put_nodes(&fleet.nodes, 1000).await.unwrap();
-    client.post_events(&fleet.events, 5000, false).await.unwrap();
+    client.post_events(&fleet.events, 5000, 1, false).await.unwrap();
     let single_pool = single.pool().await;
     assert_eq!(failures_by_id(&single_pool).await, formed);
     pool.close().await;

@@ -20,7 +20,7 @@ async fn a_simulated_fleet_forms_exactly_the_injected_failures_in_any_order() {
     let app = spawn_app().await;
     let client = Client::new(&app.address, ADMIN_TOKEN).unwrap();
     client.put_nodes(&fleet.nodes, 1000).await.unwrap();
-    let sent = client.post_events(&fleet.events, 5000, false).await.unwrap();
+    let sent = client.post_events(&fleet.events, 5000, 1, false).await.unwrap();
     assert_eq!(sent.accepted as usize, fleet.events.len());
     let formed = failures_by_id(&app).await;
     assert_eq!(formed.len(), fleet.truth.failures);
@@ -52,10 +52,10 @@ async fn a_simulated_fleet_forms_exactly_the_injected_failures_in_any_order() {
     client.put_nodes(&fleet.nodes, 1000).await.unwrap();
     let mut reversed = fleet.events.clone();
     reversed.reverse();
-    client.post_events(&reversed, 700, false).await.unwrap();
+    client.post_events(&reversed, 700, 1, false).await.unwrap();
     assert_eq!(failures_by_id(&other).await, formed);
     // Re-sending everything is idempotent.
-    let again = client.post_events(&fleet.events, 5000, false).await.unwrap();
+    let again = client.post_events(&fleet.events, 5000, 1, false).await.unwrap();
     assert_eq!((again.accepted, again.duplicates as usize), (0, fleet.events.len()));
     assert_eq!(failures_by_id(&other).await, formed);
 }
