@@ -157,8 +157,13 @@ impl Client {
     }
 
     async fn send_events(&self, chunk: &[Value]) -> anyhow::Result<(Value, u64)> {
-        let body = json!({ "events": chunk });
-        self.send_with_retry(reqwest::Method::POST, "/v1/events", &body).await
+        // Serialised from the borrowed events: `json!` would deep-copy every event of the batch.
+        #[derive(serde::Serialize)]
+        struct Batch<'a> {
+            events: &'a [Value],
+        }
+        self.send_with_retry(reqwest::Method::POST, "/v1/events", &Batch { events: chunk })
+            .await
     }
 
     /// GET /v1/reports/reliability in `format` (html or markdown) for [from, to) and a cluster.
@@ -189,7 +194,12 @@ impl Client {
     }
 
     /// Retries on connection errors, 429 and 5xx (honouring Retry-After), with exponential backoff.
-    async fn send_with_retry(&self, method: reqwest::Method, path: &str, body: &Value) -> anyhow::Result<(Value, u64)> {
+    async fn send_with_retry(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &(impl serde::Serialize + Sync),
+    ) -> anyhow::Result<(Value, u64)> {
         let url = format!("{}{path}", self.base);
         let mut delay = Duration::from_millis(200);
         for attempt in 0..8u64 {
