@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{Duration, NaiveDate};
 use sqlx::PgPool;
 
-use crate::analytics::cost::{JobRun, Phases, RecoveryFailure, SlowdownSignal, slowdown_ratio};
+use crate::analytics::cost::{ErrorTally, JobRun, Phases, RecoveryFailure, SlowdownSignal, slowdown_ratio};
 use crate::analytics::headline::{FailureCount, NodeFailures, NodeService};
 use crate::domain::window::Window;
 use crate::storage::failure_stats::{self as fs, NodeFailure};
@@ -194,22 +194,35 @@ pub async fn symptom_counts(db: &PgPool, w: &Window) -> Result<Vec<(String, u64)
     Ok(acc.into_iter().collect())
 }
 
-/// Failures per (root kind, root code) with their most common severity.
-pub async fn root_errors(db: &PgPool, w: &Window) -> Result<Vec<(String, Option<i64>, u64, String)>, sqlx::Error> {
-    Ok(fs::root_signal_counts(db, w.from, w.to, w.cluster())
-        .await?
-        .into_iter()
-        .map(|r| (r.kind, r.code, count(r.failures), r.severity))
-        .collect())
+/// Per (kind, code, severity) of the window's failures: roots, failures holding one, signals.
+pub async fn error_tally(db: &PgPool, w: &Window) -> Result<ErrorTally, sqlx::Error> {
+    fn code(c: &str) -> Option<i64> {
+        c.parse().ok()
+    }
+    let cov = Coverage::of(w.from, w.to);
+    let mut rows = rollups::error_totals(db, &cov, w.cluster()).await?;
+    for (from, to) in &cov.raw {
+        let facts = rollups::error_facts_between(db, *from, *to, w.cluster()).await?;
+        rows.extend(facts.into_iter().map(rollups::ErrorTotal::from));
+    }
+    let mut tally = ErrorTally::default();
+    for r in rows {
+        let c = code(&r.code);
+        tally.add(
+            r.kind,
+            c,
+            r.severity,
+            count(r.root_failures),
+            count(r.holding_failures),
+            count(r.signals),
+        );
+    }
+    Ok(tally)
 }
 
-/// Per (kind, code) among all signals of the window's failures: (failures holding one, signals).
-pub async fn signal_errors(db: &PgPool, w: &Window) -> Result<Vec<(String, Option<i64>, u64, u64)>, sqlx::Error> {
-    Ok(fs::signal_kind_counts(db, w.from, w.to, w.cluster())
-        .await?
-        .into_iter()
-        .map(|r| (r.kind, r.code, count(r.failures), count(r.signals)))
-        .collect())
+/// Failures per (root kind, root code) with their most common severity.
+pub async fn root_errors(db: &PgPool, w: &Window) -> Result<Vec<(String, Option<i64>, u64, String)>, sqlx::Error> {
+    Ok(error_tally(db, w).await?.roots())
 }
 
 /// (failures, signals) of the window.
