@@ -93,7 +93,14 @@ pub async fn failures_per_node(db: &PgPool, w: &Window) -> Result<(NodeFailures,
     Ok((per_node, without_node))
 }
 
-/// Failures per MTBF group, for `mtbf` only: the failures of a labelled group are credited to its
+/// `rollup_groups` over the window's whole days and months: the input of `failures_per_group`,
+/// read apart so it can run beside the inventory read (it does not need it).
+pub async fn group_rollup(db: &PgPool, w: &Window) -> Result<Vec<rollups::GroupTotal>, sqlx::Error> {
+    rollups::group_totals(db, &Coverage::of(w.from, w.to), w.cluster()).await
+}
+
+/// Failures per MTBF group, for `mtbf` only, from `rollup` (`group_rollup`) and the failures of
+/// the window's partial days: the failures of a labelled group are credited to its
 /// first node in service in the window (mtbf sums them per group, so the figures are those of
 /// per-node counts); unlabelled and unknown nodes count per node, as do labelled nodes out of
 /// service in the window (counted from the failures: mtbf leaves them out). Also the count of
@@ -102,6 +109,7 @@ pub async fn failures_per_group(
     db: &PgPool,
     w: &Window,
     inventory: &[NodeService],
+    rollup: Vec<rollups::GroupTotal>,
 ) -> Result<(NodeFailures, u64), sqlx::Error> {
     let label: HashMap<(&str, &str), &str> = inventory
         .iter()
@@ -115,7 +123,7 @@ pub async fn failures_per_group(
     let mut groups: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut per_node = NodeFailures::new();
     let mut without_node = 0;
-    for r in rollups::group_totals(db, &cov, w.cluster()).await? {
+    for r in rollup {
         let n = count(r.failures);
         if !r.node_group.is_empty() {
             *groups.entry((r.cluster, r.node_group)).or_default() += n;
