@@ -220,30 +220,60 @@ pub fn mtbf(
             .cmp(&b.0.cluster)
             .then_with(|| natural_cmp(&a.0.hostname, &b.0.hostname))
     });
-    let mut assignment: Vec<(String, bool)> = vec![(String::new(), false); active.len()];
-    let mut by_cluster: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, (n, _)) in active.iter().enumerate() {
-        match &n.group {
-            Some(g) => assignment[i] = (format!("{}/{g}", n.cluster), false),
-            None => by_cluster.entry(n.cluster.as_str()).or_default().push(i),
-        }
-    }
-    for (cluster, idxs) in by_cluster {
-        let counts: Vec<u32> = idxs.iter().map(|&i| active[i].0.gpu_count).collect();
-        for (k, g) in pack_into_groups(&counts, group_size).into_iter().enumerate() {
-            assignment[idxs[k]] = (format!("{cluster}/auto-{g:03}"), true);
-        }
-    }
     #[derive(Default)]
     struct Acc {
-        cluster: String,
-        packed: bool,
+        /// The last node of the group (in `active` order): its cluster and packing name the group.
+        last: usize,
         nodes: u64,
         gpus: u64,
         gpu_hours: f64,
         failures: u64,
     }
-    let mut groups: BTreeMap<String, Acc> = BTreeMap::new();
+    // Each node's group slot; a group's name is formatted once, and nodes whose names coincide
+    // (a label that reads like `auto-001`) share the slot, as they share the name.
+    let mut slot_of: BTreeMap<String, usize> = BTreeMap::new();
+    let mut accs: Vec<Acc> = Vec::new();
+    let mut slot = |name: String, accs: &mut Vec<Acc>| -> usize {
+        *slot_of.entry(name).or_insert_with(|| {
+            accs.push(Acc::default());
+            accs.len() - 1
+        })
+    };
+    let mut node_slot: Vec<(usize, bool)> = vec![(0, false); active.len()];
+    let mut labelled: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    let mut by_cluster: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, (n, _)) in active.iter().enumerate() {
+        match &n.group {
+            Some(g) => {
+                let s = match labelled.get(&(n.cluster.as_str(), g.as_str())) {
+                    Some(&s) => s,
+                    None => {
+                        let s = slot(format!("{}/{g}", n.cluster), &mut accs);
+                        labelled.insert((n.cluster.as_str(), g.as_str()), s);
+                        s
+                    }
+                };
+                node_slot[i] = (s, false);
+            }
+            None => by_cluster.entry(n.cluster.as_str()).or_default().push(i),
+        }
+    }
+    for (cluster, idxs) in by_cluster {
+        let counts: Vec<u32> = idxs.iter().map(|&i| active[i].0.gpu_count).collect();
+        let mut current: Option<(usize, usize)> = None;
+        for (k, g) in pack_into_groups(&counts, group_size).into_iter().enumerate() {
+            let s = match current {
+                Some((cg, s)) if cg == g => s,
+                _ => slot(format!("{cluster}/auto-{g:03}"), &mut accs),
+            };
+            current = Some((g, s));
+            node_slot[idxs[k]] = (s, true);
+        }
+    }
+    let per_node: std::collections::HashMap<(&str, &str), u64> = failures
+        .iter()
+        .map(|((c, h), f)| ((c.as_str(), h.as_str()), *f))
+        .collect();
     let mut fleet = FleetMtbf {
         gpus: 0,
         gpu_hours: 0.0,
@@ -254,14 +284,13 @@ pub fn mtbf(
         median_group_mtbf_hours: None,
     };
     for (i, (n, h)) in active.iter().enumerate() {
-        let a = groups.entry(assignment[i].0.clone()).or_default();
-        a.cluster = n.cluster.clone();
-        a.packed = assignment[i].1;
+        let a = &mut accs[node_slot[i].0];
+        a.last = i;
         a.nodes += 1;
         a.gpus += u64::from(n.gpu_count);
         a.gpu_hours += f64::from(n.gpu_count) * h;
-        let f = failures
-            .get(&(n.cluster.clone(), n.hostname.clone()))
+        let f = per_node
+            .get(&(n.cluster.as_str(), n.hostname.as_str()))
             .copied()
             .unwrap_or(0);
         a.failures += f;
@@ -269,15 +298,16 @@ pub fn mtbf(
         fleet.gpu_hours += f64::from(n.gpu_count) * h;
         fleet.failures += f;
     }
-    let rows: Vec<MtbfGroup> = groups
+    let rows: Vec<MtbfGroup> = slot_of
         .into_iter()
-        .map(|(group, a)| {
+        .map(|(group, s)| {
+            let a = &accs[s];
             let exposure = if a.gpus == 0 { 0.0 } else { a.gpu_hours / a.gpus as f64 };
             let est = mtbf_with_ci(exposure, a.failures, confidence);
             MtbfGroup {
                 group,
-                cluster: a.cluster,
-                packed: a.packed,
+                cluster: active[a.last].0.cluster.clone(),
+                packed: node_slot[a.last].1,
                 nodes: a.nodes,
                 gpus: a.gpus,
                 exposure_hours: round6(exposure),

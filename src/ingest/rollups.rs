@@ -9,16 +9,20 @@ use std::collections::BTreeMap;
 use chrono::{Datelike, NaiveDate};
 use sqlx::PgConnection;
 
-use crate::storage::rollups::{self as store, CauseColumns, Fact, GroupColumns};
+use crate::storage::rollups::{self as store, CauseColumns, ErrorColumns, Facts, GroupColumns};
 
 type CauseKey = (&'static str, NaiveDate, String, String, String, String, String, String);
 type GroupKey = (&'static str, NaiveDate, String, String, String);
+/// (period, bucket, cluster, kind, code, severity).
+type ErrorKey = (&'static str, NaiveDate, String, String, String, String);
 
 /// Rows to add to the rollups (negative for failures that went away).
 #[derive(Debug, Default)]
 pub struct Delta {
     causes: BTreeMap<CauseKey, (i64, i64)>,
     groups: BTreeMap<GroupKey, i64>,
+    /// (root_failures, holding_failures, signals).
+    errors: BTreeMap<ErrorKey, (i64, i64, i64)>,
 }
 
 fn buckets(day: NaiveDate) -> [(&'static str, NaiveDate); 2] {
@@ -27,15 +31,33 @@ fn buckets(day: NaiveDate) -> [(&'static str, NaiveDate); 2] {
 
 impl Delta {
     /// The change from `before` to `after` (facts of the same selection).
-    pub fn between(before: &[Fact], after: &[Fact]) -> Delta {
+    pub fn between(before: &Facts, after: &Facts) -> Delta {
         let mut d = Delta::default();
         d.add(before, -1);
         d.add(after, 1);
         d
     }
 
-    pub fn add(&mut self, facts: &[Fact], sign: i64) {
-        for f in facts {
+    pub fn add(&mut self, facts: &Facts, sign: i64) {
+        for f in &facts.errors {
+            for (period, bucket) in buckets(f.day) {
+                let e = self
+                    .errors
+                    .entry((
+                        period,
+                        bucket,
+                        f.cluster.clone(),
+                        f.kind.clone(),
+                        f.code.clone(),
+                        f.severity.clone(),
+                    ))
+                    .or_default();
+                e.0 += sign * f.root_failures;
+                e.1 += sign * f.holding_failures;
+                e.2 += sign * f.signals;
+            }
+        }
+        for f in &facts.causes {
             for (period, bucket) in buckets(f.day) {
                 let c = self
                     .causes
@@ -66,7 +88,7 @@ impl Delta {
         }
     }
 
-    /// Adds the non-zero rows, causes then groups, each in key order and in chunks.
+    /// Adds the non-zero rows, causes, groups then errors, each in key order and in chunks.
     pub async fn apply(self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
         const CHUNK: usize = 5_000;
         let causes: Vec<_> = self.causes.into_iter().filter(|(_, v)| *v != (0, 0)).collect();
@@ -99,6 +121,22 @@ impl Delta {
             }
             store::add_groups(conn, &c).await?;
         }
+        let errors: Vec<_> = self.errors.into_iter().filter(|(_, v)| *v != (0, 0, 0)).collect();
+        for chunk in errors.chunks(CHUNK) {
+            let mut c = ErrorColumns::default();
+            for ((period, bucket, cluster, kind, code, severity), (r, h, s)) in chunk {
+                c.period.push(period);
+                c.bucket.push(*bucket);
+                c.cluster.push(cluster.clone());
+                c.kind.push(kind.clone());
+                c.code.push(code.clone());
+                c.severity.push(severity.clone());
+                c.root_failures.push(*r);
+                c.holding_failures.push(*h);
+                c.signals.push(*s);
+            }
+            store::add_errors(conn, &c).await?;
+        }
         Ok(())
     }
 }
@@ -111,7 +149,7 @@ pub async fn before_lifecycle_write(
     conn: &mut PgConnection,
     cluster: &str,
     correlation_key: &str,
-) -> Result<Vec<Fact>, sqlx::Error> {
+) -> Result<Facts, sqlx::Error> {
     crate::storage::catalog::version_for_share(conn).await?;
     super::locks::lock(
         conn,
@@ -127,13 +165,13 @@ pub async fn after_lifecycle_write(
     conn: &mut PgConnection,
     cluster: &str,
     correlation_key: &str,
-    before: &[Fact],
+    before: &Facts,
 ) -> Result<(), sqlx::Error> {
     let after = store::facts_of_key(conn, cluster, correlation_key).await?;
     Delta::between(before, &after).apply(conn).await
 }
 
-/// Recounts both tables from every failure (after a catalog rebuild, in its transaction).
+/// Recounts the three tables from every failure (after a catalog rebuild, in its transaction).
 pub async fn rebuild(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     store::clear(conn).await?;
     let facts = store::facts_all(conn).await?;
@@ -145,6 +183,14 @@ pub async fn rebuild(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::rollups::{ErrorFact, Fact};
+
+    fn causes(facts: Vec<Fact>) -> Facts {
+        Facts {
+            causes: facts,
+            errors: Vec::new(),
+        }
+    }
 
     fn fact(day: &str, category: &str, group: &str, node: &str, n: i64) -> Fact {
         Fact {
@@ -164,11 +210,11 @@ mod tests {
 
     #[test]
     fn a_moved_failure_leaves_its_old_rows_and_joins_the_new_ones() {
-        let before = [fact("2026-03-04", "hardware", "g1", "", 2)];
-        let after = [
+        let before = causes(vec![fact("2026-03-04", "hardware", "g1", "", 2)]);
+        let after = causes(vec![
             fact("2026-03-04", "hardware", "g1", "", 1),
             fact("2026-03-04", "user", "g1", "", 1),
-        ];
+        ]);
         let d = Delta::between(&before, &after);
         let day = "2026-03-04".parse().unwrap();
         let month = "2026-03-01".parse().unwrap();
@@ -188,5 +234,44 @@ mod tests {
         assert_eq!(d.causes[&key("month", month, "user")], (1, 3));
         // Same group either way: nothing to write there.
         assert_eq!(d.groups[&("day", day, "a".into(), "g1".into(), String::new())], 0);
+    }
+
+    #[test]
+    fn a_refold_that_regrades_a_failure_moves_its_error_rows_by_severity() {
+        let e = |severity: &str, root, holding, signals| ErrorFact {
+            day: "2026-03-31".parse().unwrap(),
+            cluster: "a".into(),
+            kind: "xid".into(),
+            code: "79".into(),
+            severity: severity.into(),
+            root_failures: root,
+            holding_failures: holding,
+            signals,
+        };
+        // Three failures rooted at xid 79 (five xid 79 signals in all) were critical; a catalog
+        // edit makes one of them (two signals) high.
+        let before = Facts {
+            causes: Vec::new(),
+            errors: vec![e("critical", 3, 3, 5)],
+        };
+        let after = Facts {
+            causes: Vec::new(),
+            errors: vec![e("critical", 2, 2, 3), e("high", 1, 1, 2)],
+        };
+        let d = Delta::between(&before, &after);
+        let key = |p, b: &str, sev: &str| {
+            (
+                p,
+                b.parse().unwrap(),
+                "a".to_string(),
+                "xid".to_string(),
+                "79".to_string(),
+                sev.to_string(),
+            )
+        };
+        assert_eq!(d.errors[&key("day", "2026-03-31", "critical")], (-1, -1, -2));
+        assert_eq!(d.errors[&key("month", "2026-03-01", "high")], (1, 1, 2));
+        assert_eq!(d.errors.len(), 4);
+        assert!(d.causes.is_empty() && d.groups.is_empty());
     }
 }

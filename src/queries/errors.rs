@@ -39,14 +39,18 @@ pub async fn top_errors(
     limit: usize,
 ) -> Result<TopErrorsResponse, sqlx::Error> {
     let (failures, signals) = inputs::failure_totals(db, w).await?;
-    let root = inputs::root_errors(db, w).await?;
+    let tally = inputs::error_tally(db, w).await?;
     let root = c::top_errors(
-        root.into_iter().map(|(k, code, n, sev)| (k, code, n, n, sev)).collect(),
+        tally
+            .roots()
+            .into_iter()
+            .map(|(k, code, n, sev)| (k, code, n, n, sev))
+            .collect(),
         failures,
         failures,
         limit,
     );
-    let all = inputs::signal_errors(db, w).await?;
+    let all = tally.signals();
     let catalog = {
         let mut conn = primary.acquire().await?;
         crate::ingest::catalog::lock_shared(&mut conn, catalog_cache).await?

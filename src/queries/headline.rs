@@ -41,8 +41,11 @@ pub async fn failure_mix(db: &PgPool, w: &Window, key: MixKey) -> Result<Failure
         MixKey::Model => ("gpu_model", MixDimension::Model),
         MixKey::Cluster => ("cluster", MixDimension::Cluster),
     };
-    let nodes = inputs::node_service(db, w).await?;
-    let counts = inputs::failure_counts(db, dim, w).await?;
+    let (nodes, counts, window) = tokio::try_join!(
+        inputs::node_service(db, w),
+        inputs::failure_counts(db, dim, w),
+        computed(db, w)
+    )?;
     let rows = headline::failure_mix(&nodes, &counts, key, w.from, w.to);
     let gpu_days: f64 = rows.iter().map(|r| r.gpu_days).sum();
     let failures: u64 = rows.iter().map(|r| r.failures).sum();
@@ -53,7 +56,7 @@ pub async fn failure_mix(db: &PgPool, w: &Window, key: MixKey) -> Result<Failure
         failures_per_1000_gpu_days: (gpu_days > 0.0).then(|| round6(failures as f64 / gpu_days * 1000.0)),
     };
     Ok(FailureMixResponse {
-        window: computed(db, w).await?,
+        window,
         by: by.into(),
         rows,
         totals,
@@ -91,8 +94,14 @@ pub async fn mtbf(
     group_size: u32,
     job_gpus: Option<u64>,
 ) -> Result<MtbfResponse, sqlx::Error> {
-    let nodes = inputs::node_service(db, w).await?;
-    let (per_node, without_node) = inputs::failures_per_group(db, w, &nodes).await?;
+    // The inventory, the group rollup and the catalog version are independent reads: on three
+    // connections at once, the request waits for the slowest rather than their sum.
+    let (nodes, rollup, window) = tokio::try_join!(
+        inputs::node_service(db, w),
+        inputs::group_rollup(db, w),
+        computed(db, w)
+    )?;
+    let (per_node, without_node) = inputs::failures_per_group(db, w, &nodes, rollup).await?;
     let known: HashSet<(&str, &str)> = nodes
         .iter()
         .map(|n| (n.cluster.as_str(), n.hostname.as_str()))
@@ -105,7 +114,7 @@ pub async fn mtbf(
     let (groups, fleet) = headline::mtbf(&nodes, &per_node, group_size, w.from, w.to, MTBF_CONFIDENCE);
     let job_projection = job_gpus.map(|n| headline::project_job(&fleet, n));
     Ok(MtbfResponse {
-        window: computed(db, w).await?,
+        window,
         group_size,
         confidence: MTBF_CONFIDENCE,
         groups,

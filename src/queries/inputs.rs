@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{Duration, NaiveDate};
 use sqlx::PgPool;
 
-use crate::analytics::cost::{JobRun, Phases, RecoveryFailure, SlowdownSignal, slowdown_ratio};
+use crate::analytics::cost::{ErrorTally, JobRun, Phases, RecoveryFailure, SlowdownSignal, slowdown_ratio};
 use crate::analytics::headline::{FailureCount, NodeFailures, NodeService};
 use crate::domain::window::Window;
 use crate::storage::failure_stats::{self as fs, NodeFailure};
@@ -93,7 +93,14 @@ pub async fn failures_per_node(db: &PgPool, w: &Window) -> Result<(NodeFailures,
     Ok((per_node, without_node))
 }
 
-/// Failures per MTBF group, for `mtbf` only: the failures of a labelled group are credited to its
+/// `rollup_groups` over the window's whole days and months: the input of `failures_per_group`,
+/// read apart so it can run beside the inventory read (it does not need it).
+pub async fn group_rollup(db: &PgPool, w: &Window) -> Result<Vec<rollups::GroupTotal>, sqlx::Error> {
+    rollups::group_totals(db, &Coverage::of(w.from, w.to), w.cluster()).await
+}
+
+/// Failures per MTBF group, for `mtbf` only, from `rollup` (`group_rollup`) and the failures of
+/// the window's partial days: the failures of a labelled group are credited to its
 /// first node in service in the window (mtbf sums them per group, so the figures are those of
 /// per-node counts); unlabelled and unknown nodes count per node, as do labelled nodes out of
 /// service in the window (counted from the failures: mtbf leaves them out). Also the count of
@@ -102,6 +109,7 @@ pub async fn failures_per_group(
     db: &PgPool,
     w: &Window,
     inventory: &[NodeService],
+    rollup: Vec<rollups::GroupTotal>,
 ) -> Result<(NodeFailures, u64), sqlx::Error> {
     let label: HashMap<(&str, &str), &str> = inventory
         .iter()
@@ -115,7 +123,7 @@ pub async fn failures_per_group(
     let mut groups: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut per_node = NodeFailures::new();
     let mut without_node = 0;
-    for r in rollups::group_totals(db, &cov, w.cluster()).await? {
+    for r in rollup {
         let n = count(r.failures);
         if !r.node_group.is_empty() {
             *groups.entry((r.cluster, r.node_group)).or_default() += n;
@@ -194,22 +202,35 @@ pub async fn symptom_counts(db: &PgPool, w: &Window) -> Result<Vec<(String, u64)
     Ok(acc.into_iter().collect())
 }
 
-/// Failures per (root kind, root code) with their most common severity.
-pub async fn root_errors(db: &PgPool, w: &Window) -> Result<Vec<(String, Option<i64>, u64, String)>, sqlx::Error> {
-    Ok(fs::root_signal_counts(db, w.from, w.to, w.cluster())
-        .await?
-        .into_iter()
-        .map(|r| (r.kind, r.code, count(r.failures), r.severity))
-        .collect())
+/// Per (kind, code, severity) of the window's failures: roots, failures holding one, signals.
+pub async fn error_tally(db: &PgPool, w: &Window) -> Result<ErrorTally, sqlx::Error> {
+    fn code(c: &str) -> Option<i64> {
+        c.parse().ok()
+    }
+    let cov = Coverage::of(w.from, w.to);
+    let mut rows = rollups::error_totals(db, &cov, w.cluster()).await?;
+    for (from, to) in &cov.raw {
+        let facts = rollups::error_facts_between(db, *from, *to, w.cluster()).await?;
+        rows.extend(facts.into_iter().map(rollups::ErrorTotal::from));
+    }
+    let mut tally = ErrorTally::default();
+    for r in rows {
+        let c = code(&r.code);
+        tally.add(
+            r.kind,
+            c,
+            r.severity,
+            count(r.root_failures),
+            count(r.holding_failures),
+            count(r.signals),
+        );
+    }
+    Ok(tally)
 }
 
-/// Per (kind, code) among all signals of the window's failures: (failures holding one, signals).
-pub async fn signal_errors(db: &PgPool, w: &Window) -> Result<Vec<(String, Option<i64>, u64, u64)>, sqlx::Error> {
-    Ok(fs::signal_kind_counts(db, w.from, w.to, w.cluster())
-        .await?
-        .into_iter()
-        .map(|r| (r.kind, r.code, count(r.failures), count(r.signals)))
-        .collect())
+/// Failures per (root kind, root code) with their most common severity.
+pub async fn root_errors(db: &PgPool, w: &Window) -> Result<Vec<(String, Option<i64>, u64, String)>, sqlx::Error> {
+    Ok(error_tally(db, w).await?.roots())
 }
 
 /// (failures, signals) of the window.

@@ -122,68 +122,6 @@ pub async fn symptom_counts(
     .await
 }
 
-/// Failures per (root kind, root code) with their most common severity.
-#[derive(Debug)]
-pub struct RootSignalCount {
-    pub kind: String,
-    pub code: Option<i64>,
-    pub failures: i64,
-    pub severity: String,
-}
-
-pub async fn root_signal_counts(
-    db: &PgPool,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-) -> Result<Vec<RootSignalCount>, sqlx::Error> {
-    sqlx::query_as!(
-        RootSignalCount,
-        r#"SELECT root_kind AS kind, root_code AS code, count(*) AS "failures!",
-                  mode() WITHIN GROUP (ORDER BY severity) AS "severity!"
-           FROM failures
-           WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
-           GROUP BY 1, 2"#,
-        from,
-        to,
-        cluster,
-    )
-    .fetch_all(db)
-    .await
-}
-
-/// Per (kind, code) among the signals of the window's failures: the failures holding one, and the
-/// signals. Reads the (kind, code) each failure keeps of its signals, so it needs no signal row and
-/// answers the same after retention dropped them.
-#[derive(Debug)]
-pub struct SignalKindCount {
-    pub kind: String,
-    pub code: Option<i64>,
-    pub failures: i64,
-    pub signals: i64,
-}
-
-pub async fn signal_kind_counts(
-    db: &PgPool,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-) -> Result<Vec<SignalKindCount>, sqlx::Error> {
-    sqlx::query_as!(
-        SignalKindCount,
-        r#"SELECT split_part(s.k, E'\x1f', 1) AS "kind!", NULLIF(split_part(s.k, E'\x1f', 2), '')::bigint AS code,
-                  count(DISTINCT f.id) AS "failures!", count(*) AS "signals!"
-           FROM failures f CROSS JOIN LATERAL unnest(f.signal_kinds) AS s(k)
-           WHERE f.first_at >= $1 AND f.first_at < $2 AND ($3::text IS NULL OR f.cluster = $3)
-           GROUP BY 1, 2"#,
-        from,
-        to,
-        cluster,
-    )
-    .fetch_all(db)
-    .await
-}
-
 /// (failures, signals) of the window.
 pub async fn totals(
     db: &PgPool,

@@ -1,4 +1,4 @@
-//! The rollup tables (migration 0014): what the failures of a selection contribute to them
+//! The rollup tables (migrations 0014 and 0015): what the failures of a selection contribute to them
 //! ("facts", read before and after a write), additive upserts of the difference, and the reads the
 //! analytics make over the whole days and months of a window. The bookkeeping (which writes touch
 //! which failures, the difference) lives in `crate::ingest::rollups`.
@@ -26,9 +26,92 @@ pub struct Fact {
     pub signals: i64,
 }
 
+/// What a set of failures contributes to `rollup_errors`, per UTC day of first_at, cluster, signal
+/// kind and code ('' when none) and the failures' own severity (their root signal's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorFact {
+    pub day: NaiveDate,
+    pub cluster: String,
+    pub kind: String,
+    pub code: String,
+    pub severity: String,
+    /// Failures whose root signal has this kind and code.
+    pub root_failures: i64,
+    /// Failures holding at least one signal of this kind and code.
+    pub holding_failures: i64,
+    /// Signals of this kind and code in them.
+    pub signals: i64,
+}
+
+/// What a selection of failures contributes to every rollup table. `errors` stays empty for the
+/// selections of writes that cannot move a failure there (post-mortems, inventory: kind, code and
+/// severity are the failure row's own, rewritten only by a re-fold or a rebuild).
+#[derive(Debug, Default)]
+pub struct Facts {
+    pub causes: Vec<Fact>,
+    pub errors: Vec<ErrorFact>,
+}
+
+impl Facts {
+    pub fn is_empty(&self) -> bool {
+        self.causes.is_empty() && self.errors.is_empty()
+    }
+}
+
 /// Facts of the failures of each (cluster, key) overlapping its range: the same selection as
 /// `failures::delete_in_ranges`, so re-folded failures are read before the delete and after the insert.
 pub async fn facts_in_ranges(
+    conn: &mut PgConnection,
+    clusters: &[&str],
+    keys: &[String],
+    starts: &[DateTime<Utc>],
+    ends: &[DateTime<Utc>],
+) -> Result<Facts, sqlx::Error> {
+    let causes = cause_facts_in_ranges(conn, clusters, keys, starts, ends).await?;
+    let errors = sqlx::query_as!(
+        ErrorFact,
+        r#"SELECT (f.first_at AT TIME ZONE 'UTC')::date AS "day!", f.cluster AS "cluster!", x.kind AS "kind!",
+                  x.code AS "code!", f.severity AS "severity!", sum(x.root_failures)::bigint AS "root_failures!",
+                  sum(x.holding_failures)::bigint AS "holding_failures!", sum(x.signals)::bigint AS "signals!"
+           FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS k(cluster, key, s, e)
+           JOIN failures f ON f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
+           CROSS JOIN LATERAL failure_error_entries(f.root_kind, f.root_code, f.signal_kinds) x
+           GROUP BY 1, 2, 3, 4, 5"#,
+        clusters as &[&str],
+        keys,
+        starts,
+        ends,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Facts { causes, errors })
+}
+
+/// `rollup_errors` facts of the failures whose first signal is in `[from, to)` (of `cluster`, or
+/// all): the partial days of a window, and with the widest bounds the rebuild.
+pub async fn error_facts_between<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<Vec<ErrorFact>, sqlx::Error> {
+    sqlx::query_as!(
+        ErrorFact,
+        r#"SELECT (f.first_at AT TIME ZONE 'UTC')::date AS "day!", f.cluster AS "cluster!", x.kind AS "kind!",
+                  x.code AS "code!", f.severity AS "severity!", sum(x.root_failures)::bigint AS "root_failures!",
+                  sum(x.holding_failures)::bigint AS "holding_failures!", sum(x.signals)::bigint AS "signals!"
+           FROM failures f CROSS JOIN LATERAL failure_error_entries(f.root_kind, f.root_code, f.signal_kinds) x
+           WHERE f.first_at >= $1 AND f.first_at < $2 AND ($3::text IS NULL OR f.cluster = $3)
+           GROUP BY 1, 2, 3, 4, 5"#,
+        from,
+        to,
+        cluster,
+    )
+    .fetch_all(db)
+    .await
+}
+
+async fn cause_facts_in_ranges(
     conn: &mut PgConnection,
     clusters: &[&str],
     keys: &[String],
@@ -56,16 +139,17 @@ pub async fn facts_in_ranges(
     .await
 }
 
-/// Facts of the failures whose root node is one of (cluster, hostname).
+/// Facts of the failures whose root node is one of (cluster, hostname), for an inventory change
+/// (which moves failures in `rollup_causes` and `rollup_groups` only).
 pub async fn facts_of_nodes(
     conn: &mut PgConnection,
     clusters: &[String],
     hosts: &[String],
-) -> Result<Vec<Fact>, sqlx::Error> {
+) -> Result<Facts, sqlx::Error> {
     if clusters.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Facts::default());
     }
-    sqlx::query_as!(
+    let causes = sqlx::query_as!(
         Fact,
         r#"SELECT (f.first_at AT TIME ZONE 'UTC')::date AS "day!", f.cluster AS "cluster!",
                   COALESCE(n.gpu_generation, f.signal_generation) AS "generation!", COALESCE(n.gpu_model, 'unknown') AS "model!",
@@ -81,12 +165,17 @@ pub async fn facts_of_nodes(
         hosts,
     )
     .fetch_all(&mut *conn)
-    .await
+    .await?;
+    Ok(Facts {
+        causes,
+        errors: Vec::new(),
+    })
 }
 
-/// Facts of the failures of one (cluster, correlation key).
-pub async fn facts_of_key(conn: &mut PgConnection, cluster: &str, key: &str) -> Result<Vec<Fact>, sqlx::Error> {
-    sqlx::query_as!(
+/// Facts of the failures of one (cluster, correlation key), for a lifecycle write (which moves
+/// failures in `rollup_causes` only).
+pub async fn facts_of_key(conn: &mut PgConnection, cluster: &str, key: &str) -> Result<Facts, sqlx::Error> {
+    let causes = sqlx::query_as!(
         Fact,
         r#"SELECT (f.first_at AT TIME ZONE 'UTC')::date AS "day!", f.cluster AS "cluster!",
                   COALESCE(n.gpu_generation, f.signal_generation) AS "generation!", COALESCE(n.gpu_model, 'unknown') AS "model!",
@@ -101,12 +190,16 @@ pub async fn facts_of_key(conn: &mut PgConnection, cluster: &str, key: &str) -> 
         key,
     )
     .fetch_all(&mut *conn)
-    .await
+    .await?;
+    Ok(Facts {
+        causes,
+        errors: Vec::new(),
+    })
 }
 
-/// Facts of every failure (a full rebuild; also the recount the tests compare the rollups with).
-pub async fn facts_all(conn: &mut PgConnection) -> Result<Vec<Fact>, sqlx::Error> {
-    sqlx::query_as!(
+/// Facts of every failure (a full rebuild).
+pub async fn facts_all(conn: &mut PgConnection) -> Result<Facts, sqlx::Error> {
+    let causes = sqlx::query_as!(
         Fact,
         r#"SELECT (f.first_at AT TIME ZONE 'UTC')::date AS "day!", f.cluster AS "cluster!",
                   COALESCE(n.gpu_generation, f.signal_generation) AS "generation!", COALESCE(n.gpu_model, 'unknown') AS "model!",
@@ -118,7 +211,14 @@ pub async fn facts_all(conn: &mut PgConnection) -> Result<Vec<Fact>, sqlx::Error
            GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9"#,
     )
     .fetch_all(&mut *conn)
-    .await
+    .await?;
+    // Every representable first_at (Postgres timestamps span 4713 BC to 294276 AD).
+    let (from, to) = (
+        Utc.with_ymd_and_hms(1, 1, 1, 0, 0, 0).unwrap(),
+        Utc.with_ymd_and_hms(100_000, 1, 1, 0, 0, 0).unwrap(),
+    );
+    let errors = error_facts_between(&mut *conn, from, to, None).await?;
+    Ok(Facts { causes, errors })
 }
 
 /// The (cluster, hostname)s of an inventory write whose generation, model or group would change
@@ -226,10 +326,52 @@ pub async fn add_groups(conn: &mut PgConnection, c: &GroupColumns) -> Result<(),
     Ok(())
 }
 
-/// Empties both tables (a full rebuild, which holds the catalog row exclusively).
+/// Rows of `rollup_errors` to add, as columns, in key order.
+#[derive(Debug, Default)]
+pub struct ErrorColumns {
+    pub period: Vec<&'static str>,
+    pub bucket: Vec<NaiveDate>,
+    pub cluster: Vec<String>,
+    pub kind: Vec<String>,
+    pub code: Vec<String>,
+    pub severity: Vec<String>,
+    pub root_failures: Vec<i64>,
+    pub holding_failures: Vec<i64>,
+    pub signals: Vec<i64>,
+}
+
+pub async fn add_errors(conn: &mut PgConnection, c: &ErrorColumns) -> Result<(), sqlx::Error> {
+    if c.period.is_empty() {
+        return Ok(());
+    }
+    sqlx::query!(
+        "INSERT INTO rollup_errors (period, bucket, cluster, kind, code, severity, root_failures, holding_failures, signals)
+         SELECT * FROM UNNEST($1::text[], $2::date[], $3::text[], $4::text[], $5::text[], $6::text[],
+                              $7::bigint[], $8::bigint[], $9::bigint[])
+         ON CONFLICT (period, bucket, cluster, kind, code, severity) DO UPDATE SET
+             root_failures = rollup_errors.root_failures + EXCLUDED.root_failures,
+             holding_failures = rollup_errors.holding_failures + EXCLUDED.holding_failures,
+             signals = rollup_errors.signals + EXCLUDED.signals",
+        &c.period as &[&str],
+        &c.bucket,
+        &c.cluster,
+        &c.kind,
+        &c.code,
+        &c.severity,
+        &c.root_failures,
+        &c.holding_failures,
+        &c.signals,
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Empties the three tables (a full rebuild, which holds the catalog row exclusively).
 pub async fn clear(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query!("DELETE FROM rollup_causes").execute(&mut *conn).await?;
     sqlx::query!("DELETE FROM rollup_groups").execute(&mut *conn).await?;
+    sqlx::query!("DELETE FROM rollup_errors").execute(&mut *conn).await?;
     Ok(())
 }
 
@@ -343,6 +485,55 @@ pub async fn group_totals(db: &PgPool, c: &Coverage, cluster: Option<&str>) -> R
              AND ($7::text IS NULL OR cluster = $7)
            GROUP BY 1, 2, 3
            HAVING sum(failures) <> 0"#,
+        c.months.0,
+        c.months.1,
+        c.days[0].0,
+        c.days[0].1,
+        c.days[1].0,
+        c.days[1].1,
+        cluster,
+    )
+    .fetch_all(db)
+    .await
+}
+
+#[derive(Debug)]
+pub struct ErrorTotal {
+    pub kind: String,
+    /// '' when the signals had no code.
+    pub code: String,
+    pub severity: String,
+    pub root_failures: i64,
+    pub holding_failures: i64,
+    pub signals: i64,
+}
+
+/// A partial day's facts, summed like the rollup rows (day and cluster dropped).
+impl From<ErrorFact> for ErrorTotal {
+    fn from(f: ErrorFact) -> ErrorTotal {
+        ErrorTotal {
+            kind: f.kind,
+            code: f.code,
+            severity: f.severity,
+            root_failures: f.root_failures,
+            holding_failures: f.holding_failures,
+            signals: f.signals,
+        }
+    }
+}
+
+/// `rollup_errors` summed over the whole days and months of `c`.
+pub async fn error_totals(db: &PgPool, c: &Coverage, cluster: Option<&str>) -> Result<Vec<ErrorTotal>, sqlx::Error> {
+    sqlx::query_as!(
+        ErrorTotal,
+        r#"SELECT kind, code, severity, sum(root_failures)::bigint AS "root_failures!",
+                  sum(holding_failures)::bigint AS "holding_failures!", sum(signals)::bigint AS "signals!"
+           FROM rollup_errors
+           WHERE ((period = 'month' AND bucket >= $1 AND bucket < $2)
+               OR (period = 'day' AND ((bucket >= $3 AND bucket < $4) OR (bucket >= $5 AND bucket < $6))))
+             AND ($7::text IS NULL OR cluster = $7)
+           GROUP BY 1, 2, 3
+           HAVING sum(root_failures) <> 0 OR sum(holding_failures) <> 0"#,
         c.months.0,
         c.months.1,
         c.days[0].0,

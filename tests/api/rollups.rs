@@ -1,4 +1,4 @@
-//! The rollups (migration 0014) equal a recount from the failures after every kind of write that
+//! The rollups (migrations 0014 and 0015) equal a recount from the failures after every kind of write that
 //! moves a failure between their rows: batches in random order and concurrently, inventory that
 //! arrives late or changes, post-mortems, a catalog edit. And the analytics that read them answer
 //! as a count over the failures does, for windows with ragged ends.
@@ -11,8 +11,9 @@ use faultline::devtools::simulate::{SimConfig, simulate};
 
 type CauseRow = (String, String, String, String, String, String, String, String, i64, i64);
 type GroupRow = (String, String, String, String, String, i64);
+type ErrorRow = (String, String, String, String, String, String, i64, i64, i64);
 
-/// Both rollup tables (rows at zero left out) and their recount from the failures, in one order.
+/// The three rollup tables (rows at zero left out) and their recount from the failures, in one order.
 async fn assert_rollups_recount(app: &TestApp, after: &str) {
     let stored: Vec<CauseRow> = sqlx::query_as(
         "SELECT period, bucket::text, cluster, generation, model, category, component, symptom, failures, signals
@@ -57,6 +58,102 @@ async fn assert_rollups_recount(app: &TestApp, after: &str) {
     .await
     .unwrap();
     assert_eq!(stored, recount, "rollup_groups after {after}");
+    // rollup_errors: roots from the failures' root columns, held kinds and codes from the signal
+    // rows themselves (through signal_ids), not from the failures' signal_kinds.
+    let stored: Vec<ErrorRow> = sqlx::query_as(
+        "SELECT period, bucket::text, cluster, kind, code, severity, root_failures, holding_failures, signals
+         FROM rollup_errors WHERE root_failures <> 0 OR holding_failures <> 0 OR signals <> 0 ORDER BY 1, 2, 3, 4, 5, 6",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    let recount: Vec<ErrorRow> = sqlx::query_as(
+        "WITH f AS (SELECT id, (first_at AT TIME ZONE 'UTC')::date AS day, cluster, severity, root_kind, root_code, signal_ids
+                    FROM failures),
+              e AS (SELECT day, cluster, root_kind AS kind, COALESCE(root_code::text, '') AS code, severity,
+                           count(*) AS root, 0 AS holding, 0 AS signals
+                    FROM f GROUP BY 1, 2, 3, 4, 5
+                    UNION ALL
+                    SELECT f.day, f.cluster, ev.kind, COALESCE(ev.code::text, ''), f.severity, 0, count(DISTINCT f.id), count(*)
+                    FROM f CROSS JOIN LATERAL unnest(f.signal_ids) AS s(id) JOIN events ev ON ev.id = s.id
+                    GROUP BY 1, 2, 3, 4, 5)
+         SELECT p.period, (CASE p.period WHEN 'day' THEN e.day ELSE date_trunc('month', e.day)::date END)::text,
+                e.cluster, e.kind, e.code, e.severity, sum(e.root)::bigint, sum(e.holding)::bigint, sum(e.signals)::bigint
+         FROM e CROSS JOIN (VALUES ('day'), ('month')) AS p(period)
+         GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(stored, recount, "rollup_errors after {after}");
+}
+
+/// top-errors over `[from, to)` against a count over the failures of the window: per root (kind,
+/// code) its failures and most common severity, per held (kind, code) its failures and signals.
+async fn assert_top_errors_recount(app: &TestApp, from: DateTime<Utc>, to: DateTime<Utc>) {
+    let window = format!("from={}&to={}", iso(from), iso(to));
+    let (status, v) = app
+        .get(ADMIN_TOKEN, &format!("/v1/analytics/top-errors?limit=1000&{window}"))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let rows = |view: &str, with_severity: bool| -> Vec<(String, Option<i64>, i64, i64, String)> {
+        let mut out: Vec<_> = v[view]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["kind"].as_str().unwrap().to_string(),
+                    r["code"].as_i64(),
+                    r["failures"].as_i64().unwrap(),
+                    r["signals"].as_i64().unwrap(),
+                    if with_severity {
+                        r["severity"].as_str().unwrap().to_string()
+                    } else {
+                        String::new()
+                    },
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    // Sorted here (Postgres orders a NULL code last, Rust None first).
+    let mut roots: Vec<(String, Option<i64>, i64, i64, String)> = sqlx::query_as(
+        "SELECT root_kind, root_code, count(*), count(*), mode() WITHIN GROUP (ORDER BY severity)
+         FROM failures WHERE first_at >= $1 AND first_at < $2 GROUP BY 1, 2",
+    )
+    .bind(from)
+    .bind(to)
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    roots.sort();
+    assert_eq!(rows("root_signals", true), roots, "top-errors roots {window}");
+    let mut held: Vec<(String, Option<i64>, i64, i64, String)> = sqlx::query_as(
+        "SELECT ev.kind, ev.code, count(DISTINCT f.id), count(*), ''
+         FROM failures f CROSS JOIN LATERAL unnest(f.signal_ids) AS s(id) JOIN events ev ON ev.id = s.id
+         WHERE f.first_at >= $1 AND f.first_at < $2 GROUP BY 1, 2",
+    )
+    .bind(from)
+    .bind(to)
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    held.sort();
+    assert_eq!(rows("all_signals", false), held, "top-errors all signals {window}");
+    let (failures, signals): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), COALESCE(sum(signal_count), 0)::bigint FROM failures WHERE first_at >= $1 AND first_at < $2",
+    )
+    .bind(from)
+    .bind(to)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        (v["failures"].as_i64(), v["signals"].as_i64()),
+        (Some(failures), Some(signals))
+    );
 }
 
 /// A small deterministic generator (xorshift), so a failing seed replays.
@@ -232,5 +329,6 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
             fleet + unattributed <= want,
             "mtbf {window}: {fleet} + {unattributed} of {want}"
         );
+        assert_top_errors_recount(&app, from, to).await;
     }
 }
