@@ -313,18 +313,17 @@ pub fn normalise(text: &str) -> Normalised {
 
     // Merge camelCase splits and fixed pairs, then canonicalise.
     let mut merged: Vec<(String, u32)> = Vec::with_capacity(words.len());
-    let mut i = 0;
-    while i < words.len() {
-        if i + 1 < words.len()
-            && words[i].1 == words[i + 1].1
-            && let Some(m) = merge_pair(&words[i].0, &words[i + 1].0)
+    let mut words = words.into_iter().peekable();
+    while let Some((w, c)) = words.next() {
+        if let Some((next, next_clause)) = words.peek()
+            && *next_clause == c
+            && let Some(m) = merge_pair(&w, next)
         {
-            merged.push((m.to_string(), words[i].1));
-            i += 2;
+            merged.push((m.to_string(), c));
+            words.next();
             continue;
         }
-        merged.push(words[i].clone());
-        i += 1;
+        merged.push((w, c));
     }
     let mut out = Normalised::default();
     for (w, c) in merged {
@@ -427,12 +426,13 @@ pub fn find_terms(lex: &Lexicon, n: &Normalised) -> Vec<Hit> {
     let mut hits = Vec::new();
     let toks = &n.tokens;
     let mut cause_clause: Option<u32> = None;
+    let mut key = String::new();
     let mut i = 0;
     while i < toks.len() {
         // Cause connectors mark the rest of their clause.
         if let Some(len) = CAUSE_CONNECTORS
             .iter()
-            .find(|c| toks[i..].starts_with(&c.iter().map(|s| s.to_string()).collect::<Vec<_>>()))
+            .find(|c| c.len() <= toks.len() - i && c.iter().zip(&toks[i..]).all(|(w, t)| *w == t.as_str()))
             .map(|c| c.len())
         {
             cause_clause = Some(n.clause[i]);
@@ -445,8 +445,16 @@ pub fn find_terms(lex: &Lexicon, n: &Normalised) -> Vec<Hit> {
             if n.clause[i + len - 1] != n.clause[i] {
                 continue;
             }
-            let key = toks[i..i + len].join(" ");
-            if let Some(t) = lex.by_phrase.get(&key) {
+            // One buffer for every candidate phrase: this loop runs for each word of every
+            // message folded, and a String per candidate was most of classification's time.
+            key.clear();
+            for (k, t) in toks[i..i + len].iter().enumerate() {
+                if k > 0 {
+                    key.push(' ');
+                }
+                key.push_str(t);
+            }
+            if let Some(t) = lex.by_phrase.get(key.as_str()) {
                 let negated = matches!(t.kind, TermKind::Failure | TermKind::Fault | TermKind::Healthy)
                     && (1..=2).any(|back| {
                         i >= back
@@ -463,7 +471,7 @@ pub fn find_terms(lex: &Lexicon, n: &Normalised) -> Vec<Hit> {
                     (t.kind, negated)
                 };
                 hits.push(Hit {
-                    phrase: key,
+                    phrase: key.clone(),
                     kind,
                     component: t.component,
                     weight: if cause { t.weight * 2.0 } else { t.weight },
