@@ -287,9 +287,9 @@ pub struct JobPlanRequest<'a> {
 
 pub async fn job_plan(db: &PgPool, window: Span, req: JobPlanRequest<'_>) -> Result<JobPlanFigures, sqlx::Error> {
     let cluster = window.cluster.as_deref();
-    let nodes: Vec<NodeService> = inputs::node_service(db, &window.window())
-        .await?
-        .into_iter()
+    let inventory = inputs::node_service(db, &window.window()).await?;
+    let nodes: Vec<&NodeService> = inventory
+        .iter()
         .filter(|n| req.generation.is_none_or(|g| n.gpu_generation == g))
         .filter(|n| n.exposure_hours(window.from, window.to) > 0.0)
         .collect();

@@ -5,6 +5,7 @@
 //! numbers as counting every failure, without reading them.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use chrono::{Duration, NaiveDate};
 use sqlx::PgPool;
@@ -20,22 +21,80 @@ fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
-/// Nodes of the inventory (of the window's cluster) with their service intervals.
-pub async fn node_service(db: &PgPool, w: &Window) -> Result<Vec<NodeService>, sqlx::Error> {
-    Ok(nodes::service_periods(db, w.cluster())
-        .await?
-        .into_iter()
-        .map(|r| NodeService {
-            cluster: r.cluster,
-            hostname: r.hostname,
-            gpu_model: r.gpu_model,
-            gpu_generation: r.gpu_generation,
-            gpu_count: r.gpu_count.max(0) as u32,
-            group: r.group_label,
-            in_service_since: r.in_service_since,
-            retired_at: r.retired_at,
-        })
-        .collect())
+/// Nodes of the inventory (of the window's cluster) with their service intervals, from memory
+/// while the inventory's version has not moved (see [`InventoryCache`]).
+pub async fn node_service(db: &PgPool, w: &Window) -> Result<Arc<Vec<NodeService>>, sqlx::Error> {
+    let key = InventoryKey::of(db, w.cluster());
+    // The version is read before the rows: a cached list is never older than the version it is
+    // filed under (a write between the two reads only makes it newer, and the next request sees
+    // the moved version and reloads).
+    let version = nodes::inventory_version(db).await?;
+    if let Some(rows) = INVENTORY.get(&key, version) {
+        return Ok(rows);
+    }
+    let rows: Arc<Vec<NodeService>> = Arc::new(
+        nodes::service_periods(db, w.cluster())
+            .await?
+            .into_iter()
+            .map(|r| NodeService {
+                cluster: r.cluster,
+                hostname: r.hostname,
+                gpu_model: r.gpu_model,
+                gpu_generation: r.gpu_generation,
+                gpu_count: r.gpu_count.max(0) as u32,
+                group: r.group_label,
+                in_service_since: r.in_service_since,
+                retired_at: r.retired_at,
+            })
+            .collect(),
+    );
+    INVENTORY.put(key, version, rows.clone());
+    Ok(rows)
+}
+
+/// Which inventory list: the database (server, port, name: tests and benchmarks run several in one
+/// process) and the cluster filter.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct InventoryKey(String, u16, String, Option<String>);
+
+impl InventoryKey {
+    fn of(db: &PgPool, cluster: Option<&str>) -> Self {
+        let o = db.connect_options();
+        InventoryKey(
+            o.get_host().to_string(),
+            o.get_port(),
+            o.get_database().unwrap_or_default().to_string(),
+            cluster.map(str::to_string),
+        )
+    }
+}
+
+/// The inventory lists last read, each with the version it was read at. Process-wide rather than
+/// per `ApiContext` so every analytic, the report and the decision tables share it without
+/// threading it through a dozen signatures; correct across instances and replicas because every
+/// use first reads the version from the same database.
+struct InventoryCache(Mutex<HashMap<InventoryKey, (i64, Arc<Vec<NodeService>>)>>);
+
+/// Lists kept at most (databases x cluster filters); beyond it the cache starts afresh.
+const INVENTORY_LISTS: usize = 64;
+
+static INVENTORY: LazyLock<InventoryCache> = LazyLock::new(|| InventoryCache(Mutex::new(HashMap::new())));
+
+impl InventoryCache {
+    fn get(&self, key: &InventoryKey, version: i64) -> Option<Arc<Vec<NodeService>>> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(key)
+            .filter(|(v, _)| *v == version)
+            .map(|(_, rows)| rows.clone())
+    }
+
+    fn put(&self, key: InventoryKey, version: i64, rows: Arc<Vec<NodeService>>) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= INVENTORY_LISTS && !map.contains_key(&key) {
+            map.clear();
+        }
+        map.insert(key, (version, rows));
+    }
 }
 
 /// What the failure mix groups by.

@@ -126,3 +126,10 @@ pub async fn service_periods(db: &PgPool, cluster: Option<&str>) -> Result<Vec<S
     .fetch_all(db)
     .await
 }
+
+/// The inventory's version: moves with every write to `nodes` (migration 0016's trigger).
+pub async fn inventory_version(db: &PgPool) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!("SELECT version FROM inventory_state")
+        .fetch_one(db)
+        .await
+}

@@ -18,6 +18,8 @@ const REFERENCE_TABLES: &[&str] = &[
     "catalog_state",
     "classification_rules",
     "classification_terms",
+    // The inventory's version (one row for the fleet).
+    "inventory_state",
     "signal_retention",
 ];
 
