@@ -403,6 +403,53 @@ async fn headline_analytics_match_hand_computed_numbers() {
     assert_eq!(app.get(&reader, "/v1/analytics/root-causes").await.0, 200);
 }
 
+/// The analytics keep the inventory in memory until its version moves: a node registered, then
+/// retired, after an answer is in the next answer. 8-GPU nodes in service all of a 7-day window:
+/// 56 GPU-days each.
+#[tokio::test]
+async fn an_inventory_change_reaches_the_next_analytics_answer() {
+    let app = spawn_app().await;
+    let w = "from=2026-11-01T00:00:00Z&to=2026-11-08T00:00:00Z";
+    let node = |host: &str, retired: Option<&str>| {
+        json!({"hostname": host, "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8,
+               "group": host, "in_service_since": "2026-10-01T00:00:00Z", "retired_at": retired})
+    };
+    async fn totals(app: &TestApp, w: &str) -> (Option<u64>, Option<f64>) {
+        let (status, mix) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/failure-mix?{w}")).await;
+        assert_eq!(status, 200, "{mix}");
+        (
+            mix["totals"]["gpus_in_service"].as_u64(),
+            mix["totals"]["gpu_days"].as_f64(),
+        )
+    }
+    async fn groups(app: &TestApp, w: &str) -> Option<usize> {
+        let (_, mtbf) = app
+            .get(ADMIN_TOKEN, &format!("/v1/analytics/mtbf?group_size=8&{w}"))
+            .await;
+        mtbf["groups"].as_array().map(Vec::len)
+    }
+    assert_eq!(
+        app.put_nodes(ADMIN_TOKEN, &json!({"nodes": [node("n01", None)]}))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(totals(&app, w).await, (Some(8), Some(56.0)));
+    assert_eq!(groups(&app, w).await, Some(1));
+    assert_eq!(
+        app.put_nodes(ADMIN_TOKEN, &json!({"nodes": [node("n02", None)]}))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(totals(&app, w).await, (Some(16), Some(112.0)));
+    assert_eq!(groups(&app, w).await, Some(2));
+    // n02 retired half-way through the window: 28 GPU-days.
+    let retired = node("n02", Some("2026-11-04T12:00:00Z"));
+    assert_eq!(app.put_nodes(ADMIN_TOKEN, &json!({"nodes": [retired]})).await.0, 200);
+    assert_eq!(totals(&app, w).await.1, Some(84.0));
+}
+
 #[tokio::test]
 async fn empty_windows_answer_zeros_not_errors() {
     let app = spawn_app().await;
