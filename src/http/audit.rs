@@ -9,7 +9,8 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::ApiContext;
-use super::extract::{AppQuery, Caller};
+use super::caller::Caller;
+use super::extract::AppQuery;
 use crate::domain::audit::AuditAction;
 use crate::domain::auth::Permission;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};

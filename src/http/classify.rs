@@ -9,7 +9,8 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::ApiContext;
-use super::extract::{AppJson, Caller};
+use super::caller::Caller;
+use super::extract::AppJson;
 use crate::classify::Severity;
 use crate::domain::auth::Permission;
 use crate::domain::taxonomy::{Category, Component};

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::ApiContext;
-use super::extract::{Caller, content_type, read_body_limited};
+use super::caller::Caller;
+use super::extract::{content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::domain::event::{EventInput, FieldError, validate_event};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};

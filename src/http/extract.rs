@@ -5,12 +5,8 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{HeaderMap, Response, StatusCode, header, request::Parts};
 use axum::response::IntoResponse;
 use serde::de::DeserializeOwned;
-use uuid::Uuid;
 
-use super::ApiContext;
-use crate::domain::auth::{Permission, Role, is_expired, secret_matches, split_token};
 use crate::http::error::{ApiError, ErrorBody};
-use crate::storage;
 
 /// JSON body extractor: rejections become `ApiError`s with where the JSON went wrong.
 pub struct AppJson<T>(pub T);
@@ -232,118 +228,6 @@ pub async fn read_body_limited(headers: &HeaderMap, body: Body, limit: usize) ->
                 format!("could not read the request body: {e}"),
             ))
         }
-    }
-}
-
-/// The authenticated caller.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    pub role: Role,
-    /// Cluster scope of the token; None = all clusters.
-    pub cluster: Option<String>,
-    pub token_id: Option<Uuid>,
-    pub name: String,
-}
-
-impl Caller {
-    pub fn require(&self, p: Permission) -> Result<(), ApiError> {
-        if self.role.allows(p) {
-            Ok(())
-        } else {
-            Err(ApiError::Forbidden(format!(
-                "a {} token may not make this call",
-                self.role.as_str()
-            )))
-        }
-    }
-
-    /// Whether this caller may write data of `cluster`.
-    pub fn may_write(&self, cluster: &str) -> bool {
-        self.cluster.as_deref().is_none_or(|c| c == cluster)
-    }
-
-    /// Whether this caller may read data of `cluster` (a scoped token reads only its own).
-    pub fn may_read(&self, cluster: &str) -> bool {
-        self.cluster.as_deref().is_none_or(|c| c == cluster)
-    }
-
-    /// The cluster a read is answered for ([`crate::domain::window::scoped_cluster`]): a scoped
-    /// token's own when it names none, 403 when it names another.
-    pub fn read_cluster(&self, asked: Option<String>) -> Result<Option<String>, ApiError> {
-        crate::domain::window::scoped_cluster(self.cluster.as_deref(), asked)
-            .map_err(|e| ApiError::Forbidden(e.to_string()))
-    }
-
-    /// Who the audit log records for this call.
-    pub fn actor(&self) -> crate::domain::audit::Actor {
-        crate::domain::audit::Actor {
-            token_id: self.token_id,
-            name: self.name.clone(),
-        }
-    }
-
-    /// Takes one request from this token's budget (the configured admin token shares one bucket).
-    fn rate_limit(&self, ctx: &ApiContext) -> Result<(), ApiError> {
-        ctx.rate_limiter
-            .check(self.token_id.unwrap_or(Uuid::nil()))
-            .map_err(|retry_after_secs| {
-                metrics::counter!("faultline_rate_limited_total", "role" => self.role.as_str()).increment(1);
-                let settings = &ctx.config.edge.rate_limit;
-                ApiError::RateLimited {
-                    retry_after_secs,
-                    rps: settings.rate_limit_per_token_rps,
-                    burst: settings.rate_limit_per_token_burst,
-                }
-            })
-    }
-}
-
-impl FromRequestParts<ApiContext> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, ctx: &ApiContext) -> Result<Self, Self::Rejection> {
-        let header = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .ok_or_else(|| ApiError::Unauthorized("missing Authorization: Bearer <token> header".into()))?;
-        let token = header
-            .to_str()
-            .ok()
-            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
-            .map(str::trim)
-            .ok_or_else(|| ApiError::Unauthorized("Authorization header must be `Bearer <token>`".into()))?;
-        if secret_matches(token, &ctx.admin_token_hash) {
-            let caller = Caller {
-                role: Role::Admin,
-                cluster: None,
-                token_id: None,
-                name: "admin".into(),
-            };
-            caller.rate_limit(ctx)?;
-            return Ok(caller);
-        }
-        let invalid = || ApiError::Unauthorized("invalid or revoked token".into());
-        let (id, secret) = split_token(token).ok_or_else(invalid)?;
-        let stored = storage::tokens::find_active(&ctx.db, id).await?.ok_or_else(invalid)?;
-        if !secret_matches(secret, &stored.secret_hash) {
-            return Err(invalid());
-        }
-        if is_expired(stored.expires_at, chrono::Utc::now()) {
-            let at = stored.expires_at.map(|t| t.to_rfc3339()).unwrap_or_default();
-            return Err(ApiError::TokenExpired(format!(
-                "token '{}' expired at {at}; ask an admin for a new one",
-                stored.name
-            )));
-        }
-        let role = Role::parse(&stored.role).ok_or_else(invalid)?;
-        let caller = Caller {
-            role,
-            cluster: stored.cluster,
-            token_id: Some(id),
-            name: stored.name,
-        };
-        caller.rate_limit(ctx)?;
-        Ok(caller)
     }
 }
 

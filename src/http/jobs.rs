@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::ApiContext;
-use super::extract::{AppJson, Caller};
+use super::caller::Caller;
+use super::extract::AppJson;
 use crate::domain::auth::Permission;
 use crate::domain::job::{JobInput, parse_job};
 use crate::http::error::{ApiResult, ErrorBody};

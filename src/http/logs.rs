@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
-use super::extract::{AppQuery, Caller, content_type, read_body_limited};
+use super::caller::Caller;
+use super::extract::{AppQuery, content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::domain::event::{Event, FieldError};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};

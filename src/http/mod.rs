@@ -3,6 +3,7 @@
 pub mod analytics;
 pub mod audit;
 pub mod body_budget;
+pub mod caller;
 pub mod classify;
 pub mod csv;
 pub mod dashboard;

@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
+use super::caller::Caller;
 use super::extract::split_ndjson;
-use super::extract::{AppQuery, Caller, content_type, read_body_limited};
+use super::extract::{AppQuery, content_type, read_body_limited};
 use crate::domain::auth::Permission;
 use crate::domain::event::FieldError;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};

@@ -12,7 +12,8 @@ use utoipa::IntoParams;
 
 use super::ApiContext;
 use super::analytics::WindowQuery;
-use super::extract::{AppQuery, Caller};
+use super::caller::Caller;
+use super::extract::AppQuery;
 use crate::domain::auth::Permission;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::report;

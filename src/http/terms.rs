@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
-use super::extract::{AppJson, AppPath, AppQuery, Caller};
+use super::caller::Caller;
+use super::extract::{AppJson, AppPath, AppQuery};
 use crate::classify::text::{Term, TermKind};
 use crate::domain::auth::Permission;
 use crate::domain::taxonomy::{Category, Component};

@@ -10,7 +10,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::ApiContext;
-use super::extract::{AppJson, AppPath, Caller};
+use super::caller::Caller;
+use super::extract::{AppJson, AppPath};
 use crate::domain::auth::{Permission, Role, is_expired, mint_token, token_expiry};
 use crate::domain::event::{optional_text, required_text};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};

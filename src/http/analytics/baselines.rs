@@ -6,9 +6,10 @@ use axum::response::Response;
 use super::WindowQuery;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
+use crate::http::caller::Caller;
 use crate::http::csv::{Csv, FormatQuery, Negotiated, o, respond};
 use crate::http::error::{ApiResult, ErrorBody};
-use crate::http::extract::{AppQuery, Caller};
+use crate::http::extract::AppQuery;
 use crate::queries::baselines::{self as queries, BaselinesResponse};
 
 /// Published figures with their source next to this fleet's value for the same measure and window.

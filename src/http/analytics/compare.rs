@@ -10,9 +10,10 @@ use super::bad;
 use crate::analytics::decisions::compare::RateComparison;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
+use crate::http::caller::Caller;
 use crate::http::csv::{Csv, FormatQuery, Negotiated, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
-use crate::http::extract::{AppQuery, Caller};
+use crate::http::extract::AppQuery;
 use crate::queries::decisions::{self as qd, CompareBy, Comparison, Span};
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -8,9 +8,10 @@ use utoipa::IntoParams;
 use super::{WindowQuery, bad};
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
+use crate::http::caller::Caller;
 use crate::http::csv::{Csv, FormatQuery, Negotiated, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
-use crate::http::extract::{AppQuery, Caller};
+use crate::http::extract::AppQuery;
 use crate::queries::concentration::{self as queries, ConcentrationResponse};
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -6,9 +6,10 @@ use axum::response::Response;
 use super::WindowQuery;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
+use crate::http::caller::Caller;
 use crate::http::csv::{Csv, FormatQuery, Negotiated, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
-use crate::http::extract::{AppQuery, Caller};
+use crate::http::extract::AppQuery;
 use crate::queries::efficiency::{self as queries, EfficiencyResponse};
 
 /// Low-utilisation incidents by cause (ICSE 2024 taxonomy) and their mix.

@@ -9,9 +9,10 @@ use super::{WindowQuery, bad};
 use crate::analytics::cost::ErrorRow;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
+use crate::http::caller::Caller;
 use crate::http::csv::{Csv, FormatQuery, Negotiated, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
-use crate::http::extract::{AppQuery, Caller};
+use crate::http::extract::AppQuery;
 use crate::queries::errors::{self as queries, TopErrorsResponse};
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -9,8 +9,9 @@ use super::{WindowQuery, bad};
 use crate::analytics::headline::MixKey;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
+use crate::http::caller::Caller;
 use crate::http::error::{ApiResult, ErrorBody};
-use crate::http::extract::{AppQuery, Caller};
+use crate::http::extract::AppQuery;
 use crate::queries::headline::{self as queries, FailureMixResponse, MtbfResponse, RootCausesResponse};
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -10,9 +10,10 @@ use crate::analytics::decisions::job_plan::Bounded;
 use crate::domain::auth::Permission;
 use crate::domain::gpu::GpuGeneration;
 use crate::http::ApiContext;
+use crate::http::caller::Caller;
 use crate::http::csv::{Csv, FormatQuery, Negotiated, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
-use crate::http::extract::{AppQuery, Caller};
+use crate::http::extract::AppQuery;
 use crate::queries::decisions::{self as qd, JobPlanFigures, JobPlanRequest, Span};
 
 #[derive(Debug, Deserialize, IntoParams)]

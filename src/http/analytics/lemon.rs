@@ -9,9 +9,10 @@ use super::{WindowQuery, bad};
 use crate::domain::auth::Permission;
 use crate::domain::taxonomy::Category;
 use crate::http::ApiContext;
+use crate::http::caller::Caller;
 use crate::http::csv::{Csv, FormatQuery, Negotiated, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
-use crate::http::extract::{AppQuery, Caller};
+use crate::http::extract::AppQuery;
 use crate::queries::decisions::{self as qd, LemonFigures, Span};
 
 /// Which failures a lemon-node test counts.

@@ -22,8 +22,8 @@ use utoipa::IntoParams;
 
 use super::ApiContext;
 use crate::domain::window::{Window, WindowError};
+use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::extract::Caller;
 
 pub fn router() -> Router<ApiContext> {
     Router::new()

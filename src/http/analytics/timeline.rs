@@ -10,9 +10,10 @@ use super::{WindowQuery, bad};
 use crate::analytics::cost::Period;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
+use crate::http::caller::Caller;
 use crate::http::csv::{Csv, FormatQuery, Negotiated, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
-use crate::http::extract::{AppQuery, Caller};
+use crate::http::extract::AppQuery;
 use crate::queries::timeline::{self as queries, TimelineResponse};
 
 #[derive(Debug, Deserialize, IntoParams)]

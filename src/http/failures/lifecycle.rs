@@ -15,8 +15,9 @@ use crate::domain::auth::Permission;
 use crate::domain::lifecycle::{LifecyclePatch, Resolution};
 use crate::domain::taxonomy::{Category, Component, RootCause};
 use crate::http::ApiContext;
+use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::extract::{AppJson, AppPath, Caller};
+use crate::http::extract::{AppJson, AppPath};
 use crate::ingest::lifecycle::PatchError;
 use crate::storage::lifecycle::{self as store, FailureAnchor, LifecycleRow};
 

@@ -11,7 +11,8 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiContext;
-use super::extract::{AppPath, AppQuery, Caller};
+use super::caller::Caller;
+use super::extract::{AppPath, AppQuery};
 use crate::domain::auth::{Permission, hex};
 use crate::domain::taxonomy::{Category, Component, RootCause};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};

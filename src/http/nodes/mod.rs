@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
-use super::extract::{AppJson, AppQuery, Caller};
+use super::caller::Caller;
+use super::extract::{AppJson, AppQuery};
 use crate::domain::auth::{Permission, hex};
 use crate::domain::gpu::GpuGeneration;
 use crate::domain::node::{NodeInput, parse_node};

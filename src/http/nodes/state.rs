@@ -15,8 +15,9 @@ use crate::analytics::headline::round6;
 use crate::domain::auth::Permission;
 use crate::http::ApiContext;
 use crate::http::analytics::WindowQuery;
+use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::extract::{AppJson, AppPath, AppQuery, Caller};
+use crate::http::extract::{AppJson, AppPath, AppQuery};
 use crate::ingest::lifecycle::{Transition, WriteError};
 use crate::storage::lifecycle as store;
 
