@@ -266,7 +266,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         "| storage, `events` with its {} indexes (primary key included) | {:.0} bytes/signal, {:.0} bytes/row ({} rows, {:.1} MiB) |\n\
          | storage, `events` + `event_ids` ledger | {:.0} bytes/signal ({:.1} MiB) |\n\
          | storage, `failures` with its indexes | {:.0} bytes/failure ({:.1} MiB) |\n\
-         | storage, rollups (`rollup_causes` + `rollup_groups`, indexes included) | {} rows, {:.1} MiB ({:.0} bytes/failure) |\n",
+         | storage, rollups (`rollup_causes`, `rollup_groups`, `rollup_errors`, indexes included) | {} rows, {:.1} MiB ({:.0} bytes/failure) |\n",
         storage.indexes,
         storage.events_bytes as f64 / storage.signals.max(1) as f64,
         storage.events_bytes as f64 / storage.rows.max(1) as f64,
@@ -346,8 +346,10 @@ async fn storage_per_signal(db: &sqlx::PgPool, signals: u64) -> anyhow::Result<S
                   (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('events'))::bigint AS "events_bytes!",
                   pg_total_relation_size('event_ids') AS "ledger_bytes!",
                   pg_total_relation_size('failures') AS "failures_bytes!",
-                  (SELECT count(*) FROM rollup_causes) + (SELECT count(*) FROM rollup_groups) AS "rollup_rows!",
-                  pg_total_relation_size('rollup_causes') + pg_total_relation_size('rollup_groups') AS "rollup_bytes!""#
+                  (SELECT count(*) FROM rollup_causes) + (SELECT count(*) FROM rollup_groups)
+                      + (SELECT count(*) FROM rollup_errors) AS "rollup_rows!",
+                  pg_total_relation_size('rollup_causes') + pg_total_relation_size('rollup_groups')
+                      + pg_total_relation_size('rollup_errors') AS "rollup_bytes!""#
     )
     .fetch_one(db)
     .await?;
