@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::stats::{mtbf_with_ci, natural_cmp, pack_into_groups};
+use super::stats::{MtbfIntervals, natural_cmp, pack_into_groups};
 
 /// A node's service interval and size.
 #[derive(Debug, Clone)]
@@ -240,7 +240,7 @@ pub fn mtbf(
         })
     };
     let mut node_slot: Vec<(usize, bool)> = vec![(0, false); active.len()];
-    let mut labelled: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    let mut labelled: foldhash::HashMap<(&str, &str), usize> = foldhash::HashMap::default();
     let mut by_cluster: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, (n, _)) in active.iter().enumerate() {
         match &n.group {
@@ -270,7 +270,7 @@ pub fn mtbf(
             node_slot[idxs[k]] = (s, true);
         }
     }
-    let per_node: std::collections::HashMap<(&str, &str), u64> = failures
+    let per_node: foldhash::HashMap<(&str, &str), u64> = failures
         .iter()
         .map(|((c, h), f)| ((c.as_str(), h.as_str()), *f))
         .collect();
@@ -298,12 +298,13 @@ pub fn mtbf(
         fleet.gpu_hours += f64::from(n.gpu_count) * h;
         fleet.failures += f;
     }
+    let mut intervals = MtbfIntervals::new(confidence);
     let rows: Vec<MtbfGroup> = slot_of
         .into_iter()
         .map(|(group, s)| {
             let a = &accs[s];
             let exposure = if a.gpus == 0 { 0.0 } else { a.gpu_hours / a.gpus as f64 };
-            let est = mtbf_with_ci(exposure, a.failures, confidence);
+            let est = intervals.estimate(exposure, a.failures);
             MtbfGroup {
                 group,
                 cluster: active[a.last].0.cluster.clone(),
@@ -320,7 +321,7 @@ pub fn mtbf(
             }
         })
         .collect();
-    let est = mtbf_with_ci(fleet.gpu_hours, fleet.failures, confidence);
+    let est = intervals.estimate(fleet.gpu_hours, fleet.failures);
     fleet.mtbf_per_gpu_hours = est.mtbf_hours.map(round6);
     fleet.mtbf_per_gpu_lower_hours = round6(est.lower_hours);
     fleet.mtbf_per_gpu_upper_hours = est.upper_hours.map(round6);

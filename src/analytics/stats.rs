@@ -305,29 +305,55 @@ fn clamp_confidence(c: f64) -> f64 {
 /// `mtbf_hours = None`, `lower_hours = 0`, `upper_hours = None`. A confidence
 /// >= 1 (or NaN) likewise yields the trivial interval [0, inf).
 pub fn mtbf_with_ci(exposure_hours: f64, failures: u64, confidence: f64) -> MtbfEstimate {
-    let trivial = MtbfEstimate {
-        mtbf_hours: None,
-        lower_hours: 0.0,
-        upper_hours: None,
-    };
-    if !(exposure_hours.is_finite() && exposure_hours > 0.0) {
-        return trivial;
+    MtbfIntervals::new(confidence).estimate(exposure_hours, failures)
+}
+
+/// [`mtbf_with_ci`] for many estimates at one confidence: the chi-square quantiles depend only on
+/// the failure count, so each count's pair is computed once (a fleet has thousands of groups and
+/// a few hundred distinct counts; the quantiles were most of an MTBF answer's time).
+pub struct MtbfIntervals {
+    confidence: f64,
+    /// failures -> (chi2((1+c)/2, 2r+2), chi2((1-c)/2, 2r)).
+    quantiles: std::collections::HashMap<u64, (f64, f64)>,
+}
+
+impl MtbfIntervals {
+    pub fn new(confidence: f64) -> Self {
+        MtbfIntervals {
+            confidence: clamp_confidence(confidence),
+            quantiles: std::collections::HashMap::new(),
+        }
     }
-    let t = exposure_hours;
-    let r = failures as f64;
-    let mtbf_hours = (failures > 0).then(|| t / r);
-    let c = clamp_confidence(confidence);
-    if c >= 1.0 {
-        return MtbfEstimate { mtbf_hours, ..trivial };
-    }
-    let lower_hours = 2.0 * t / chi_square_quantile((1.0 + c) / 2.0, 2.0 * r + 2.0);
-    let upper_hours = (failures > 0)
-        .then(|| 2.0 * t / chi_square_quantile((1.0 - c) / 2.0, 2.0 * r))
-        .filter(|u| u.is_finite());
-    MtbfEstimate {
-        mtbf_hours,
-        lower_hours,
-        upper_hours,
+
+    pub fn estimate(&mut self, exposure_hours: f64, failures: u64) -> MtbfEstimate {
+        let trivial = MtbfEstimate {
+            mtbf_hours: None,
+            lower_hours: 0.0,
+            upper_hours: None,
+        };
+        if !(exposure_hours.is_finite() && exposure_hours > 0.0) {
+            return trivial;
+        }
+        let t = exposure_hours;
+        let mtbf_hours = (failures > 0).then(|| t / failures as f64);
+        let c = self.confidence;
+        if c >= 1.0 {
+            return MtbfEstimate { mtbf_hours, ..trivial };
+        }
+        let (lower_q, upper_q) = *self.quantiles.entry(failures).or_insert_with(|| {
+            let r = failures as f64;
+            let upper = if failures > 0 {
+                chi_square_quantile((1.0 - c) / 2.0, 2.0 * r)
+            } else {
+                f64::NAN
+            };
+            (chi_square_quantile((1.0 + c) / 2.0, 2.0 * r + 2.0), upper)
+        });
+        MtbfEstimate {
+            mtbf_hours,
+            lower_hours: 2.0 * t / lower_q,
+            upper_hours: (failures > 0).then(|| 2.0 * t / upper_q).filter(|u| u.is_finite()),
+        }
     }
 }
 
@@ -867,5 +893,24 @@ mod tests {
         assert_eq!(pack_into_groups(&[1, 1, 1], 0), vec![0, 1, 2]);
         // No overflow near u32::MAX.
         assert_eq!(pack_into_groups(&[u32::MAX, u32::MAX], u32::MAX), vec![0, 1]);
+    }
+
+    #[test]
+    fn mtbf_intervals_reuse_quantiles_across_exposures() {
+        // One instance, counts repeated with different exposures: each answer is the Garwood
+        // interval of its own (T, r), e.g. r = 5, T = 1000 h at 95%: 2T / chi2(0.975; 12) and
+        // 2T / chi2(0.025; 10) (chi2 = 23.3367, 3.24697).
+        let mut iv = MtbfIntervals::new(0.95);
+        let a = iv.estimate(1000.0, 5);
+        let b = iv.estimate(500.0, 5);
+        assert!((a.lower_hours - 2000.0 / 23.336_664).abs() < 1e-3, "{a:?}");
+        assert!((a.upper_hours.unwrap() - 2000.0 / 3.246_973).abs() < 1e-2, "{a:?}");
+        assert!((b.lower_hours - a.lower_hours / 2.0).abs() < 1e-9);
+        assert!((b.upper_hours.unwrap() - a.upper_hours.unwrap() / 2.0).abs() < 1e-9);
+        assert_eq!(b.mtbf_hours, Some(100.0));
+        for (t, r) in [(1000.0, 5), (24.0, 100), (168.0, 0), (24.0, 100), (0.0, 3)] {
+            assert_eq!(iv.estimate(t, r), mtbf_with_ci(t, r, 0.95), "T = {t}, r = {r}");
+        }
+        assert_eq!(iv.quantiles.len(), 3, "one pair per distinct count");
     }
 }

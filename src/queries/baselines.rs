@@ -19,8 +19,7 @@ pub struct BaselinesResponse {
 
 /// The inputs of every baseline row over `w`, read through the analyses that define them.
 pub async fn inputs(db: &PgPool, w: &Window) -> Result<BaselineInputs, sqlx::Error> {
-    let causes = inputs::cause_counts(db, w).await?;
-    let symptoms = inputs::symptom_counts(db, w).await?;
+    let inputs::CauseCounts { causes, symptoms } = inputs::cause_counts(db, w).await?;
     let root_kinds = inputs::root_errors(db, w)
         .await?
         .into_iter()

@@ -1,7 +1,5 @@
 //! The headline analytics: failure mix, MTBF per group, root-cause ratios.
 
-use std::collections::HashSet;
-
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
@@ -102,7 +100,7 @@ pub async fn mtbf(
         computed(db, w)
     )?;
     let (per_node, without_node) = inputs::failures_per_group(db, w, &nodes, rollup).await?;
-    let known: HashSet<(&str, &str)> = nodes
+    let known: foldhash::HashSet<(&str, &str)> = nodes
         .iter()
         .map(|n| (n.cluster.as_str(), n.hostname.as_str()))
         .collect();
@@ -142,10 +140,11 @@ unknown, any specific cause over an NCCL timeout. share = failures of the catego
 share_of_all for each component (the literature quotes both).";
 
 pub async fn root_causes(db: &PgPool, w: &Window) -> Result<RootCausesResponse, sqlx::Error> {
-    let counts = inputs::cause_counts(db, w).await?;
-    let (total, categories) = headline::root_causes(&counts);
-    let symptom_counts = inputs::symptom_counts(db, w).await?;
-    let mut symptoms: Vec<Share> = symptom_counts
+    // The counts and the catalog version are independent reads: at once, on two connections.
+    let (counts, window) = tokio::try_join!(inputs::cause_counts(db, w), computed(db, w))?;
+    let (total, categories) = headline::root_causes(&counts.causes);
+    let mut symptoms: Vec<Share> = counts
+        .symptoms
         .into_iter()
         .map(|(name, failures)| Share {
             share: round6(ratio(failures, total)),
@@ -155,7 +154,7 @@ pub async fn root_causes(db: &PgPool, w: &Window) -> Result<RootCausesResponse, 
         .collect();
     symptoms.sort_by(|a, b| b.failures.cmp(&a.failures).then_with(|| a.name.cmp(&b.name)));
     Ok(RootCausesResponse {
-        window: computed(db, w).await?,
+        window,
         failures: total,
         categories,
         symptoms,

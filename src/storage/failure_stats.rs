@@ -72,10 +72,12 @@ pub async fn per_root_node(
 pub struct CauseCount {
     pub category: String,
     pub component: String,
+    pub symptom: String,
     pub failures: i64,
 }
 
-/// Failures per effective (category, component).
+/// Failures per effective (category, component) and symptom (`unspecified` when none): one read
+/// serves both the cause ratios and the symptom mix.
 pub async fn cause_counts(
     db: &PgPool,
     from: DateTime<Utc>,
@@ -84,36 +86,11 @@ pub async fn cause_counts(
 ) -> Result<Vec<CauseCount>, sqlx::Error> {
     sqlx::query_as!(
         CauseCount,
-        r#"SELECT effective_category AS "category!", effective_component AS "component!", count(*) AS "failures!"
+        r#"SELECT effective_category AS "category!", effective_component AS "component!",
+                  COALESCE(symptom, 'unspecified') AS "symptom!", count(*) AS "failures!"
            FROM failures_effective
            WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
-           GROUP BY 1, 2"#,
-        from,
-        to,
-        cluster,
-    )
-    .fetch_all(db)
-    .await
-}
-
-#[derive(Debug)]
-pub struct SymptomCount {
-    pub symptom: String,
-    pub failures: i64,
-}
-
-/// Failures per symptom (`unspecified` when no signal said).
-pub async fn symptom_counts(
-    db: &PgPool,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    cluster: Option<&str>,
-) -> Result<Vec<SymptomCount>, sqlx::Error> {
-    sqlx::query_as!(
-        SymptomCount,
-        r#"SELECT COALESCE(symptom, 'unspecified') AS "symptom!", count(*) AS "failures!" FROM failures
-           WHERE first_at >= $1 AND first_at < $2 AND ($3::text IS NULL OR cluster = $3)
-           GROUP BY 1"#,
+           GROUP BY 1, 2, 3"#,
         from,
         to,
         cluster,

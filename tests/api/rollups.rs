@@ -7,6 +7,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 
 use crate::helpers::{ADMIN_TOKEN, TestApp, join_all, spawn_app};
+use faultline::analytics::headline::{self, NodeService};
 use faultline::devtools::simulate::{SimConfig, simulate};
 
 type CauseRow = (String, String, String, String, String, String, String, String, i64, i64);
@@ -166,6 +167,58 @@ impl Rng {
         self.0 ^= self.0 << 17;
         (self.0 % n as u64) as usize
     }
+}
+
+/// MTBF's (group, failures) and fleet failures over [from, to), from the inventory and a per-node
+/// count of the failures themselves (no rollup), through the same pure function.
+async fn mtbf_recount(app: &TestApp, from: DateTime<Utc>, to: DateTime<Utc>) -> (Vec<(String, i64)>, i64) {
+    type NodeRow = (
+        String,
+        String,
+        String,
+        String,
+        i32,
+        Option<String>,
+        DateTime<Utc>,
+        Option<DateTime<Utc>>,
+    );
+    let nodes: Vec<NodeRow> = sqlx::query_as(
+        "SELECT cluster, hostname, gpu_model, gpu_generation, gpu_count, group_label,
+                COALESCE(in_service_since, first_registered_at), retired_at FROM nodes",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    let nodes: Vec<NodeService> = nodes
+        .into_iter()
+        .map(
+            |(cluster, hostname, gpu_model, gpu_generation, gpu_count, group, since, retired_at)| NodeService {
+                cluster,
+                hostname,
+                gpu_model,
+                gpu_generation,
+                gpu_count: gpu_count as u32,
+                group,
+                in_service_since: since,
+                retired_at,
+            },
+        )
+        .collect();
+    let counts: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT cluster, root_node, count(*) FROM failures
+         WHERE first_at >= $1 AND first_at < $2 AND root_node IS NOT NULL GROUP BY 1, 2",
+    )
+    .bind(from)
+    .bind(to)
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    let per_node = counts.into_iter().map(|(c, h, n)| ((c, h), n as u64)).collect();
+    let (groups, fleet) = headline::mtbf(&nodes, &per_node, 128, from, to, 0.95);
+    (
+        groups.into_iter().map(|g| (g.group, g.failures as i64)).collect(),
+        fleet.failures as i64,
+    )
 }
 
 async fn put_nodes(app: &TestApp, nodes: &[Value]) {
@@ -329,6 +382,21 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
             fleet + unattributed <= want,
             "mtbf {window}: {fleet} + {unattributed} of {want}"
         );
+        // Each group's failures equal the pure MTBF over a per-node recount from the failures.
+        let (groups, fleet_want) = mtbf_recount(&app, from, to).await;
+        let got: Vec<(String, i64)> = v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                (
+                    g["group"].as_str().unwrap().to_string(),
+                    g["failures"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(got, groups, "mtbf groups {window}");
+        assert_eq!(fleet, fleet_want, "mtbf fleet {window}");
         assert_top_errors_recount(&app, from, to).await;
     }
 }
