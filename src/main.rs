@@ -109,6 +109,11 @@ struct BenchArgs {
     senders: usize,
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// A fixed fleet of this many nodes (8 GPUs each, mostly; 12,500 is a 100,000-GPU fleet),
+    /// simulated over as many years as --signals needs. Default: one year, the fleet sized to the
+    /// signals.
+    #[arg(long)]
+    nodes: Option<u32>,
     /// Database to drop and recreate for the run (one per concurrent run on a shared server).
     #[arg(long, default_value = "faultline_bench")]
     db_name: String,
@@ -159,6 +164,7 @@ async fn main() -> anyhow::Result<()> {
                 batch: args.batch,
                 senders: args.senders,
                 seed: args.seed,
+                nodes: args.nodes,
                 db_name: args.db_name,
             })
             .await;

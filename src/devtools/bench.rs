@@ -26,6 +26,9 @@ pub struct BenchOptions {
     /// Requests in flight at once.
     pub senders: usize,
     pub seed: u64,
+    /// A fixed fleet of this many nodes, simulated over as many years as the signals need (None:
+    /// one year, the fleet sized to the signals).
+    pub nodes: Option<u32>,
     /// Database dropped and recreated for the run.
     pub db_name: String,
 }
@@ -61,18 +64,28 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     let edge = crate::app::edge::EdgeSettings::default();
     let db = crate::db::pool::connect(&with_database(&opts.server_url, db_name), &edge.pool).await?;
 
-    // Scale the simulated fleet to the requested number of signals: measure a small run first.
-    let start = Utc.with_ymd_and_hms(2025, 6, 1, 0, 0, 0).unwrap();
-    let days: u32 = 365;
+    // Scale the simulated fleet (or, for a fixed fleet, the years of history) to the requested
+    // number of signals: measure a small year first. The history ends at the same instant either
+    // way, and the analytics' year is its last.
+    let end = Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap();
+    let year = chrono::Duration::days(365);
     let probe = simulate(&SimConfig {
         seed: opts.seed,
-        start,
-        days,
+        start: end - year,
+        days: 365,
         nodes: 256,
     });
     let per_node = probe.events.len() as f64 / 256.0;
     drop(probe);
-    let nodes = ((opts.signals as f64 / per_node).ceil() as u32).max(64);
+    let (nodes, days) = match opts.nodes {
+        None => (((opts.signals as f64 / per_node).ceil() as u32).max(64), 365),
+        Some(n) => {
+            let n = n.max(1);
+            let years = opts.signals as f64 / (per_node * f64::from(n));
+            (n, ((years * 365.0).ceil() as u32).max(365))
+        }
+    };
+    let start = end - chrono::Duration::days(days.into());
     let slices = opts.signals.div_ceil(SLICE_SIGNALS).max(10) as u32;
     let slice = |i: u32| -> SimConfig {
         // Whole days per slice, the remainder spread over the first ones.
@@ -152,8 +165,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     let ingest_before_last = t_ingest.elapsed().as_secs_f64() - sim_secs;
     sqlx::query!("ANALYZE").execute(&db).await?;
 
-    let end = start + chrono::Duration::days(days.into());
-    let full = format!("from={}&to={}", start.to_rfc3339(), end.to_rfc3339()).replace('+', "%2B");
+    let full = format!("from={}&to={}", (end - year).to_rfc3339(), end.to_rfc3339()).replace('+', "%2B");
     let week = format!(
         "from={}&to={}",
         (end - chrono::Duration::days(7)).to_rfc3339(),
