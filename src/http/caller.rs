@@ -6,9 +6,10 @@ use axum::http::{header, request::Parts};
 use uuid::Uuid;
 
 use super::ApiContext;
-use crate::domain::auth::{Permission, Role, is_expired, secret_matches, split_token};
+use crate::domain::auth::{Permission, Role};
 use crate::http::error::ApiError;
-use crate::storage;
+use crate::queries;
+use crate::queries::tokens::Authentication;
 
 /// The authenticated caller.
 #[derive(Debug, Clone)]
@@ -87,36 +88,22 @@ impl FromRequestParts<ApiContext> for Caller {
             .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
             .map(str::trim)
             .ok_or_else(|| ApiError::Unauthorized("Authorization header must be `Bearer <token>`".into()))?;
-        if secret_matches(token, &ctx.admin_token_hash) {
-            let caller = Caller {
-                role: Role::Admin,
-                cluster: None,
-                token_id: None,
-                name: "admin".into(),
+        let caller =
+            match queries::tokens::authenticate(&ctx.db, &ctx.admin_token_hash, token, chrono::Utc::now()).await? {
+                Authentication::Valid(t) => Caller {
+                    role: t.role,
+                    cluster: t.cluster,
+                    token_id: t.token_id,
+                    name: t.name,
+                },
+                Authentication::Invalid => return Err(ApiError::Unauthorized("invalid or revoked token".into())),
+                Authentication::Expired { name, at } => {
+                    return Err(ApiError::TokenExpired(format!(
+                        "token '{name}' expired at {}; ask an admin for a new one",
+                        at.to_rfc3339()
+                    )));
+                }
             };
-            caller.rate_limit(ctx)?;
-            return Ok(caller);
-        }
-        let invalid = || ApiError::Unauthorized("invalid or revoked token".into());
-        let (id, secret) = split_token(token).ok_or_else(invalid)?;
-        let stored = storage::tokens::find_active(&ctx.db, id).await?.ok_or_else(invalid)?;
-        if !secret_matches(secret, &stored.secret_hash) {
-            return Err(invalid());
-        }
-        if is_expired(stored.expires_at, chrono::Utc::now()) {
-            let at = stored.expires_at.map(|t| t.to_rfc3339()).unwrap_or_default();
-            return Err(ApiError::TokenExpired(format!(
-                "token '{}' expired at {at}; ask an admin for a new one",
-                stored.name
-            )));
-        }
-        let role = Role::parse(&stored.role).ok_or_else(invalid)?;
-        let caller = Caller {
-            role,
-            cluster: stored.cluster,
-            token_id: Some(id),
-            name: stored.name,
-        };
         caller.rate_limit(ctx)?;
         Ok(caller)
     }

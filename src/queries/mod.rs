@@ -14,6 +14,7 @@ pub mod recovery;
 pub mod report;
 pub mod stragglers;
 pub mod timeline;
+pub mod tokens;
 
 use std::collections::BTreeMap;
 
