@@ -21,9 +21,10 @@ effective root-cause category (the post-mortem's when recorded, else the automat
 empty ones with zeros; the first and last may be partial.";
 
 pub async fn timeline(db: &PgPool, w: &Window, period: Period) -> Result<TimelineResponse, sqlx::Error> {
-    let counts = inputs::daily_categories(db, w).await?;
+    // Independent reads: at once, on two connections.
+    let (counts, window) = tokio::try_join!(inputs::daily_categories(db, w), computed(db, w))?;
     Ok(TimelineResponse {
-        window: computed(db, w).await?,
+        window,
         period: match period {
             Period::Day => "day",
             Period::Week => "week",
