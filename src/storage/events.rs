@@ -60,6 +60,12 @@ pub async fn extend_stored(
     }
     let gap_secs = gap.num_milliseconds() as f64 / 1000.0;
     let span_secs = max_span.num_milliseconds() as f64 / 1000.0;
+    // The batch's whole reach, implied by each probe's own bounds. As parameters they let Postgres
+    // prune the partitions once, at executor start-up; the per-row bounds alone prune on every
+    // probe, and with five years of monthly partitions that cost 16x (2.4 s against 0.15 s for
+    // 2,000 probes).
+    let lowest = c.first_at.iter().min().copied().map(|t| t - gap - max_span);
+    let highest = c.last_at.iter().max().copied().map(|t| t + gap);
     let rows = sqlx::query!(
         "WITH t AS (
              SELECT * FROM UNNEST($1::int[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::bigint[],
@@ -76,6 +82,7 @@ pub async fn extend_stored(
                         AND e.occurred_at <= t.last_at + make_interval(secs => $14)
                         AND e.occurred_at >= t.first_at - make_interval(secs => $14 + $15)
                         AND COALESCE(e.last_occurred_at, e.occurred_at) >= t.first_at - make_interval(secs => $14)
+                        AND e.occurred_at >= $16 AND e.occurred_at <= $17
                       ORDER BY COALESCE(e.last_occurred_at, e.occurred_at), e.id LIMIT 1) AS s
          ), agg AS (
              SELECT cluster, target_at, target, sum(cnt)::int AS cnt, min(first_at) AS first_at, max(last_at) AS last_at
@@ -106,6 +113,8 @@ pub async fn extend_stored(
         &c.count,
         gap_secs,
         span_secs,
+        lowest,
+        highest,
     )
     .fetch_all(&mut *conn)
     .await?;
