@@ -64,7 +64,33 @@ pub async fn upsert(conn: &mut PgConnection, jobs: &[Job]) -> Result<u64, sqlx::
     )
     .execute(&mut *conn)
     .await?;
+    sync_node_runs(conn, &clusters, &ids).await?;
     Ok(done.rows_affected())
+}
+
+/// Makes `job_node_runs` (what job attribution reads: one row per job and node) hold the stored
+/// node lists and run times of these jobs, in the upsert's transaction.
+async fn sync_node_runs(conn: &mut PgConnection, clusters: &[&str], ids: &[&str]) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "DELETE FROM job_node_runs r USING UNNEST($1::text[], $2::text[]) AS k(cluster, job_id)
+         WHERE r.cluster = k.cluster AND r.job_id = k.job_id",
+        clusters as &[&str],
+        ids as &[&str],
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO job_node_runs (cluster, job_id, node, started_at, ended_at)
+         SELECT j.cluster, j.job_id, n.node, j.started_at, j.ended_at
+         FROM (SELECT DISTINCT * FROM UNNEST($1::text[], $2::text[])) AS k(cluster, job_id)
+              JOIN jobs j ON j.cluster = k.cluster AND j.job_id = k.job_id
+              CROSS JOIN LATERAL (SELECT DISTINCT unnest(j.nodes)) AS n(node)",
+        clusters as &[&str],
+        ids as &[&str],
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// A job as the analytics read it.

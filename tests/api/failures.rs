@@ -610,6 +610,81 @@ async fn a_node_only_xid_folds_into_the_job_on_its_node_whether_the_job_comes_fi
     assert!(again.iter().any(|f| f["job_id"] == "j1" && f["signal_count"] == 15));
 }
 
+/// Attribution reads one row per job and node (`job_node_runs`, migration 0017): of two runs
+/// covering an instant the later started wins, a running job covers every later instant, and a
+/// node dropped from a job's record is no longer attributed to it.
+#[tokio::test]
+async fn attribution_prefers_the_later_run_and_follows_a_changed_node_list() {
+    let app = spawn_app().await;
+    let j2 = json!({"id": "j2", "cluster": "c1", "gpus": 8, "nodes": ["n07"], "start": "2026-11-02T09:30:00Z", "state": "running"});
+    let mut jobs = job_j1("2026-11-02T19:00:00Z");
+    jobs["jobs"].as_array_mut().unwrap().push(j2);
+    put_jobs(&app, jobs).await;
+    assert_eq!(app.count("SELECT count(*) FROM job_node_runs").await, 17);
+    let (status, _) = app
+        .post_events(
+            ADMIN_TOKEN,
+            &json!({"events": [
+                // Inside both runs (j1 from 09:00, j2 from 09:30): j2's.
+                event(&uuid_n(1), json!({"node": "n07", "occurred_at": "2026-11-02T10:00:00Z"})),
+                // After j1 ended, and j2 has no end: j2's.
+                event(&uuid_n(2), json!({"node": "n07", "occurred_at": "2026-11-03T08:00:00Z"})),
+                // Only j1 ran on n03.
+                event(&uuid_n(3), json!({"node": "n03", "occurred_at": "2026-11-02T10:00:00Z"})),
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let by_root = |list: &[Value]| -> Vec<(String, Option<String>, i64)> {
+        let mut v: Vec<_> = list
+            .iter()
+            .map(|f| {
+                (
+                    f["root_signal"].as_str().unwrap_or_default().to_string(),
+                    f["job_id"].as_str().map(str::to_string),
+                    f["signal_count"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let list = failures(&app, "").await;
+    // j2's two signals are 22 hours apart: two failures of j2.
+    assert_eq!(
+        by_root(&list),
+        vec![
+            (uuid_n(1), Some("j2".to_string()), 1),
+            (uuid_n(2), Some("j2".to_string()), 1),
+            (uuid_n(3), Some("j1".to_string()), 1),
+        ]
+    );
+    // j1's record is corrected: it never ran on n03.
+    let mut corrected = job_j1("2026-11-02T19:00:00Z");
+    corrected["jobs"][0]["nodes"] = json!(
+        (0..16)
+            .filter(|i| *i != 3)
+            .map(|i| format!("n{i:02}"))
+            .collect::<Vec<_>>()
+    );
+    corrected["jobs"][0]["gpus"] = json!(120);
+    put_jobs(&app, corrected).await;
+    assert_eq!(app.count("SELECT count(*) FROM job_node_runs").await, 16);
+    assert_eq!(
+        app.count("SELECT count(*) FROM job_node_runs WHERE node = 'n03'").await,
+        0
+    );
+    let list = failures(&app, "").await;
+    assert_eq!(
+        by_root(&list),
+        vec![
+            (uuid_n(1), Some("j2".to_string()), 1),
+            (uuid_n(2), Some("j2".to_string()), 1),
+            (uuid_n(3), None, 1),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn a_node_only_signal_outside_every_run_still_folds_by_node() {
     let app = spawn_app().await;
