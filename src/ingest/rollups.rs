@@ -25,8 +25,13 @@ pub struct Delta {
     errors: BTreeMap<ErrorKey, (i64, i64, i64)>,
 }
 
-fn buckets(day: NaiveDate) -> [(&'static str, NaiveDate); 2] {
-    [("day", day), ("month", day.with_day(1).expect("day 1 exists"))]
+/// Every row a fact of `day` counts in: its day, its month and its quarter.
+fn buckets(day: NaiveDate) -> [(&'static str, NaiveDate); 3] {
+    [
+        ("day", day),
+        ("month", day.with_day(1).expect("day 1 exists")),
+        ("quarter", store::quarter_start(day)),
+    ]
 }
 
 impl Delta {
@@ -232,6 +237,9 @@ mod tests {
         };
         assert_eq!(d.causes[&key("day", day, "hardware")], (-1, -3));
         assert_eq!(d.causes[&key("month", month, "user")], (1, 3));
+        let quarter = "2026-01-01".parse().unwrap();
+        assert_eq!(d.causes[&key("quarter", quarter, "hardware")], (-1, -3));
+        assert_eq!(d.causes[&key("quarter", quarter, "user")], (1, 3));
         // Same group either way: nothing to write there.
         assert_eq!(d.groups[&("day", day, "a".into(), "g1".into(), String::new())], 0);
     }
@@ -271,7 +279,9 @@ mod tests {
         };
         assert_eq!(d.errors[&key("day", "2026-03-31", "critical")], (-1, -1, -2));
         assert_eq!(d.errors[&key("month", "2026-03-01", "high")], (1, 1, 2));
-        assert_eq!(d.errors.len(), 4);
+        assert_eq!(d.errors[&key("quarter", "2026-01-01", "critical")], (-1, -1, -2));
+        // Two severities, each in its day, month and quarter.
+        assert_eq!(d.errors.len(), 6);
         assert!(d.causes.is_empty() && d.groups.is_empty());
     }
 }

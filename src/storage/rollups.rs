@@ -375,12 +375,16 @@ pub async fn clear(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
-/// How a window `[from, to)` splits: whole UTC months read from month rows, the other whole UTC
-/// days from day rows, and the partial days at either end (`raw`) from the failures themselves.
+/// How a window `[from, to)` splits: whole calendar quarters read from quarter rows, the other
+/// whole UTC months from month rows, the other whole UTC days from day rows, and the partial days
+/// at either end (`raw`) from the failures themselves. A year's window reads about three quarters
+/// and a few months instead of twelve months (half the rows: MTBF's per-node rows are the many).
 /// Empty ranges have start == end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Coverage {
-    pub months: (NaiveDate, NaiveDate),
+    pub quarters: (NaiveDate, NaiveDate),
+    /// Whole months before the first and after the last whole quarter.
+    pub months: [(NaiveDate, NaiveDate); 2],
     /// Whole days before the first and after the last whole month.
     pub days: [(NaiveDate, NaiveDate); 2],
     pub raw: Vec<(DateTime<Utc>, DateTime<Utc>)>,
@@ -392,6 +396,32 @@ fn midnight(d: NaiveDate) -> DateTime<Utc> {
 
 fn month_start(d: NaiveDate) -> NaiveDate {
     d.with_day(1).expect("day 1 exists")
+}
+
+/// The first day of `d`'s calendar quarter (the bucket of its quarter rows).
+pub fn quarter_start(d: NaiveDate) -> NaiveDate {
+    NaiveDate::from_ymd_opt(d.year(), (d.month0() / 3) * 3 + 1, 1).expect("a quarter's first day exists")
+}
+
+/// The first whole unit at or after `d` and the last unit start at or before `e`, as a range
+/// (empty, at `e`, when no whole unit fits).
+fn whole_units(
+    d: NaiveDate,
+    e: NaiveDate,
+    floor: fn(NaiveDate) -> NaiveDate,
+    next: fn(NaiveDate) -> NaiveDate,
+) -> (NaiveDate, NaiveDate) {
+    let first = if floor(d) == d { d } else { next(floor(d)) };
+    let last = floor(e);
+    if first < last { (first, last) } else { (e, e) }
+}
+
+fn next_month(m: NaiveDate) -> NaiveDate {
+    month_start(m + Duration::days(32))
+}
+
+fn next_quarter(q: NaiveDate) -> NaiveDate {
+    quarter_start(q + Duration::days(93))
 }
 
 impl Coverage {
@@ -406,24 +436,30 @@ impl Coverage {
         if from >= to || d0 >= d1 {
             let raw = if from < to { vec![(from, to)] } else { Vec::new() };
             return Coverage {
-                months: (d1, d1),
+                quarters: (d1, d1),
+                months: [(d1, d1), (d1, d1)],
                 days: [(d1, d1), (d1, d1)],
                 raw,
             };
         }
-        let m0 = if month_start(d0) == d0 {
-            d0
+        let (m0, m1) = whole_units(d0, d1, month_start, next_month);
+        let (q0, q1) = if m0 < m1 {
+            whole_units(m0, m1, quarter_start, next_quarter)
         } else {
-            month_start(month_start(d0) + Duration::days(32))
+            (m1, m1)
         };
-        let m1 = month_start(d1);
-        let (m0, m1) = if m0 < m1 { (m0, m1) } else { (d1, d1) };
+        let months = if q0 < q1 {
+            [(m0, q0), (q1, m1)]
+        } else {
+            [(m0, m1), (m1, m1)]
+        };
         let raw = [(from, midnight(d0)), (midnight(d1), to)]
             .into_iter()
             .filter(|(a, b)| a < b)
             .collect();
         Coverage {
-            months: (m0, m1),
+            quarters: (q0, q1),
+            months,
             days: [(d0, m0), (m1, d1)],
             raw,
         }
@@ -442,20 +478,25 @@ pub struct CauseTotal {
     pub signals: i64,
 }
 
-/// `rollup_causes` summed over the whole days and months of `c`.
+/// `rollup_causes` summed over the whole days, months and quarters of `c`.
 pub async fn cause_totals(db: &PgPool, c: &Coverage, cluster: Option<&str>) -> Result<Vec<CauseTotal>, sqlx::Error> {
     sqlx::query_as!(
         CauseTotal,
         r#"SELECT cluster, generation, model, category, component, symptom,
                   sum(failures)::bigint AS "failures!", sum(signals)::bigint AS "signals!"
            FROM rollup_causes
-           WHERE ((period = 'month' AND bucket >= $1 AND bucket < $2)
-               OR (period = 'day' AND ((bucket >= $3 AND bucket < $4) OR (bucket >= $5 AND bucket < $6))))
-             AND ($7::text IS NULL OR cluster = $7)
+           WHERE ((period = 'quarter' AND bucket >= $1 AND bucket < $2)
+               OR (period = 'month' AND ((bucket >= $3 AND bucket < $4) OR (bucket >= $5 AND bucket < $6)))
+               OR (period = 'day' AND ((bucket >= $7 AND bucket < $8) OR (bucket >= $9 AND bucket < $10))))
+             AND ($11::text IS NULL OR cluster = $11)
            GROUP BY 1, 2, 3, 4, 5, 6
            HAVING sum(failures) <> 0"#,
-        c.months.0,
-        c.months.1,
+        c.quarters.0,
+        c.quarters.1,
+        c.months[0].0,
+        c.months[0].1,
+        c.months[1].0,
+        c.months[1].1,
         c.days[0].0,
         c.days[0].1,
         c.days[1].0,
@@ -474,19 +515,24 @@ pub struct GroupTotal {
     pub failures: i64,
 }
 
-/// `rollup_groups` summed over the whole days and months of `c`.
+/// `rollup_groups` summed over the whole days, months and quarters of `c`.
 pub async fn group_totals(db: &PgPool, c: &Coverage, cluster: Option<&str>) -> Result<Vec<GroupTotal>, sqlx::Error> {
     sqlx::query_as!(
         GroupTotal,
         r#"SELECT cluster, node_group, root_node, sum(failures)::bigint AS "failures!"
            FROM rollup_groups
-           WHERE ((period = 'month' AND bucket >= $1 AND bucket < $2)
-               OR (period = 'day' AND ((bucket >= $3 AND bucket < $4) OR (bucket >= $5 AND bucket < $6))))
-             AND ($7::text IS NULL OR cluster = $7)
+           WHERE ((period = 'quarter' AND bucket >= $1 AND bucket < $2)
+               OR (period = 'month' AND ((bucket >= $3 AND bucket < $4) OR (bucket >= $5 AND bucket < $6)))
+               OR (period = 'day' AND ((bucket >= $7 AND bucket < $8) OR (bucket >= $9 AND bucket < $10))))
+             AND ($11::text IS NULL OR cluster = $11)
            GROUP BY 1, 2, 3
            HAVING sum(failures) <> 0"#,
-        c.months.0,
-        c.months.1,
+        c.quarters.0,
+        c.quarters.1,
+        c.months[0].0,
+        c.months[0].1,
+        c.months[1].0,
+        c.months[1].1,
         c.days[0].0,
         c.days[0].1,
         c.days[1].0,
@@ -522,20 +568,25 @@ impl From<ErrorFact> for ErrorTotal {
     }
 }
 
-/// `rollup_errors` summed over the whole days and months of `c`.
+/// `rollup_errors` summed over the whole days, months and quarters of `c`.
 pub async fn error_totals(db: &PgPool, c: &Coverage, cluster: Option<&str>) -> Result<Vec<ErrorTotal>, sqlx::Error> {
     sqlx::query_as!(
         ErrorTotal,
         r#"SELECT kind, code, severity, sum(root_failures)::bigint AS "root_failures!",
                   sum(holding_failures)::bigint AS "holding_failures!", sum(signals)::bigint AS "signals!"
            FROM rollup_errors
-           WHERE ((period = 'month' AND bucket >= $1 AND bucket < $2)
-               OR (period = 'day' AND ((bucket >= $3 AND bucket < $4) OR (bucket >= $5 AND bucket < $6))))
-             AND ($7::text IS NULL OR cluster = $7)
+           WHERE ((period = 'quarter' AND bucket >= $1 AND bucket < $2)
+               OR (period = 'month' AND ((bucket >= $3 AND bucket < $4) OR (bucket >= $5 AND bucket < $6)))
+               OR (period = 'day' AND ((bucket >= $7 AND bucket < $8) OR (bucket >= $9 AND bucket < $10))))
+             AND ($11::text IS NULL OR cluster = $11)
            GROUP BY 1, 2, 3
            HAVING sum(root_failures) <> 0 OR sum(holding_failures) <> 0"#,
-        c.months.0,
-        c.months.1,
+        c.quarters.0,
+        c.quarters.1,
+        c.months[0].0,
+        c.months[0].1,
+        c.months[1].0,
+        c.months[1].1,
         c.days[0].0,
         c.days[0].1,
         c.days[1].0,
@@ -589,7 +640,12 @@ mod tests {
     #[test]
     fn a_year_from_midnight_is_whole_months() {
         let c = Coverage::of(t("2025-06-01T00:00:00Z"), t("2026-06-01T00:00:00Z"));
-        assert_eq!(c.months, (d("2025-06-01"), d("2026-06-01")));
+        // June, then the quarters July to March, then April and May.
+        assert_eq!(c.quarters, (d("2025-07-01"), d("2026-04-01")));
+        assert_eq!(
+            c.months,
+            [(d("2025-06-01"), d("2025-07-01")), (d("2026-04-01"), d("2026-06-01"))]
+        );
         assert_eq!(c.days[0].0, c.days[0].1);
         assert_eq!(c.days[1].0, c.days[1].1);
         assert!(c.raw.is_empty());
@@ -598,7 +654,10 @@ mod tests {
     #[test]
     fn ragged_ends_split_into_days_and_raw_hours() {
         let c = Coverage::of(t("2026-01-30T10:00:00Z"), t("2026-04-02T06:00:00Z"));
-        assert_eq!(c.months, (d("2026-02-01"), d("2026-04-01")));
+        // February and March are whole months but not a whole quarter.
+        assert_eq!(c.quarters.0, c.quarters.1);
+        assert_eq!(c.months[0], (d("2026-02-01"), d("2026-04-01")));
+        assert_eq!(c.months[1].0, c.months[1].1);
         assert_eq!(
             c.days,
             [(d("2026-01-31"), d("2026-02-01")), (d("2026-04-01"), d("2026-04-02"))]
@@ -615,7 +674,8 @@ mod tests {
     #[test]
     fn no_whole_month_reads_days_only() {
         let c = Coverage::of(t("2026-03-03T00:00:00Z"), t("2026-03-10T12:00:00Z"));
-        assert_eq!(c.months.0, c.months.1);
+        assert_eq!(c.quarters.0, c.quarters.1);
+        assert_eq!(c.months[0].0, c.months[0].1);
         assert_eq!(c.days[0], (d("2026-03-03"), d("2026-03-10")));
         assert_eq!(c.days[1].0, c.days[1].1);
         assert_eq!(c.raw, vec![(t("2026-03-10T00:00:00Z"), t("2026-03-10T12:00:00Z"))]);
@@ -624,7 +684,8 @@ mod tests {
     #[test]
     fn inside_one_day_is_all_raw() {
         let c = Coverage::of(t("2026-03-03T01:00:00Z"), t("2026-03-03T05:00:00Z"));
-        assert_eq!(c.months.0, c.months.1);
+        assert_eq!(c.quarters.0, c.quarters.1);
+        assert_eq!(c.months[0].0, c.months[0].1);
         assert_eq!(c.days[0].0, c.days[0].1);
         assert_eq!(c.raw, vec![(t("2026-03-03T01:00:00Z"), t("2026-03-03T05:00:00Z"))]);
         assert!(
@@ -635,10 +696,42 @@ mod tests {
     }
 
     #[test]
+    fn quarters_with_months_and_days_on_both_sides() {
+        // From 10 Feb 2025 to 20 Nov 2026 (ragged hours): days to 1 March, March, then the
+        // quarters April 2025 to October 2026, then October, then days to the 20th.
+        let c = Coverage::of(t("2025-02-09T18:00:00Z"), t("2026-11-20T06:00:00Z"));
+        assert_eq!(c.quarters, (d("2025-04-01"), d("2026-10-01")));
+        assert_eq!(
+            c.months,
+            [(d("2025-03-01"), d("2025-04-01")), (d("2026-10-01"), d("2026-11-01"))]
+        );
+        assert_eq!(
+            c.days,
+            [(d("2025-02-10"), d("2025-03-01")), (d("2026-11-01"), d("2026-11-20"))]
+        );
+        assert_eq!(c.raw.len(), 2);
+        // Exactly one quarter, nothing else.
+        let c = Coverage::of(t("2026-07-01T00:00:00Z"), t("2026-10-01T00:00:00Z"));
+        assert_eq!(c.quarters, (d("2026-07-01"), d("2026-10-01")));
+        assert!(c.months.iter().chain(&c.days).all(|(a, b)| a == b) && c.raw.is_empty());
+    }
+
+    #[test]
+    fn quarter_starts() {
+        assert_eq!(quarter_start(d("2026-01-01")), d("2026-01-01"));
+        assert_eq!(quarter_start(d("2026-03-31")), d("2026-01-01"));
+        assert_eq!(quarter_start(d("2026-05-15")), d("2026-04-01"));
+        assert_eq!(quarter_start(d("2026-09-30")), d("2026-07-01"));
+        assert_eq!(quarter_start(d("2026-12-31")), d("2026-10-01"));
+        assert_eq!(next_quarter(d("2026-10-01")), d("2027-01-01"));
+    }
+
+    #[test]
     fn month_boundaries_within_a_ragged_window() {
         // From mid-December to mid-February: January is the one whole month.
         let c = Coverage::of(t("2025-12-15T00:00:00Z"), t("2026-02-15T00:00:00Z"));
-        assert_eq!(c.months, (d("2026-01-01"), d("2026-02-01")));
+        assert_eq!(c.quarters.0, c.quarters.1);
+        assert_eq!(c.months[0], (d("2026-01-01"), d("2026-02-01")));
         assert_eq!(
             c.days,
             [(d("2025-12-15"), d("2026-01-01")), (d("2026-02-01"), d("2026-02-15"))]

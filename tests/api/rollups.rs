@@ -1,4 +1,4 @@
-//! The rollups (migrations 0014 and 0015) equal a recount from the failures after every kind of write that
+//! The rollups (migrations 0014, 0015 and 0018) equal a recount from the failures after every kind of write that
 //! moves a failure between their rows: batches in random order and concurrently, inventory that
 //! arrives late or changes, post-mortems, a catalog edit. And the analytics that read them answer
 //! as a count over the failures does, for windows with ragged ends.
@@ -24,14 +24,14 @@ async fn assert_rollups_recount(app: &TestApp, after: &str) {
     .await
     .unwrap();
     let recount: Vec<CauseRow> = sqlx::query_as(
-        "SELECT p.period, (CASE p.period WHEN 'day' THEN f.day ELSE date_trunc('month', f.day)::date END)::text,
+        "SELECT p.period, date_trunc(p.period, f.day)::date::text,
                 f.cluster, f.generation, f.model, f.category, f.component, f.symptom, count(*), sum(f.signal_count)::bigint
          FROM (SELECT (fe.first_at AT TIME ZONE 'UTC')::date AS day, fe.cluster,
                       COALESCE(n.gpu_generation, fe.signal_generation) AS generation, COALESCE(n.gpu_model, 'unknown') AS model,
                       fe.effective_category AS category, fe.effective_component AS component,
                       COALESCE(fe.symptom, 'unspecified') AS symptom, fe.signal_count
                FROM failures_effective fe LEFT JOIN nodes n ON n.cluster = fe.cluster AND n.hostname = fe.root_node) f
-         CROSS JOIN (VALUES ('day'), ('month')) AS p(period)
+         CROSS JOIN (VALUES ('day'), ('month'), ('quarter')) AS p(period)
          GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8",
     )
     .fetch_all(&app.db)
@@ -47,12 +47,12 @@ async fn assert_rollups_recount(app: &TestApp, after: &str) {
     .await
     .unwrap();
     let recount: Vec<GroupRow> = sqlx::query_as(
-        "SELECT p.period, (CASE p.period WHEN 'day' THEN f.day ELSE date_trunc('month', f.day)::date END)::text,
+        "SELECT p.period, date_trunc(p.period, f.day)::date::text,
                 f.cluster, f.node_group, f.root_node, count(*)
          FROM (SELECT (fa.first_at AT TIME ZONE 'UTC')::date AS day, fa.cluster, COALESCE(n.group_label, '') AS node_group,
                       CASE WHEN n.group_label IS NULL THEN COALESCE(fa.root_node, '') ELSE '' END AS root_node
                FROM failures fa LEFT JOIN nodes n ON n.cluster = fa.cluster AND n.hostname = fa.root_node) f
-         CROSS JOIN (VALUES ('day'), ('month')) AS p(period)
+         CROSS JOIN (VALUES ('day'), ('month'), ('quarter')) AS p(period)
          GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5",
     )
     .fetch_all(&app.db)
@@ -78,9 +78,9 @@ async fn assert_rollups_recount(app: &TestApp, after: &str) {
                     SELECT f.day, f.cluster, ev.kind, COALESCE(ev.code::text, ''), f.severity, 0, count(DISTINCT f.id), count(*)
                     FROM f CROSS JOIN LATERAL unnest(f.signal_ids) AS s(id) JOIN events ev ON ev.id = s.id
                     GROUP BY 1, 2, 3, 4, 5)
-         SELECT p.period, (CASE p.period WHEN 'day' THEN e.day ELSE date_trunc('month', e.day)::date END)::text,
+         SELECT p.period, date_trunc(p.period, e.day)::date::text,
                 e.cluster, e.kind, e.code, e.severity, sum(e.root)::bigint, sum(e.holding)::bigint, sum(e.signals)::bigint
-         FROM e CROSS JOIN (VALUES ('day'), ('month')) AS p(period)
+         FROM e CROSS JOIN (VALUES ('day'), ('month'), ('quarter')) AS p(period)
          GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6",
     )
     .fetch_all(&app.db)
@@ -357,6 +357,11 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
             start + Duration::days(12) + Duration::hours(9),
         ),
         (start - Duration::days(3), start + Duration::days(40)),
+        // The whole second quarter (all the signals) with months and days on both sides.
+        (
+            start - Duration::days(60) + Duration::hours(3),
+            start + Duration::days(120),
+        ),
     ] {
         let want: i64 = sqlx::query_scalar("SELECT count(*) FROM failures WHERE first_at >= $1 AND first_at < $2")
             .bind(from)
