@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{Datelike, NaiveDate};
+use chrono::NaiveDate;
 use sqlx::PgConnection;
 
 use crate::storage::rollups::{self as store, CauseColumns, ErrorColumns, Facts, GroupColumns};
@@ -29,7 +29,7 @@ pub struct Delta {
 fn buckets(day: NaiveDate) -> [(&'static str, NaiveDate); 3] {
     [
         ("day", day),
-        ("month", day.with_day(1).expect("day 1 exists")),
+        ("month", store::month_start(day)),
         ("quarter", store::quarter_start(day)),
     ]
 }

@@ -394,7 +394,8 @@ fn midnight(d: NaiveDate) -> DateTime<Utc> {
     Utc.from_utc_datetime(&d.and_time(NaiveTime::MIN))
 }
 
-fn month_start(d: NaiveDate) -> NaiveDate {
+/// The first day of `d`'s month (the bucket of its month rows).
+pub fn month_start(d: NaiveDate) -> NaiveDate {
     d.with_day(1).expect("day 1 exists")
 }
 
@@ -648,9 +649,15 @@ mod tests {
     fn d(s: &str) -> NaiveDate {
         s.parse().unwrap()
     }
+    /// Ranges the window reads nothing from.
+    fn assert_empty(ranges: &[(NaiveDate, NaiveDate)]) {
+        for (a, b) in ranges {
+            assert_eq!(a, b, "{ranges:?}");
+        }
+    }
 
     #[test]
-    fn a_year_from_midnight_is_whole_months() {
+    fn a_year_from_midnight_is_whole_quarters_and_months() {
         let c = Coverage::of(t("2025-06-01T00:00:00Z"), t("2026-06-01T00:00:00Z"));
         // June, then the quarters July to March, then April and May.
         assert_eq!(c.quarters, (d("2025-07-01"), d("2026-04-01")));
@@ -658,8 +665,7 @@ mod tests {
             c.months,
             [(d("2025-06-01"), d("2025-07-01")), (d("2026-04-01"), d("2026-06-01"))]
         );
-        assert_eq!(c.days[0].0, c.days[0].1);
-        assert_eq!(c.days[1].0, c.days[1].1);
+        assert_empty(&c.days);
         assert!(c.raw.is_empty());
     }
 
@@ -667,9 +673,8 @@ mod tests {
     fn ragged_ends_split_into_days_and_raw_hours() {
         let c = Coverage::of(t("2026-01-30T10:00:00Z"), t("2026-04-02T06:00:00Z"));
         // February and March are whole months but not a whole quarter.
-        assert_eq!(c.quarters.0, c.quarters.1);
+        assert_empty(&[c.quarters, c.months[1]]);
         assert_eq!(c.months[0], (d("2026-02-01"), d("2026-04-01")));
-        assert_eq!(c.months[1].0, c.months[1].1);
         assert_eq!(
             c.days,
             [(d("2026-01-31"), d("2026-02-01")), (d("2026-04-01"), d("2026-04-02"))]
@@ -686,19 +691,15 @@ mod tests {
     #[test]
     fn no_whole_month_reads_days_only() {
         let c = Coverage::of(t("2026-03-03T00:00:00Z"), t("2026-03-10T12:00:00Z"));
-        assert_eq!(c.quarters.0, c.quarters.1);
-        assert_eq!(c.months[0].0, c.months[0].1);
+        assert_empty(&[c.quarters, c.months[0], c.months[1], c.days[1]]);
         assert_eq!(c.days[0], (d("2026-03-03"), d("2026-03-10")));
-        assert_eq!(c.days[1].0, c.days[1].1);
         assert_eq!(c.raw, vec![(t("2026-03-10T00:00:00Z"), t("2026-03-10T12:00:00Z"))]);
     }
 
     #[test]
     fn inside_one_day_is_all_raw() {
         let c = Coverage::of(t("2026-03-03T01:00:00Z"), t("2026-03-03T05:00:00Z"));
-        assert_eq!(c.quarters.0, c.quarters.1);
-        assert_eq!(c.months[0].0, c.months[0].1);
-        assert_eq!(c.days[0].0, c.days[0].1);
+        assert_empty(&[c.quarters, c.months[0], c.months[1], c.days[0], c.days[1]]);
         assert_eq!(c.raw, vec![(t("2026-03-03T01:00:00Z"), t("2026-03-03T05:00:00Z"))]);
         assert!(
             Coverage::of(t("2026-03-03T01:00:00Z"), t("2026-03-03T01:00:00Z"))
@@ -725,7 +726,8 @@ mod tests {
         // Exactly one quarter, nothing else.
         let c = Coverage::of(t("2026-07-01T00:00:00Z"), t("2026-10-01T00:00:00Z"));
         assert_eq!(c.quarters, (d("2026-07-01"), d("2026-10-01")));
-        assert!(c.months.iter().chain(&c.days).all(|(a, b)| a == b) && c.raw.is_empty());
+        assert_empty(&[c.months[0], c.months[1], c.days[0], c.days[1]]);
+        assert!(c.raw.is_empty());
     }
 
     #[test]
@@ -742,7 +744,7 @@ mod tests {
     fn month_boundaries_within_a_ragged_window() {
         // From mid-December to mid-February: January is the one whole month.
         let c = Coverage::of(t("2025-12-15T00:00:00Z"), t("2026-02-15T00:00:00Z"));
-        assert_eq!(c.quarters.0, c.quarters.1);
+        assert_empty(&[c.quarters, c.months[1]]);
         assert_eq!(c.months[0], (d("2026-01-01"), d("2026-02-01")));
         assert_eq!(
             c.days,
