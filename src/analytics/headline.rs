@@ -25,12 +25,228 @@ pub struct NodeService {
 impl NodeService {
     /// Hours of service inside [from, to): the overlap of the service interval with the window.
     pub fn exposure_hours(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
-        let start = self.in_service_since.max(from);
-        let end = self.retired_at.map_or(to, |r| r.min(to));
-        if end <= start {
-            0.0
+        let (since, until) = self.service_nanos();
+        hours_between(since.max(epoch_nanos(from)), until.min(epoch_nanos(to)))
+    }
+
+    /// The service interval in nanoseconds since the epoch (`i128::MAX` while not retired).
+    fn service_nanos(&self) -> (i128, i128) {
+        (
+            epoch_nanos(self.in_service_since),
+            self.retired_at.map_or(i128::MAX, epoch_nanos),
+        )
+    }
+}
+
+/// Nanoseconds since the epoch, wide enough for any `DateTime`.
+fn epoch_nanos(t: DateTime<Utc>) -> i128 {
+    i128::from(t.timestamp()) * 1_000_000_000 + i128::from(t.timestamp_subsec_nanos())
+}
+
+/// Whole milliseconds from `start` to `end` in hours, 0 when `end <= start`: the one definition
+/// of exposure, on plain integers so a request can take it for 12,500 nodes at once.
+fn hours_between(start_ns: i128, end_ns: i128) -> f64 {
+    if end_ns <= start_ns {
+        0.0
+    } else {
+        ((end_ns - start_ns) / 1_000_000) as f64 / 3_600_000.0
+    }
+}
+
+/// The inventory as the analytics read it: the nodes in MTBF's packing order (cluster, then
+/// natural hostname order) with the lookups that resolve failure counts to nodes and labelled
+/// groups. Built once per inventory version (the read use cases cache it), so a request over a
+/// fleet of 100,000 GPUs neither sorts nor hashes its 12,500 nodes.
+#[derive(Debug)]
+pub struct Inventory {
+    nodes: Vec<NodeService>,
+    /// Each node's service interval in nanoseconds (see [`NodeService::service_nanos`]).
+    service: Vec<(i128, i128)>,
+    /// Each node's labelled group, an index into `labels`.
+    label_of: Vec<Option<usize>>,
+    /// The labelled groups: (cluster, label), in order of their first node.
+    labels: Vec<(String, String)>,
+    /// Per cluster, its nodes and labels by name (nested so lookups borrow `&str`s).
+    by_cluster: foldhash::HashMap<String, ClusterIndex>,
+}
+
+#[derive(Debug, Default)]
+struct ClusterIndex {
+    hosts: foldhash::HashMap<String, usize>,
+    labels: foldhash::HashMap<String, usize>,
+}
+
+impl Inventory {
+    /// Sorts the nodes into packing order. A (cluster, hostname) listed twice resolves to its
+    /// first entry (the inventory's key makes the pair unique).
+    pub fn new(mut nodes: Vec<NodeService>) -> Inventory {
+        nodes.sort_by(|a, b| {
+            a.cluster
+                .cmp(&b.cluster)
+                .then_with(|| natural_cmp(&a.hostname, &b.hostname))
+        });
+        let mut by_cluster: foldhash::HashMap<String, ClusterIndex> = foldhash::HashMap::default();
+        let mut labels = Vec::new();
+        let mut label_of = Vec::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            let c = by_cluster.entry(n.cluster.clone()).or_default();
+            c.hosts.entry(n.hostname.clone()).or_insert(i);
+            label_of.push(n.group.as_ref().map(|g| {
+                *c.labels.entry(g.clone()).or_insert_with(|| {
+                    labels.push((n.cluster.clone(), g.clone()));
+                    labels.len() - 1
+                })
+            }));
+        }
+        Inventory {
+            service: nodes.iter().map(NodeService::service_nanos).collect(),
+            nodes,
+            label_of,
+            labels,
+            by_cluster,
+        }
+    }
+
+    /// The index of a node in [`Inventory::nodes`].
+    pub fn node(&self, cluster: &str, hostname: &str) -> Option<usize> {
+        self.by_cluster.get(cluster)?.hosts.get(hostname).copied()
+    }
+
+    fn label(&self, cluster: &str, label: &str) -> Option<usize> {
+        self.by_cluster.get(cluster)?.labels.get(label).copied()
+    }
+
+    pub fn nodes(&self) -> &[NodeService] {
+        &self.nodes
+    }
+
+    /// Each node's [`NodeService::exposure_hours`] in [from, to), in inventory order.
+    pub fn exposure_hours(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<f64> {
+        let (from, to) = (epoch_nanos(from), epoch_nanos(to));
+        self.service
+            .iter()
+            .map(|&(since, until)| hours_between(since.max(from), until.min(to)))
+            .collect()
+    }
+}
+
+impl std::ops::Deref for Inventory {
+    type Target = [NodeService];
+
+    fn deref(&self) -> &[NodeService] {
+        &self.nodes
+    }
+}
+
+/// Where a failure count lands in an [`Inventory`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// On a node (an index of [`Inventory::nodes`]).
+    Node(usize),
+    /// On a labelled group as a whole.
+    Label(usize),
+    /// On no node of the inventory, or on no node at all.
+    Unattributed,
+}
+
+impl Inventory {
+    /// A failure of this node, on the node itself.
+    pub fn on_node(&self, cluster: &str, hostname: &str) -> Counted {
+        self.node(cluster, hostname)
+            .map_or(Counted::Unattributed, Counted::Node)
+    }
+
+    /// A failure of this node as the group rollup keys it: on its labelled group if it has one.
+    pub fn as_rollup(&self, cluster: &str, hostname: &str) -> Counted {
+        match self.node(cluster, hostname) {
+            Some(i) => self.label_of[i].map_or(Counted::Node(i), Counted::Label),
+            None => Counted::Unattributed,
+        }
+    }
+
+    /// A row of the group rollup: a labelled group (`root_node` ''), a node (`node_group` ''), or
+    /// neither (failures with no node). A label no node has is in no group.
+    pub fn rollup_row(&self, cluster: &str, node_group: &str, root_node: &str) -> Counted {
+        if !node_group.is_empty() {
+            self.label(cluster, node_group)
+                .map_or(Counted::Unattributed, Counted::Label)
+        } else if !root_node.is_empty() {
+            self.on_node(cluster, root_node)
         } else {
-            (end - start).num_milliseconds() as f64 / 3_600_000.0
+            Counted::Unattributed
+        }
+    }
+}
+
+/// Failure counts resolved against an [`Inventory`]: per node, and per labelled group where a
+/// count says only the group (the group rollup keys a labelled node's failures by its label).
+#[derive(Debug, Clone)]
+pub struct FleetFailures {
+    per_node: Vec<u64>,
+    per_label: Vec<u64>,
+    /// Failures whose root cause is on no node of the inventory (or on no node at all).
+    pub unattributed: u64,
+}
+
+/// Counts that land somewhere, without the zeros: what memory keeps of one rollup bucket.
+#[derive(Debug, Clone, Default)]
+pub struct SparseFailures(Vec<(Counted, u64)>);
+
+impl SparseFailures {
+    pub fn count(&mut self, at: Counted, n: u64) {
+        if n > 0 {
+            self.0.push((at, n));
+        }
+    }
+
+    /// Entries kept (a measure of the memory it holds).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl FleetFailures {
+    pub fn new(inventory: &Inventory) -> FleetFailures {
+        FleetFailures {
+            per_node: vec![0; inventory.nodes.len()],
+            per_label: vec![0; inventory.labels.len()],
+            unattributed: 0,
+        }
+    }
+
+    /// Per-node counts, each on its node (the reference the rollup path is tested against).
+    pub fn of_nodes(inventory: &Inventory, counts: &NodeFailures) -> FleetFailures {
+        let mut f = FleetFailures::new(inventory);
+        for ((cluster, hostname), n) in counts {
+            f.count(inventory.on_node(cluster, hostname), *n);
+        }
+        f
+    }
+
+    pub fn count(&mut self, at: Counted, n: u64) {
+        match at {
+            Counted::Node(i) => self.per_node[i] += n,
+            Counted::Label(l) => self.per_label[l] += n,
+            Counted::Unattributed => self.unattributed += n,
+        }
+    }
+
+    /// Adds counts resolved against the same inventory.
+    pub fn add(&mut self, counts: &SparseFailures) {
+        for &(at, n) in &counts.0 {
+            self.count(at, n);
+        }
+    }
+
+    /// Takes one failure of this labelled node off its group: a node out of service in the
+    /// window is in no group, but the rollup counted its failures with its label.
+    pub fn uncount_from_group(&mut self, inventory: &Inventory, cluster: &str, hostname: &str) {
+        if let Counted::Label(l) = inventory.as_rollup(cluster, hostname) {
+            self.per_label[l] = self.per_label[l].saturating_sub(1);
         }
     }
 }
@@ -200,29 +416,29 @@ pub struct JobProjection {
 /// Per-node failure counts keyed by (cluster, hostname).
 pub type NodeFailures = BTreeMap<(String, String), u64>;
 
-/// Partitions the fleet into groups and computes MTBF per group and for the fleet.
+/// Partitions the fleet into groups and computes MTBF per group and for the fleet. Only nodes in
+/// service in the window take part, and only their failures count: a labelled group's count is
+/// credited when at least one of its nodes is.
 pub fn mtbf(
-    nodes: &[NodeService],
-    failures: &NodeFailures,
+    inventory: &Inventory,
+    failures: &FleetFailures,
     group_size: u32,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     confidence: f64,
 ) -> (Vec<MtbfGroup>, FleetMtbf) {
-    // Only nodes that were in service in the window take part.
-    let mut active: Vec<(&NodeService, f64)> = nodes
-        .iter()
-        .map(|n| (n, n.exposure_hours(from, to)))
+    let nodes = &inventory.nodes;
+    // (inventory index, hours in service), in packing order.
+    let active: Vec<(usize, f64)> = inventory
+        .exposure_hours(from, to)
+        .into_iter()
+        .enumerate()
         .filter(|(_, h)| *h > 0.0)
         .collect();
-    active.sort_by(|a, b| {
-        a.0.cluster
-            .cmp(&b.0.cluster)
-            .then_with(|| natural_cmp(&a.0.hostname, &b.0.hostname))
-    });
     #[derive(Default)]
     struct Acc {
-        /// The last node of the group (in `active` order): its cluster and packing name the group.
+        /// The last node of the group (a position in `active`): its cluster and packing name
+        /// the group.
         last: usize,
         nodes: u64,
         gpus: u64,
@@ -239,27 +455,34 @@ pub fn mtbf(
             accs.len() - 1
         })
     };
+    // Per position in `active`: (slot, packed).
     let mut node_slot: Vec<(usize, bool)> = vec![(0, false); active.len()];
-    let mut labelled: foldhash::HashMap<(&str, &str), usize> = foldhash::HashMap::default();
-    let mut by_cluster: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, (n, _)) in active.iter().enumerate() {
-        match &n.group {
-            Some(g) => {
-                let s = match labelled.get(&(n.cluster.as_str(), g.as_str())) {
-                    Some(&s) => s,
-                    None => {
-                        let s = slot(format!("{}/{g}", n.cluster), &mut accs);
-                        labelled.insert((n.cluster.as_str(), g.as_str()), s);
-                        s
-                    }
-                };
-                node_slot[i] = (s, false);
+    let mut label_slot: Vec<Option<usize>> = vec![None; inventory.labels.len()];
+    let mut unlabelled: Vec<usize> = Vec::new();
+    let mut start = 0;
+    // A cluster's nodes are contiguous in packing order: one run per cluster.
+    while start < active.len() {
+        let cluster = nodes[active[start].0].cluster.as_str();
+        let mut end = start;
+        unlabelled.clear();
+        while end < active.len() && nodes[active[end].0].cluster == cluster {
+            match inventory.label_of[active[end].0] {
+                Some(l) => {
+                    let s = match label_slot[l] {
+                        Some(s) => s,
+                        None => {
+                            let s = slot(format!("{cluster}/{}", inventory.labels[l].1), &mut accs);
+                            label_slot[l] = Some(s);
+                            s
+                        }
+                    };
+                    node_slot[end] = (s, false);
+                }
+                None => unlabelled.push(end),
             }
-            None => by_cluster.entry(n.cluster.as_str()).or_default().push(i),
+            end += 1;
         }
-    }
-    for (cluster, idxs) in by_cluster {
-        let counts: Vec<u32> = idxs.iter().map(|&i| active[i].0.gpu_count).collect();
+        let counts: Vec<u32> = unlabelled.iter().map(|&k| nodes[active[k].0].gpu_count).collect();
         let mut current: Option<(usize, usize)> = None;
         for (k, g) in pack_into_groups(&counts, group_size).into_iter().enumerate() {
             let s = match current {
@@ -267,13 +490,10 @@ pub fn mtbf(
                 _ => slot(format!("{cluster}/auto-{g:03}"), &mut accs),
             };
             current = Some((g, s));
-            node_slot[idxs[k]] = (s, true);
+            node_slot[unlabelled[k]] = (s, true);
         }
+        start = end;
     }
-    let per_node: foldhash::HashMap<(&str, &str), u64> = failures
-        .iter()
-        .map(|((c, h), f)| ((c.as_str(), h.as_str()), *f))
-        .collect();
     let mut fleet = FleetMtbf {
         gpus: 0,
         gpu_hours: 0.0,
@@ -283,20 +503,24 @@ pub fn mtbf(
         mtbf_per_gpu_upper_hours: None,
         median_group_mtbf_hours: None,
     };
-    for (i, (n, h)) in active.iter().enumerate() {
-        let a = &mut accs[node_slot[i].0];
-        a.last = i;
+    for (k, &(i, h)) in active.iter().enumerate() {
+        let n = &nodes[i];
+        let a = &mut accs[node_slot[k].0];
+        a.last = k;
         a.nodes += 1;
         a.gpus += u64::from(n.gpu_count);
         a.gpu_hours += f64::from(n.gpu_count) * h;
-        let f = per_node
-            .get(&(n.cluster.as_str(), n.hostname.as_str()))
-            .copied()
-            .unwrap_or(0);
-        a.failures += f;
+        a.failures += failures.per_node[i];
         fleet.gpus += u64::from(n.gpu_count);
         fleet.gpu_hours += f64::from(n.gpu_count) * h;
-        fleet.failures += f;
+        fleet.failures += failures.per_node[i];
+    }
+    // A labelled group's own count, once, on the group of its nodes in service.
+    for (l, s) in label_slot.iter().enumerate() {
+        if let Some(s) = *s {
+            accs[s].failures += failures.per_label[l];
+            fleet.failures += failures.per_label[l];
+        }
     }
     let mut intervals = MtbfIntervals::new(confidence);
     let rows: Vec<MtbfGroup> = slot_of
@@ -307,7 +531,7 @@ pub fn mtbf(
             let est = intervals.estimate(exposure, a.failures);
             MtbfGroup {
                 group,
-                cluster: active[a.last].0.cluster.clone(),
+                cluster: nodes[active[a.last].0].cluster.clone(),
                 packed: node_slot[a.last].1,
                 nodes: a.nodes,
                 gpus: a.gpus,
@@ -537,7 +761,9 @@ mod tests {
         failures.insert(("c".into(), "su1-3".into()), 3);
         failures.insert(("c".into(), "su1-9".into()), 1);
         failures.insert(("c".into(), "n-18".into()), 2);
-        let (groups, fleet) = mtbf(&nodes, &failures, 128, t(FROM), t(TO), 0.95);
+        let inventory = Inventory::new(nodes);
+        let failures = FleetFailures::of_nodes(&inventory, &failures);
+        let (groups, fleet) = mtbf(&inventory, &failures, 128, t(FROM), t(TO), 0.95);
         assert_eq!(
             groups.iter().map(|g| g.group.as_str()).collect::<Vec<_>>(),
             ["c/auto-000", "c/auto-001", "c/su1"]
@@ -580,9 +806,136 @@ mod tests {
     #[test]
     fn mtbf_of_an_empty_window_is_empty() {
         let nodes = vec![node("c", "a", "hopper", 8, None, "2026-10-01T00:00:00Z", None)];
-        let (groups, fleet) = mtbf(&nodes, &NodeFailures::new(), 128, t(TO), t(TO), 0.95);
+        let inventory = Inventory::new(nodes);
+        let none = FleetFailures::new(&inventory);
+        let (groups, fleet) = mtbf(&inventory, &none, 128, t(TO), t(TO), 0.95);
         assert!(groups.is_empty());
         assert_eq!((fleet.gpus, fleet.failures, fleet.mtbf_per_gpu_hours), (0, 0, None));
+    }
+
+    #[test]
+    fn exposure_is_chronos_whole_milliseconds_for_every_node_at_once() {
+        // Sub-millisecond service bounds, a retired node, one not yet in service, one retired
+        // before the window: each against chrono's own arithmetic on the same instants.
+        let at = |s: &str| -> DateTime<Utc> { s.parse().unwrap() };
+        let mut nodes = vec![
+            node("c", "a", "hopper", 8, None, "2026-10-01T00:00:00Z", None),
+            node(
+                "c",
+                "b",
+                "hopper",
+                8,
+                None,
+                "2026-11-02T03:04:05.123456789Z",
+                Some("2026-11-06T07:08:09.987654321Z"),
+            ),
+            node("c", "c", "hopper", 8, None, "2026-11-09T00:00:00Z", None),
+            node(
+                "c",
+                "d",
+                "hopper",
+                8,
+                None,
+                "2026-01-01T00:00:00Z",
+                Some("2026-02-01T00:00:00Z"),
+            ),
+        ];
+        nodes[0].in_service_since = at("2026-11-01T00:00:00.000999Z");
+        let (from, to) = (at("2026-11-01T00:00:00.0005Z"), at("2026-11-07T23:59:59.9999Z"));
+        let chrono_hours = |n: &NodeService| {
+            let start = n.in_service_since.max(from);
+            let end = n.retired_at.map_or(to, |r| r.min(to));
+            if end <= start {
+                0.0
+            } else {
+                (end - start).num_milliseconds() as f64 / 3_600_000.0
+            }
+        };
+        let want: Vec<f64> = nodes.iter().map(chrono_hours).collect();
+        assert_eq!(
+            nodes.iter().map(|n| n.exposure_hours(from, to)).collect::<Vec<_>>(),
+            want
+        );
+        assert_eq!(Inventory::new(nodes).exposure_hours(from, to), want);
+        // 2026-11-02T03:04:05.123 to 2026-11-06T07:08:09.987: 100 h 4 min 4.864 s.
+        assert_eq!(want[1], 360_244_864.0 / 3_600_000.0);
+        assert_eq!((want[2], want[3]), (0.0, 0.0));
+    }
+
+    #[test]
+    fn inventory_sorts_into_packing_order_whatever_the_input_order() {
+        let mk = |host: &str, group: Option<&str>| node("c", host, "hopper", 8, group, "2026-10-01T00:00:00Z", None);
+        let inventory = Inventory::new(vec![
+            mk("n-10", None),
+            node("b", "n-1", "hopper", 8, Some("su1"), "2026-10-01T00:00:00Z", None),
+            mk("n-9", Some("su1")),
+            mk("n-2", None),
+        ]);
+        let order: Vec<(&str, &str)> = inventory
+            .iter()
+            .map(|n| (n.cluster.as_str(), n.hostname.as_str()))
+            .collect();
+        assert_eq!(order, [("b", "n-1"), ("c", "n-2"), ("c", "n-9"), ("c", "n-10")]);
+        assert_eq!(
+            (inventory.node("c", "n-10"), inventory.node("c", "n-1")),
+            (Some(3), None)
+        );
+        // su1 of cluster b and su1 of cluster c are two groups.
+        assert_eq!(inventory.labels.len(), 2);
+    }
+
+    #[test]
+    fn group_counts_are_credited_once_and_only_while_a_node_of_the_group_serves() {
+        // su1: a, b in service all week, c retired before it. su2: d retired before it.
+        // e unlabelled in service.
+        let since = "2026-10-01T00:00:00Z";
+        let gone = Some("2026-10-15T00:00:00Z");
+        let inventory = Inventory::new(vec![
+            node("c", "a", "hopper", 8, Some("su1"), since, None),
+            node("c", "b", "hopper", 8, Some("su1"), since, None),
+            node("c", "c", "hopper", 8, Some("su1"), since, gone),
+            node("c", "d", "hopper", 8, Some("su2"), since, gone),
+            node("c", "e", "hopper", 8, None, since, None),
+        ]);
+        let mut f = FleetFailures::new(&inventory);
+        // The rollup: 5 failures of su1 (one of them on c, out of service), 2 of su2 (on d), 1 of
+        // e, 2 without a node, and 4 of a label nobody has.
+        for (group, node, n) in [
+            ("su1", "", 5),
+            ("su2", "", 2),
+            ("", "e", 1),
+            ("", "", 2),
+            ("su9", "", 4),
+        ] {
+            f.count(inventory.rollup_row("c", group, node), n);
+        }
+        // A partial day: 1 on b (counted with su1, as the rollup keys it), 1 on an unknown node.
+        assert_eq!(inventory.as_rollup("c", "b"), inventory.rollup_row("c", "su1", ""));
+        f.count(inventory.as_rollup("c", "b"), 1);
+        f.count(inventory.as_rollup("c", "zz"), 1);
+        // The failures of labelled nodes out of service come off their groups.
+        f.uncount_from_group(&inventory, "c", "c");
+        for _ in 0..2 {
+            f.uncount_from_group(&inventory, "c", "d");
+        }
+        assert_eq!(f.unattributed, 1 + 2 + 4);
+        let (groups, fleet) = mtbf(&inventory, &f, 128, t(FROM), t(TO), 0.95);
+        let got: Vec<(&str, u64, u64, bool)> = groups
+            .iter()
+            .map(|g| (g.group.as_str(), g.nodes, g.failures, g.packed))
+            .collect();
+        // su2 has no node in service: no row, and its failures are in no group.
+        assert_eq!(got, [("c/auto-000", 1, 1, true), ("c/su1", 2, 5, false)]);
+        assert_eq!((fleet.gpus, fleet.failures), (24, 6));
+        // Per-node counts of the same failures give the same groups.
+        let mut per_node = NodeFailures::new();
+        per_node.insert(("c".into(), "a".into()), 3);
+        per_node.insert(("c".into(), "b".into()), 2);
+        per_node.insert(("c".into(), "c".into()), 1);
+        per_node.insert(("c".into(), "d".into()), 2);
+        per_node.insert(("c".into(), "e".into()), 1);
+        let reference = FleetFailures::of_nodes(&inventory, &per_node);
+        assert_eq!(mtbf(&inventory, &reference, 128, t(FROM), t(TO), 0.95), (groups, fleet));
     }
 
     #[test]

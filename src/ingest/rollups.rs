@@ -93,7 +93,8 @@ impl Delta {
         }
     }
 
-    /// Adds the non-zero rows, causes, groups then errors, each in key order and in chunks.
+    /// Adds the non-zero rows, causes, groups then errors, each in key order and in chunks, then
+    /// moves the versions of the group buckets it changed.
     pub async fn apply(self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
         const CHUNK: usize = 5_000;
         let causes: Vec<_> = self.causes.into_iter().filter(|(_, v)| *v != (0, 0)).collect();
@@ -114,6 +115,17 @@ impl Delta {
             store::add_causes(conn, &c).await?;
         }
         let groups: Vec<_> = self.groups.into_iter().filter(|(_, v)| *v != 0).collect();
+        // The (period, bucket, cluster)s whose group rows change, distinct and in key order (the
+        // keys sort by them first): their versions move last (see `store::bump_group_versions`).
+        let mut moved: Vec<(&'static str, NaiveDate, &String)> =
+            groups.iter().map(|((p, b, c, _, _), _)| (*p, *b, c)).collect();
+        moved.dedup();
+        let (mut periods, mut buckets, mut clusters) = (Vec::new(), Vec::new(), Vec::new());
+        for (p, b, c) in moved {
+            periods.push(p);
+            buckets.push(b);
+            clusters.push(c.clone());
+        }
         for chunk in groups.chunks(CHUNK) {
             let mut c = GroupColumns::default();
             for ((period, bucket, cluster, node_group, root_node), n) in chunk {
@@ -142,7 +154,7 @@ impl Delta {
             }
             store::add_errors(conn, &c).await?;
         }
-        Ok(())
+        store::bump_group_versions(conn, &periods, &buckets, &clusters).await
     }
 }
 

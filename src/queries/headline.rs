@@ -92,24 +92,15 @@ pub async fn mtbf(
     group_size: u32,
     job_gpus: Option<u64>,
 ) -> Result<MtbfResponse, sqlx::Error> {
-    // The inventory, the group rollup and the catalog version are independent reads: on three
-    // connections at once, the request waits for the slowest rather than their sum.
-    let (nodes, rollup, window) = tokio::try_join!(
-        inputs::node_service(db, w),
-        inputs::group_rollup(db, w),
-        computed(db, w)
-    )?;
-    let (per_node, without_node) = inputs::failures_per_group(db, w, &nodes, rollup).await?;
-    let known: foldhash::HashSet<(&str, &str)> = nodes
-        .iter()
-        .map(|n| (n.cluster.as_str(), n.hostname.as_str()))
-        .collect();
-    let unknown_nodes: u64 = per_node
-        .iter()
-        .filter(|((c, h), _)| !known.contains(&(c.as_str(), h.as_str())))
-        .map(|(_, n)| n)
-        .sum();
-    let (groups, fleet) = headline::mtbf(&nodes, &per_node, group_size, w.from, w.to, MTBF_CONFIDENCE);
+    // The catalog version beside the inventory and the failure counts (which need the inventory:
+    // the rollup's buckets are kept resolved against it).
+    let counts = async {
+        let inventory = inputs::node_service(db, w).await?;
+        let failures = inputs::group_failures(db, w, &inventory).await?;
+        Ok::<_, sqlx::Error>((inventory, failures))
+    };
+    let ((inventory, failures), window) = tokio::try_join!(counts, computed(db, w))?;
+    let (groups, fleet) = headline::mtbf(&inventory, &failures, group_size, w.from, w.to, MTBF_CONFIDENCE);
     let job_projection = job_gpus.map(|n| headline::project_job(&fleet, n));
     Ok(MtbfResponse {
         window,
@@ -118,7 +109,7 @@ pub async fn mtbf(
         groups,
         fleet,
         job_projection,
-        unattributed_failures: without_node + unknown_nodes,
+        unattributed_failures: failures.unattributed,
         definitions: MTBF_DEFINITIONS.into(),
     })
 }

@@ -11,8 +11,7 @@ use chrono::{Duration, NaiveDate};
 use sqlx::PgPool;
 
 use crate::analytics::cost::{ErrorTally, JobRun, Phases, RecoveryFailure, SlowdownSignal, slowdown_ratio};
-use crate::analytics::headline::{FailureCount, NodeFailures, NodeService};
-use crate::analytics::stats::natural_cmp;
+use crate::analytics::headline::{FailureCount, FleetFailures, Inventory, NodeFailures, NodeService, SparseFailures};
 use crate::domain::window::Window;
 use crate::storage::failure_stats::{self as fs, NodeFailure};
 use crate::storage::rollups::{self, Coverage};
@@ -24,7 +23,7 @@ fn count(n: i64) -> u64 {
 
 /// Nodes of the inventory (of the window's cluster) with their service intervals, from memory
 /// while the inventory's version has not moved (see [`InventoryCache`]).
-pub async fn node_service(db: &PgPool, w: &Window) -> Result<Arc<Vec<NodeService>>, sqlx::Error> {
+pub async fn node_service(db: &PgPool, w: &Window) -> Result<Arc<Inventory>, sqlx::Error> {
     let key = InventoryKey::of(db, w.cluster());
     // The version is read before the rows: a cached list is never older than the version it is
     // filed under (a write between the two reads only makes it newer, and the next request sees
@@ -33,7 +32,7 @@ pub async fn node_service(db: &PgPool, w: &Window) -> Result<Arc<Vec<NodeService
     if let Some(rows) = INVENTORY.get(&key, version) {
         return Ok(rows);
     }
-    let mut list: Vec<NodeService> = nodes::service_periods(db, w.cluster())
+    let list: Vec<NodeService> = nodes::service_periods(db, w.cluster())
         .await?
         .into_iter()
         .map(|r| NodeService {
@@ -47,14 +46,9 @@ pub async fn node_service(db: &PgPool, w: &Window) -> Result<Arc<Vec<NodeService
             retired_at: r.retired_at,
         })
         .collect();
-    // In the order MTBF packs unlabelled nodes (cluster, then natural hostname order), sorted once
-    // per inventory version: sorting 70,000 hostnames naturally on every request cost tens of ms.
-    list.sort_by(|a, b| {
-        a.cluster
-            .cmp(&b.cluster)
-            .then_with(|| natural_cmp(&a.hostname, &b.hostname))
-    });
-    let rows = Arc::new(list);
+    // Sorted into packing order and indexed once per inventory version: sorting 70,000 hostnames
+    // naturally on every request cost tens of ms, and hashing 12,500 a few.
+    let rows = Arc::new(Inventory::new(list));
     INVENTORY.put(key, version, rows.clone());
     Ok(rows)
 }
@@ -80,7 +74,7 @@ impl InventoryKey {
 /// per `ApiContext` so every analytic, the report and the decision tables share it without
 /// threading it through a dozen signatures; correct across instances and replicas because every
 /// use first reads the version from the same database.
-struct InventoryCache(Mutex<HashMap<InventoryKey, (i64, Arc<Vec<NodeService>>)>>);
+struct InventoryCache(Mutex<HashMap<InventoryKey, (i64, Arc<Inventory>)>>);
 
 /// Lists kept at most (databases x cluster filters); beyond it the cache starts afresh.
 const INVENTORY_LISTS: usize = 64;
@@ -88,14 +82,14 @@ const INVENTORY_LISTS: usize = 64;
 static INVENTORY: LazyLock<InventoryCache> = LazyLock::new(|| InventoryCache(Mutex::new(HashMap::new())));
 
 impl InventoryCache {
-    fn get(&self, key: &InventoryKey, version: i64) -> Option<Arc<Vec<NodeService>>> {
+    fn get(&self, key: &InventoryKey, version: i64) -> Option<Arc<Inventory>> {
         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         map.get(key)
             .filter(|(v, _)| *v == version)
             .map(|(_, rows)| rows.clone())
     }
 
-    fn put(&self, key: InventoryKey, version: i64, rows: Arc<Vec<NodeService>>) {
+    fn put(&self, key: InventoryKey, version: i64, rows: Arc<Inventory>) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= INVENTORY_LISTS && !map.contains_key(&key) {
             map.clear();
@@ -159,91 +153,178 @@ pub async fn failures_per_node(db: &PgPool, w: &Window) -> Result<(NodeFailures,
     Ok((per_node, without_node))
 }
 
-/// `rollup_groups` over the window's whole days and months: the input of `failures_per_group`,
-/// read apart so it can run beside the inventory read (it does not need it).
-pub async fn group_rollup(db: &PgPool, w: &Window) -> Result<Vec<rollups::GroupTotal>, sqlx::Error> {
-    rollups::group_totals(db, &Coverage::of(w.from, w.to), w.cluster()).await
+/// mtbf's failure counts for the window, resolved against the inventory: each whole day, month
+/// and quarter of the group rollup as it keys them (labelled nodes by group, others by node),
+/// the partial days counted the same way, less the failures of labelled nodes out of service in
+/// the window (the rollup counts them with their group; mtbf leaves such nodes out). The same
+/// figures as counting each node's failures (the recount test in tests/api/rollups.rs holds them
+/// to it).
+pub async fn group_failures(db: &PgPool, w: &Window, inventory: &Arc<Inventory>) -> Result<FleetFailures, sqlx::Error> {
+    let (buckets, corrections) =
+        tokio::try_join!(rollup_buckets(db, w, inventory), group_corrections(db, w, inventory))?;
+    let mut f = FleetFailures::new(inventory);
+    for b in &buckets {
+        f.add(b);
+    }
+    for r in corrections.partial_days {
+        let n = count(r.failures);
+        match r.root_node {
+            Some(h) => f.count(inventory.as_rollup(&r.cluster, &h), n),
+            None => f.unattributed += n,
+        }
+    }
+    for r in corrections.idle_labelled {
+        f.uncount_from_group(inventory, &r.cluster, &r.root_node);
+    }
+    Ok(f)
 }
 
-/// Failures per MTBF group, for `mtbf` only, from `rollup` (`group_rollup`) and the failures of
-/// the window's partial days: the failures of a labelled group are credited to its
-/// first node in service in the window (mtbf sums them per group, so the figures are those of
-/// per-node counts); unlabelled and unknown nodes count per node, as do labelled nodes out of
-/// service in the window (counted from the failures: mtbf leaves them out). Also the count of
-/// failures with no node.
-pub async fn failures_per_group(
+/// The window's whole buckets of `rollup_groups`, each resolved against `inventory`: from memory
+/// while the bucket's versions have not moved and the inventory is the same, else read (all the
+/// stale ones in one query) and kept.
+async fn rollup_buckets(
     db: &PgPool,
     w: &Window,
-    inventory: &[NodeService],
-    rollup: Vec<rollups::GroupTotal>,
-) -> Result<(NodeFailures, u64), sqlx::Error> {
-    // Labelled groups' totals, by cluster then label, so lookups borrow instead of allocating a
-    // key per node (a fleet has tens of thousands of labelled nodes).
-    let mut groups: foldhash::HashMap<String, foldhash::HashMap<String, u64>> = foldhash::HashMap::default();
-    let mut per_node = NodeFailures::new();
-    let mut without_node = 0;
-    for r in rollup {
-        let n = count(r.failures);
-        if !r.node_group.is_empty() {
-            *groups.entry(r.cluster).or_default().entry(r.node_group).or_default() += n;
-        } else if !r.root_node.is_empty() {
-            *per_node.entry((r.cluster, r.root_node)).or_default() += n;
-        } else {
-            without_node += n;
+    inventory: &Arc<Inventory>,
+) -> Result<Vec<Arc<SparseFailures>>, sqlx::Error> {
+    let cov = Coverage::of(w.from, w.to);
+    // The versions are read before the rows: a bucket kept is never older than the versions it
+    // is filed under (a writer between the two reads only makes it newer, and the next request
+    // sees the moved version and reads it again).
+    let mut buckets: Vec<(BucketKey, Vec<(String, i64)>)> = Vec::new();
+    for v in rollups::group_versions(db, &cov, w.cluster()).await? {
+        match buckets.last_mut() {
+            Some(((p, b), versions)) if *p == v.period && *b == v.bucket => versions.push((v.cluster, v.version)),
+            _ => buckets.push(((v.period, v.bucket), vec![(v.cluster, v.version)])),
         }
     }
-    let cov = Coverage::of(w.from, w.to);
+    let source = InventoryKey::of(db, w.cluster());
+    let mut out = Vec::with_capacity(buckets.len());
+    let mut stale = Vec::new();
+    for (key, versions) in buckets {
+        match GROUP_BUCKETS.get(&source, &key, inventory, &versions) {
+            Some(kept) => out.push(kept),
+            None => stale.push((key, versions)),
+        }
+    }
+    if stale.is_empty() {
+        return Ok(out);
+    }
+    let (periods, dates): (Vec<String>, Vec<NaiveDate>) = stale.iter().map(|((p, b), _)| (p.clone(), *b)).unzip();
+    let mut read: HashMap<BucketKey, SparseFailures> = HashMap::new();
+    for r in rollups::group_rows(db, &periods, &dates, w.cluster()).await? {
+        let at = inventory.rollup_row(&r.cluster, &r.node_group, &r.root_node);
+        read.entry((r.period, r.bucket))
+            .or_default()
+            .count(at, count(r.failures));
+    }
+    for (key, versions) in stale {
+        let counts = Arc::new(read.remove(&key).unwrap_or_default());
+        GROUP_BUCKETS.put(source.clone(), key, inventory.clone(), versions, counts.clone());
+        out.push(counts);
+    }
+    Ok(out)
+}
+
+/// (period, bucket) of the group rollup.
+type BucketKey = (String, NaiveDate);
+
+/// Buckets of the group rollup kept in memory, each with the inventory it was resolved against
+/// and the versions of its clusters when read. Process-wide, like [`InventoryCache`]; correct
+/// across instances and replicas because every use first reads the versions from the database
+/// it answers from.
+struct GroupBucketCache(Mutex<GroupBuckets>);
+
+#[derive(Default)]
+struct GroupBuckets {
+    map: HashMap<(InventoryKey, BucketKey), KeptBucket>,
+    /// Entries kept over all buckets: past [`KEPT_COUNTS`] the cache starts afresh.
+    counts: usize,
+}
+
+struct KeptBucket {
+    inventory: Arc<Inventory>,
+    versions: Vec<(String, i64)>,
+    counts: Arc<SparseFailures>,
+}
+
+/// At most this many counts in memory (~24 bytes each: ~100 MB). A year at 100,000 GPUs keeps
+/// ~13,000; every day, month and quarter of five years, ~150,000.
+const KEPT_COUNTS: usize = 4_000_000;
+
+static GROUP_BUCKETS: LazyLock<GroupBucketCache> =
+    LazyLock::new(|| GroupBucketCache(Mutex::new(GroupBuckets::default())));
+
+impl GroupBucketCache {
+    fn get(
+        &self,
+        source: &InventoryKey,
+        key: &BucketKey,
+        inventory: &Arc<Inventory>,
+        versions: &[(String, i64)],
+    ) -> Option<Arc<SparseFailures>> {
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.map
+            .get(&(source.clone(), key.clone()))
+            .filter(|b| Arc::ptr_eq(&b.inventory, inventory) && b.versions == versions)
+            .map(|b| b.counts.clone())
+    }
+
+    fn put(
+        &self,
+        source: InventoryKey,
+        key: BucketKey,
+        inventory: Arc<Inventory>,
+        versions: Vec<(String, i64)>,
+        counts: Arc<SparseFailures>,
+    ) {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.counts + counts.len() > KEPT_COUNTS {
+            *kept = GroupBuckets::default();
+        }
+        kept.counts += counts.len();
+        let bucket = KeptBucket {
+            inventory,
+            versions,
+            counts,
+        };
+        if let Some(old) = kept.map.insert((source, key), bucket) {
+            kept.counts -= old.counts.len();
+        }
+    }
+}
+
+/// What mtbf needs besides the rollup buckets: the failures of the window's partial days per
+/// root node, and the window's failures of labelled nodes out of service in it.
+pub struct GroupCorrections {
+    partial_days: Vec<fs::NodeCount>,
+    idle_labelled: Vec<NodeFailure>,
+}
+
+pub async fn group_corrections(
+    db: &PgPool,
+    w: &Window,
+    inventory: &Inventory,
+) -> Result<GroupCorrections, sqlx::Error> {
+    let mut partial_days = Vec::new();
+    for (from, to) in &Coverage::of(w.from, w.to).raw {
+        partial_days.extend(fs::per_root_node(db, *from, *to, w.cluster()).await?);
+    }
     let idle: Vec<(String, String)> = inventory
         .iter()
-        .filter(|n| n.group.is_some() && n.exposure_hours(w.from, w.to) <= 0.0)
-        .map(|n| (n.cluster.clone(), n.hostname.clone()))
+        .zip(inventory.exposure_hours(w.from, w.to))
+        .filter(|(n, h)| n.group.is_some() && *h <= 0.0)
+        .map(|(n, _)| (n.cluster.clone(), n.hostname.clone()))
         .collect();
-    // A node's label is needed only for the partial days' failures and for idle labelled nodes.
-    let label: foldhash::HashMap<(&str, &str), &str> = if cov.raw.is_empty() && idle.is_empty() {
-        foldhash::HashMap::default()
+    let idle_labelled = if idle.is_empty() {
+        Vec::new()
     } else {
-        inventory
-            .iter()
-            .filter_map(|n| {
-                n.group
-                    .as_deref()
-                    .map(|g| ((n.cluster.as_str(), n.hostname.as_str()), g))
-            })
-            .collect()
+        failures_of_nodes(db, w, &idle).await?
     };
-    for (from, to) in &cov.raw {
-        for r in fs::per_root_node(db, *from, *to, w.cluster()).await? {
-            let n = count(r.failures);
-            match r.root_node {
-                None => without_node += n,
-                Some(h) => match label.get(&(r.cluster.as_str(), h.as_str())).map(|g| g.to_string()) {
-                    Some(g) => *groups.entry(r.cluster).or_default().entry(g).or_default() += n,
-                    None => *per_node.entry((r.cluster, h)).or_default() += n,
-                },
-            }
-        }
-    }
-    if !idle.is_empty() {
-        for f in failures_of_nodes(db, w, &idle).await? {
-            if let Some(g) = label.get(&(f.cluster.as_str(), f.root_node.as_str())) {
-                if let Some(t) = groups.get_mut(&f.cluster).and_then(|c| c.get_mut(*g)) {
-                    *t = t.saturating_sub(1);
-                }
-            }
-            *per_node.entry((f.cluster, f.root_node)).or_default() += 1;
-        }
-    }
-    // Each group's total goes on its first node in service: the pure MTBF sums its nodes.
-    for n in inventory {
-        let Some(g) = &n.group else { continue };
-        if n.exposure_hours(w.from, w.to) <= 0.0 {
-            continue;
-        }
-        if let Some(t) = groups.get_mut(&n.cluster).and_then(|c| c.remove(g)) {
-            per_node.insert((n.cluster.clone(), n.hostname.clone()), t);
-        }
-    }
-    Ok((per_node, without_node))
+    Ok(GroupCorrections {
+        partial_days,
+        idle_labelled,
+    })
 }
 
 /// Failures per (category, component) and per symptom over the window: the root-cause ratios and

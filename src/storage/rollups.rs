@@ -372,6 +372,10 @@ pub async fn clear(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query!("DELETE FROM rollup_causes").execute(&mut *conn).await?;
     sqlx::query!("DELETE FROM rollup_groups").execute(&mut *conn).await?;
     sqlx::query!("DELETE FROM rollup_errors").execute(&mut *conn).await?;
+    // No bucket has rows now: each cached bucket reads as moved.
+    sqlx::query!("DELETE FROM rollup_group_versions")
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 
@@ -508,38 +512,30 @@ pub async fn cause_totals(db: &PgPool, c: &Coverage, cluster: Option<&str>) -> R
     .await
 }
 
+/// The version of one (period, bucket, cluster) of `rollup_groups` (migration 0021).
 #[derive(Debug)]
-pub struct GroupTotal {
+pub struct GroupVersion {
+    pub period: String,
+    pub bucket: NaiveDate,
     pub cluster: String,
-    pub node_group: String,
-    pub root_node: String,
-    pub failures: i64,
+    pub version: i64,
 }
 
-/// `rollup_groups` summed over the whole days, months and quarters of `c`. One branch per range,
-/// so each is an index-only scan of the covering key (migration 0019); an OR of the ranges plans
-/// as a bitmap scan, which reads the heap.
-pub async fn group_totals(db: &PgPool, c: &Coverage, cluster: Option<&str>) -> Result<Vec<GroupTotal>, sqlx::Error> {
+/// The versions of the whole days, months and quarters of `c` that hold rows, in (period,
+/// bucket, cluster) order: a few dozen rows where the buckets hold thousands.
+pub async fn group_versions(
+    db: &PgPool,
+    c: &Coverage,
+    cluster: Option<&str>,
+) -> Result<Vec<GroupVersion>, sqlx::Error> {
     sqlx::query_as!(
-        GroupTotal,
-        r#"SELECT cluster AS "cluster!", node_group AS "node_group!", root_node AS "root_node!",
-                  sum(failures)::bigint AS "failures!"
-           FROM (SELECT cluster, node_group, root_node, failures FROM rollup_groups
-                 WHERE period = 'quarter' AND bucket >= $1 AND bucket < $2 AND ($11::text IS NULL OR cluster = $11)
-                 UNION ALL
-                 SELECT cluster, node_group, root_node, failures FROM rollup_groups
-                 WHERE period = 'month' AND bucket >= $3 AND bucket < $4 AND ($11::text IS NULL OR cluster = $11)
-                 UNION ALL
-                 SELECT cluster, node_group, root_node, failures FROM rollup_groups
-                 WHERE period = 'month' AND bucket >= $5 AND bucket < $6 AND ($11::text IS NULL OR cluster = $11)
-                 UNION ALL
-                 SELECT cluster, node_group, root_node, failures FROM rollup_groups
-                 WHERE period = 'day' AND bucket >= $7 AND bucket < $8 AND ($11::text IS NULL OR cluster = $11)
-                 UNION ALL
-                 SELECT cluster, node_group, root_node, failures FROM rollup_groups
-                 WHERE period = 'day' AND bucket >= $9 AND bucket < $10 AND ($11::text IS NULL OR cluster = $11)) r
-           GROUP BY 1, 2, 3
-           HAVING sum(failures) <> 0"#,
+        GroupVersion,
+        r#"SELECT period, bucket, cluster, version FROM rollup_group_versions
+           WHERE ((period = 'quarter' AND bucket >= $1 AND bucket < $2)
+                  OR (period = 'month' AND ((bucket >= $3 AND bucket < $4) OR (bucket >= $5 AND bucket < $6)))
+                  OR (period = 'day' AND ((bucket >= $7 AND bucket < $8) OR (bucket >= $9 AND bucket < $10))))
+             AND ($11::text IS NULL OR cluster = $11)
+           ORDER BY period, bucket, cluster"#,
         c.quarters.0,
         c.quarters.1,
         c.months[0].0,
@@ -554,6 +550,63 @@ pub async fn group_totals(db: &PgPool, c: &Coverage, cluster: Option<&str>) -> R
     )
     .fetch_all(db)
     .await
+}
+
+#[derive(Debug)]
+pub struct GroupRow {
+    pub period: String,
+    pub bucket: NaiveDate,
+    pub cluster: String,
+    pub node_group: String,
+    pub root_node: String,
+    pub failures: i64,
+}
+
+/// The non-zero rows of the given (period, bucket)s: one index range each.
+pub async fn group_rows(
+    db: &PgPool,
+    periods: &[String],
+    buckets: &[NaiveDate],
+    cluster: Option<&str>,
+) -> Result<Vec<GroupRow>, sqlx::Error> {
+    sqlx::query_as!(
+        GroupRow,
+        r#"SELECT g.period AS "period!", g.bucket AS "bucket!", g.cluster AS "cluster!", g.node_group AS "node_group!",
+                  g.root_node AS "root_node!", g.failures AS "failures!"
+           FROM UNNEST($1::text[], $2::date[]) AS k(period, bucket)
+           JOIN rollup_groups g ON g.period = k.period AND g.bucket = k.bucket
+           WHERE ($3::text IS NULL OR g.cluster = $3) AND g.failures <> 0"#,
+        periods,
+        buckets,
+        cluster,
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Moves the version of each (period, bucket, cluster), sorted and distinct so concurrent writers
+/// lock the rows in one order. The last statement of a rollup change: a writer holds these rows
+/// only until it commits, and takes no rollup row after them.
+pub async fn bump_group_versions(
+    conn: &mut PgConnection,
+    periods: &[&'static str],
+    buckets: &[NaiveDate],
+    clusters: &[String],
+) -> Result<(), sqlx::Error> {
+    if periods.is_empty() {
+        return Ok(());
+    }
+    sqlx::query!(
+        "INSERT INTO rollup_group_versions (period, bucket, cluster, version)
+         SELECT p, b, c, nextval('rollup_group_version_seq') FROM UNNEST($1::text[], $2::date[], $3::text[]) AS k(p, b, c)
+         ON CONFLICT (period, bucket, cluster) DO UPDATE SET version = EXCLUDED.version",
+        periods as &[&str],
+        buckets,
+        clusters,
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 
 use crate::helpers::{ADMIN_TOKEN, TestApp, join_all, spawn_app};
-use faultline::analytics::headline::{self, NodeService};
+use faultline::analytics::headline::{self, FleetFailures, Inventory, NodeService};
 use faultline::devtools::simulate::{SimConfig, simulate};
 
 type CauseRow = (String, String, String, String, String, String, String, String, i64, i64);
@@ -214,11 +214,43 @@ async fn mtbf_recount(app: &TestApp, from: DateTime<Utc>, to: DateTime<Utc>) -> 
     .await
     .unwrap();
     let per_node = counts.into_iter().map(|(c, h, n)| ((c, h), n as u64)).collect();
-    let (groups, fleet) = headline::mtbf(&nodes, &per_node, 128, from, to, 0.95);
+    let inventory = Inventory::new(nodes);
+    let failures = FleetFailures::of_nodes(&inventory, &per_node);
+    let (groups, fleet) = headline::mtbf(&inventory, &failures, 128, from, to, 0.95);
     (
         groups.into_iter().map(|g| (g.group, g.failures as i64)).collect(),
         fleet.failures as i64,
     )
+}
+
+/// mtbf over each window equals the pure MTBF over a per-node recount. Called after every kind
+/// of change, with the same windows, so the buckets mtbf keeps in memory from the call before
+/// must have been read again wherever the change moved them.
+async fn assert_mtbf_recount(app: &TestApp, windows: &[(DateTime<Utc>, DateTime<Utc>)], after: &str) {
+    for &(from, to) in windows {
+        let window = format!("from={}&to={}", iso(from), iso(to));
+        let (status, v) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/mtbf?{window}")).await;
+        assert_eq!(status, 200, "{v}");
+        let (groups, fleet) = mtbf_recount(app, from, to).await;
+        let got: Vec<(String, i64)> = v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                (
+                    g["group"].as_str().unwrap().to_string(),
+                    g["failures"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(got, groups, "mtbf groups {window} after {after}");
+        assert_eq!(
+            v["fleet"]["failures"].as_i64(),
+            Some(fleet),
+            "mtbf fleet {window} after {after}"
+        );
+        assert!(fleet > 0, "mtbf {window} after {after}: no failures to compare");
+    }
 }
 
 async fn put_nodes(app: &TestApp, nodes: &[Value]) {
@@ -266,9 +298,19 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
         }
     }
     assert_rollups_recount(&app, "random ingest").await;
+    // Whole days and months (and, for the second, the whole second quarter) with ragged ends.
+    let kept = [
+        (start - Duration::days(1), start + Duration::days(30)),
+        (
+            start - Duration::days(60) + Duration::hours(3),
+            start + Duration::days(120),
+        ),
+    ];
+    assert_mtbf_recount(&app, &kept, "random ingest").await;
 
     put_nodes(&app, late).await;
     assert_rollups_recount(&app, "late inventory").await;
+    assert_mtbf_recount(&app, &kept, "late inventory").await;
     // Regroup, unlabel and re-model some nodes: their failures move between rows.
     let changed: Vec<Value> = fleet
         .nodes
@@ -289,6 +331,7 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
         .collect();
     put_nodes(&app, &changed).await;
     assert_rollups_recount(&app, "inventory changes").await;
+    assert_mtbf_recount(&app, &kept, "inventory changes").await;
 
     // Post-mortems on a few failures, one of them twice.
     let ids: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM failures ORDER BY id LIMIT 4")
@@ -315,6 +358,7 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
         assert_eq!(status, 200, "{v}");
     }
     assert_rollups_recount(&app, "post-mortems").await;
+    assert_mtbf_recount(&app, &kept, "post-mortems").await;
 
     // Late duplicates of some signals under new ids, an hour later: more re-folds over the rollups.
     let late_signals: Vec<Value> = fleet
@@ -332,6 +376,7 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
     let (status, body) = app.post_events(ADMIN_TOKEN, &json!({ "events": late_signals })).await;
     assert_eq!(status, 200, "{body}");
     assert_rollups_recount(&app, "late signals").await;
+    assert_mtbf_recount(&app, &kept, "late signals").await;
 
     let rule = json!({"kind": "xid", "code": 79, "priority": 200, "category": "platform", "component": "driver", "severity": "high",
                       "transient": true, "secondary": false, "action": "reset_gpu", "description": "site override", "source": "test"});
@@ -345,6 +390,7 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
         .unwrap();
     assert_eq!(res.status(), 200);
     assert_rollups_recount(&app, "a catalog edit").await;
+    assert_mtbf_recount(&app, &kept, "a catalog edit").await;
 
     // Ragged windows read rollups for the whole days and months and failures for the ends.
     for (from, to) in [
