@@ -252,6 +252,10 @@ struct KeptBucket {
 /// ~13,000; every day, month and quarter of five years, ~150,000.
 const KEPT_COUNTS: usize = 4_000_000;
 
+/// At most this many buckets (each may hold an inventory no longer current): every day, month and
+/// quarter of ten years is ~4,000.
+const KEPT_BUCKETS: usize = 16_384;
+
 static GROUP_BUCKETS: LazyLock<GroupBucketCache> =
     LazyLock::new(|| GroupBucketCache(Mutex::new(GroupBuckets::default())));
 
@@ -279,7 +283,9 @@ impl GroupBucketCache {
         counts: Arc<SparseFailures>,
     ) {
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.counts + counts.len() > KEPT_COUNTS {
+        if kept.counts + counts.len() > KEPT_COUNTS
+            || (kept.map.len() >= KEPT_BUCKETS && !kept.map.contains_key(&(source.clone(), key.clone())))
+        {
             *kept = GroupBuckets::default();
         }
         kept.counts += counts.len();
