@@ -107,17 +107,13 @@ impl Inventory {
         }
     }
 
-    /// The index of a node in [`Inventory::nodes`].
+    /// The index of a node in packing order.
     pub fn node(&self, cluster: &str, hostname: &str) -> Option<usize> {
         self.by_cluster.get(cluster)?.hosts.get(hostname).copied()
     }
 
     fn label(&self, cluster: &str, label: &str) -> Option<usize> {
         self.by_cluster.get(cluster)?.labels.get(label).copied()
-    }
-
-    pub fn nodes(&self) -> &[NodeService] {
-        &self.nodes
     }
 
     /// Each node's [`NodeService::exposure_hours`] in [from, to), in inventory order.
@@ -141,7 +137,7 @@ impl std::ops::Deref for Inventory {
 /// Where a failure count lands in an [`Inventory`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counted {
-    /// On a node (an index of [`Inventory::nodes`]).
+    /// On a node (its index in packing order).
     Node(usize),
     /// On a labelled group as a whole.
     Label(usize),
@@ -936,6 +932,20 @@ mod tests {
         per_node.insert(("c".into(), "e".into()), 1);
         let reference = FleetFailures::of_nodes(&inventory, &per_node);
         assert_eq!(mtbf(&inventory, &reference, 128, t(FROM), t(TO), 0.95), (groups, fleet));
+        // The same rollup rows kept as two sparse buckets and added: the same counts.
+        let (mut first, mut second) = (SparseFailures::default(), SparseFailures::default());
+        first.count(inventory.rollup_row("c", "su1", ""), 3);
+        first.count(inventory.rollup_row("c", "", "e"), 0);
+        second.count(inventory.rollup_row("c", "su1", ""), 2);
+        second.count(inventory.rollup_row("c", "", "e"), 1);
+        assert_eq!((first.len(), second.len()), (1, 2));
+        let mut kept = FleetFailures::new(&inventory);
+        kept.add(&first);
+        kept.add(&second);
+        let mut direct = FleetFailures::new(&inventory);
+        direct.count(inventory.rollup_row("c", "su1", ""), 5);
+        direct.count(inventory.rollup_row("c", "", "e"), 1);
+        assert_eq!((kept.per_node, kept.per_label), (direct.per_node, direct.per_label));
     }
 
     #[test]

@@ -94,10 +94,25 @@ impl Delta {
     }
 
     /// Adds the non-zero rows, causes, groups then errors, each in key order and in chunks, then
-    /// moves the versions of the group buckets it changed.
+    /// moves the versions of the cause and group buckets it changed.
     pub async fn apply(self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
         const CHUNK: usize = 5_000;
         let causes: Vec<_> = self.causes.into_iter().filter(|(_, v)| *v != (0, 0)).collect();
+        let groups: Vec<_> = self.groups.into_iter().filter(|(_, v)| *v != 0).collect();
+        // The (rollup, period, bucket, cluster)s whose rows change, sorted and distinct: their
+        // versions move last. A cause month's version also moves with any of its days (the
+        // timeline keeps a month of day counts under it; a failure that moves between two days of
+        // one month leaves the month row as it was).
+        let mut moved: Vec<(&'static str, &'static str, NaiveDate, &String)> = causes
+            .iter()
+            .flat_map(|((p, b, c, ..), _)| {
+                let days_month = (*p == "day").then(|| ("causes", "month", store::month_start(*b), c));
+                std::iter::once(("causes", *p, *b, c)).chain(days_month)
+            })
+            .chain(groups.iter().map(|((p, b, c, ..), _)| ("groups", *p, *b, c)))
+            .collect();
+        moved.sort();
+        moved.dedup();
         for chunk in causes.chunks(CHUNK) {
             let mut c = CauseColumns::default();
             for ((period, bucket, cluster, generation, model, category, component, symptom), (n, s)) in chunk {
@@ -113,18 +128,6 @@ impl Delta {
                 c.signals.push(*s);
             }
             store::add_causes(conn, &c).await?;
-        }
-        let groups: Vec<_> = self.groups.into_iter().filter(|(_, v)| *v != 0).collect();
-        // The (period, bucket, cluster)s whose group rows change, distinct and in key order (the
-        // keys sort by them first): their versions move last (see `store::bump_group_versions`).
-        let mut moved: Vec<(&'static str, NaiveDate, &String)> =
-            groups.iter().map(|((p, b, c, _, _), _)| (*p, *b, c)).collect();
-        moved.dedup();
-        let (mut periods, mut buckets, mut clusters) = (Vec::new(), Vec::new(), Vec::new());
-        for (p, b, c) in moved {
-            periods.push(p);
-            buckets.push(b);
-            clusters.push(c.clone());
         }
         for chunk in groups.chunks(CHUNK) {
             let mut c = GroupColumns::default();
@@ -154,7 +157,14 @@ impl Delta {
             }
             store::add_errors(conn, &c).await?;
         }
-        store::bump_group_versions(conn, &periods, &buckets, &clusters).await
+        let (mut rollups, mut periods, mut buckets, mut clusters) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (r, p, b, c) in moved {
+            rollups.push(r);
+            periods.push(p);
+            buckets.push(b);
+            clusters.push(c.clone());
+        }
+        store::bump_versions(conn, &rollups, &periods, &buckets, &clusters).await
     }
 }
 

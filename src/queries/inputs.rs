@@ -7,9 +7,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex};
 
-use chrono::{Duration, NaiveDate};
+use chrono::{Duration, Months, NaiveDate};
 use sqlx::PgPool;
 
+use super::kept::{self, BucketCache, BucketKey, Source, Weigh};
 use crate::analytics::cost::{ErrorTally, JobRun, Phases, RecoveryFailure, SlowdownSignal, slowdown_ratio};
 use crate::analytics::headline::{FailureCount, FleetFailures, Inventory, NodeFailures, NodeService, SparseFailures};
 use crate::domain::window::Window;
@@ -24,7 +25,7 @@ fn count(n: i64) -> u64 {
 /// Nodes of the inventory (of the window's cluster) with their service intervals, from memory
 /// while the inventory's version has not moved (see [`InventoryCache`]).
 pub async fn node_service(db: &PgPool, w: &Window) -> Result<Arc<Inventory>, sqlx::Error> {
-    let key = InventoryKey::of(db, w.cluster());
+    let key = Source::of(db, w.cluster());
     // The version is read before the rows: a cached list is never older than the version it is
     // filed under (a write between the two reads only makes it newer, and the next request sees
     // the moved version and reloads).
@@ -53,28 +54,11 @@ pub async fn node_service(db: &PgPool, w: &Window) -> Result<Arc<Inventory>, sql
     Ok(rows)
 }
 
-/// Which inventory list: the database (server, port, name: tests and benchmarks run several in one
-/// process) and the cluster filter.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct InventoryKey(String, u16, String, Option<String>);
-
-impl InventoryKey {
-    fn of(db: &PgPool, cluster: Option<&str>) -> Self {
-        let o = db.connect_options();
-        InventoryKey(
-            o.get_host().to_string(),
-            o.get_port(),
-            o.get_database().unwrap_or_default().to_string(),
-            cluster.map(str::to_string),
-        )
-    }
-}
-
 /// The inventory lists last read, each with the version it was read at. Process-wide rather than
 /// per `ApiContext` so every analytic, the report and the decision tables share it without
 /// threading it through a dozen signatures; correct across instances and replicas because every
 /// use first reads the version from the same database.
-struct InventoryCache(Mutex<HashMap<InventoryKey, (i64, Arc<Inventory>)>>);
+struct InventoryCache(Mutex<HashMap<Source, (i64, Arc<Inventory>)>>);
 
 /// Lists kept at most (databases x cluster filters); beyond it the cache starts afresh.
 const INVENTORY_LISTS: usize = 64;
@@ -82,14 +66,14 @@ const INVENTORY_LISTS: usize = 64;
 static INVENTORY: LazyLock<InventoryCache> = LazyLock::new(|| InventoryCache(Mutex::new(HashMap::new())));
 
 impl InventoryCache {
-    fn get(&self, key: &InventoryKey, version: i64) -> Option<Arc<Inventory>> {
+    fn get(&self, key: &Source, version: i64) -> Option<Arc<Inventory>> {
         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         map.get(key)
             .filter(|(v, _)| *v == version)
             .map(|(_, rows)| rows.clone())
     }
 
-    fn put(&self, key: InventoryKey, version: i64, rows: Arc<Inventory>) {
+    fn put(&self, key: Source, version: i64, rows: Arc<Inventory>) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= INVENTORY_LISTS && !map.contains_key(&key) {
             map.clear();
@@ -164,7 +148,7 @@ pub async fn group_failures(db: &PgPool, w: &Window, inventory: &Arc<Inventory>)
         tokio::try_join!(rollup_buckets(db, w, inventory), group_corrections(db, w, inventory))?;
     let mut f = FleetFailures::new(inventory);
     for b in &buckets {
-        f.add(b);
+        f.add(&b.counts);
     }
     for r in corrections.partial_days {
         let n = count(r.failures);
@@ -186,24 +170,18 @@ async fn rollup_buckets(
     db: &PgPool,
     w: &Window,
     inventory: &Arc<Inventory>,
-) -> Result<Vec<Arc<SparseFailures>>, sqlx::Error> {
+) -> Result<Vec<Arc<ResolvedBucket>>, sqlx::Error> {
     let cov = Coverage::of(w.from, w.to);
     // The versions are read before the rows: a bucket kept is never older than the versions it
     // is filed under (a writer between the two reads only makes it newer, and the next request
     // sees the moved version and reads it again).
-    let mut buckets: Vec<(BucketKey, Vec<(String, i64)>)> = Vec::new();
-    for v in rollups::group_versions(db, &cov, w.cluster()).await? {
-        match buckets.last_mut() {
-            Some(((p, b), versions)) if *p == v.period && *b == v.bucket => versions.push((v.cluster, v.version)),
-            _ => buckets.push(((v.period, v.bucket), vec![(v.cluster, v.version)])),
-        }
-    }
-    let source = InventoryKey::of(db, w.cluster());
+    let buckets = kept::by_bucket(rollups::group_versions(db, &cov, w.cluster()).await?);
+    let source = Source::of(db, w.cluster());
     let mut out = Vec::with_capacity(buckets.len());
     let mut stale = Vec::new();
     for (key, versions) in buckets {
-        match GROUP_BUCKETS.get(&source, &key, inventory, &versions) {
-            Some(kept) => out.push(kept),
+        match GROUP_BUCKETS.get(&source, &key, &versions, |b| Arc::ptr_eq(&b.inventory, inventory)) {
+            Some(b) => out.push(b),
             None => stale.push((key, versions)),
         }
     }
@@ -219,86 +197,32 @@ async fn rollup_buckets(
             .count(at, count(r.failures));
     }
     for (key, versions) in stale {
-        let counts = Arc::new(read.remove(&key).unwrap_or_default());
-        GROUP_BUCKETS.put(source.clone(), key, inventory.clone(), versions, counts.clone());
-        out.push(counts);
+        let b = Arc::new(ResolvedBucket {
+            inventory: inventory.clone(),
+            counts: read.remove(&key).unwrap_or_default(),
+        });
+        GROUP_BUCKETS.put(source.clone(), key, versions, b.clone());
+        out.push(b);
     }
     Ok(out)
 }
 
-/// (period, bucket) of the group rollup.
-type BucketKey = (String, NaiveDate);
-
-/// Buckets of the group rollup kept in memory, each with the inventory it was resolved against
-/// and the versions of its clusters when read. Process-wide, like [`InventoryCache`]; correct
-/// across instances and replicas because every use first reads the versions from the database
-/// it answers from.
-struct GroupBucketCache(Mutex<GroupBuckets>);
-
-#[derive(Default)]
-struct GroupBuckets {
-    map: HashMap<(InventoryKey, BucketKey), KeptBucket>,
-    /// Entries kept over all buckets: past [`KEPT_COUNTS`] the cache starts afresh.
-    counts: usize,
-}
-
-struct KeptBucket {
+/// A bucket of `rollup_groups` resolved against an inventory.
+struct ResolvedBucket {
     inventory: Arc<Inventory>,
-    versions: Vec<(String, i64)>,
-    counts: Arc<SparseFailures>,
+    counts: SparseFailures,
 }
 
-/// At most this many counts in memory (~24 bytes each: ~100 MB). A year at 100,000 GPUs keeps
-/// ~13,000; every day, month and quarter of five years, ~150,000.
-const KEPT_COUNTS: usize = 4_000_000;
-
-/// At most this many buckets (each may hold an inventory no longer current): every day, month and
-/// quarter of ten years is ~4,000.
-const KEPT_BUCKETS: usize = 16_384;
-
-static GROUP_BUCKETS: LazyLock<GroupBucketCache> =
-    LazyLock::new(|| GroupBucketCache(Mutex::new(GroupBuckets::default())));
-
-impl GroupBucketCache {
-    fn get(
-        &self,
-        source: &InventoryKey,
-        key: &BucketKey,
-        inventory: &Arc<Inventory>,
-        versions: &[(String, i64)],
-    ) -> Option<Arc<SparseFailures>> {
-        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        kept.map
-            .get(&(source.clone(), key.clone()))
-            .filter(|b| Arc::ptr_eq(&b.inventory, inventory) && b.versions == versions)
-            .map(|b| b.counts.clone())
-    }
-
-    fn put(
-        &self,
-        source: InventoryKey,
-        key: BucketKey,
-        inventory: Arc<Inventory>,
-        versions: Vec<(String, i64)>,
-        counts: Arc<SparseFailures>,
-    ) {
-        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.counts + counts.len() > KEPT_COUNTS
-            || (kept.map.len() >= KEPT_BUCKETS && !kept.map.contains_key(&(source.clone(), key.clone())))
-        {
-            *kept = GroupBuckets::default();
-        }
-        kept.counts += counts.len();
-        let bucket = KeptBucket {
-            inventory,
-            versions,
-            counts,
-        };
-        if let Some(old) = kept.map.insert((source, key), bucket) {
-            kept.counts -= old.counts.len();
-        }
+impl Weigh for ResolvedBucket {
+    fn weight(&self) -> usize {
+        self.counts.len()
     }
 }
+
+/// At most ~4 M counts (~24 bytes each: ~100 MB) in at most 16,384 buckets (each may hold an
+/// inventory no longer current). A year at 100,000 GPUs keeps ~13,000 counts in ~10 buckets;
+/// every day, month and quarter of ten years is ~4,000 buckets.
+static GROUP_BUCKETS: LazyLock<BucketCache<ResolvedBucket>> = LazyLock::new(|| BucketCache::new(4_000_000, 16_384));
 
 /// What mtbf needs besides the rollup buckets: the failures of the window's partial days per
 /// root node, and the window's failures of labelled nodes out of service in it.
@@ -423,12 +347,12 @@ pub async fn failures_of_nodes(
 pub async fn daily_categories(db: &PgPool, w: &Window) -> Result<Vec<(NaiveDate, String, u64)>, sqlx::Error> {
     let cov = Coverage::of(w.from, w.to);
     // Every whole day of the window, months included: the day rows.
-    let mut out: Vec<(NaiveDate, String, u64)> =
-        rollups::daily_categories(db, cov.days[0].0, cov.days[1].1, w.cluster())
-            .await?
-            .into_iter()
-            .map(|r| (r.day, r.category, count(r.failures)))
-            .collect();
+    let (first, end) = (cov.days[0].0, cov.days[1].1);
+    let mut out = if first < end {
+        kept_days(db, w, first, end).await?
+    } else {
+        Vec::new()
+    };
     for (from, to) in &cov.raw {
         out.extend(
             fs::daily_categories(db, *from, *to, w.cluster())
@@ -439,6 +363,60 @@ pub async fn daily_categories(db: &PgPool, w: &Window) -> Result<Vec<(NaiveDate,
     }
     Ok(out)
 }
+
+/// The `rollup_causes` day rows of `[first, end)` summed per (day, category), a month at a time:
+/// from memory while the month's versions (which move with any of its days) have not moved,
+/// else read (the stale months in one query) and kept.
+async fn kept_days(
+    db: &PgPool,
+    w: &Window,
+    first: NaiveDate,
+    end: NaiveDate,
+) -> Result<Vec<(NaiveDate, String, u64)>, sqlx::Error> {
+    let next_month = |m: NaiveDate| m.checked_add_months(Months::new(1)).unwrap_or(NaiveDate::MAX);
+    let last_month = rollups::month_start(end.pred_opt().unwrap_or(end));
+    let months = kept::by_bucket(
+        rollups::cause_month_versions(db, rollups::month_start(first), next_month(last_month), w.cluster()).await?,
+    );
+    let source = Source::of(db, w.cluster());
+    let mut kept_months = Vec::with_capacity(months.len());
+    let mut stale = Vec::new();
+    for (key, versions) in months {
+        match DAY_MONTHS.get(&source, &key, &versions, |_| true) {
+            Some(m) => kept_months.push(m),
+            None => stale.push((key, versions)),
+        }
+    }
+    if let (Some(((_, lo), _)), Some(((_, hi), _))) = (stale.first(), stale.last()) {
+        let mut read: HashMap<NaiveDate, Vec<(NaiveDate, String, u64)>> = HashMap::new();
+        for r in rollups::daily_categories(db, *lo, next_month(*hi), w.cluster()).await? {
+            read.entry(rollups::month_start(r.day))
+                .or_default()
+                .push((r.day, r.category, count(r.failures)));
+        }
+        for (key, versions) in stale {
+            let m = Arc::new(DayCounts(read.remove(&key.1).unwrap_or_default()));
+            DAY_MONTHS.put(source.clone(), key, versions, m.clone());
+            kept_months.push(m);
+        }
+    }
+    Ok(kept_months
+        .iter()
+        .flat_map(|m| m.0.iter().filter(|(day, ..)| *day >= first && *day < end).cloned())
+        .collect())
+}
+
+/// A month of (day, category, failures).
+struct DayCounts(Vec<(NaiveDate, String, u64)>);
+
+impl Weigh for DayCounts {
+    fn weight(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// A month is ~120 (day, category) counts: 100 years of months fit.
+static DAY_MONTHS: LazyLock<BucketCache<DayCounts>> = LazyLock::new(|| BucketCache::new(1_000_000, 16_384));
 
 /// The window's failures with their lifecycle, job GPUs and whether their root node was drained
 /// within `drain_horizon`.

@@ -10,6 +10,7 @@ pub mod errors;
 pub mod headline;
 pub mod inputs;
 pub mod job_size;
+mod kept;
 pub mod recovery;
 pub mod report;
 pub mod stragglers;

@@ -373,9 +373,7 @@ pub async fn clear(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query!("DELETE FROM rollup_groups").execute(&mut *conn).await?;
     sqlx::query!("DELETE FROM rollup_errors").execute(&mut *conn).await?;
     // No bucket has rows now: each cached bucket reads as moved.
-    sqlx::query!("DELETE FROM rollup_group_versions")
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query!("DELETE FROM rollup_versions").execute(&mut *conn).await?;
     Ok(())
 }
 
@@ -512,26 +510,27 @@ pub async fn cause_totals(db: &PgPool, c: &Coverage, cluster: Option<&str>) -> R
     .await
 }
 
-/// The version of one (period, bucket, cluster) of `rollup_groups` (migration 0021).
+/// The version of one (period, bucket, cluster) of a rollup (migration 0021).
 #[derive(Debug)]
-pub struct GroupVersion {
+pub struct BucketVersion {
     pub period: String,
     pub bucket: NaiveDate,
     pub cluster: String,
     pub version: i64,
 }
 
-/// The versions of the whole days, months and quarters of `c` that hold rows, in (period,
-/// bucket, cluster) order: a few dozen rows where the buckets hold thousands.
+/// The versions of the `rollup_groups` buckets of `c` (whole days, months, quarters) that hold
+/// rows, in (period, bucket, cluster) order: a few dozen rows where the buckets hold thousands.
 pub async fn group_versions(
     db: &PgPool,
     c: &Coverage,
     cluster: Option<&str>,
-) -> Result<Vec<GroupVersion>, sqlx::Error> {
+) -> Result<Vec<BucketVersion>, sqlx::Error> {
     sqlx::query_as!(
-        GroupVersion,
-        r#"SELECT period, bucket, cluster, version FROM rollup_group_versions
-           WHERE ((period = 'quarter' AND bucket >= $1 AND bucket < $2)
+        BucketVersion,
+        r#"SELECT period, bucket, cluster, version FROM rollup_versions
+           WHERE rollup = 'groups'
+             AND ((period = 'quarter' AND bucket >= $1 AND bucket < $2)
                   OR (period = 'month' AND ((bucket >= $3 AND bucket < $4) OR (bucket >= $5 AND bucket < $6)))
                   OR (period = 'day' AND ((bucket >= $7 AND bucket < $8) OR (bucket >= $9 AND bucket < $10))))
              AND ($11::text IS NULL OR cluster = $11)
@@ -546,6 +545,28 @@ pub async fn group_versions(
         c.days[0].1,
         c.days[1].0,
         c.days[1].1,
+        cluster,
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// The versions of the `rollup_causes` months starting in `[from, to)` that hold rows, in
+/// (bucket, cluster) order. A month's version moves with any of its days.
+pub async fn cause_month_versions(
+    db: &PgPool,
+    from: NaiveDate,
+    to: NaiveDate,
+    cluster: Option<&str>,
+) -> Result<Vec<BucketVersion>, sqlx::Error> {
+    sqlx::query_as!(
+        BucketVersion,
+        r#"SELECT period, bucket, cluster, version FROM rollup_versions
+           WHERE rollup = 'causes' AND period = 'month' AND bucket >= $1 AND bucket < $2
+             AND ($3::text IS NULL OR cluster = $3)
+           ORDER BY bucket, cluster"#,
+        from,
+        to,
         cluster,
     )
     .fetch_all(db)
@@ -584,22 +605,25 @@ pub async fn group_rows(
     .await
 }
 
-/// Moves the version of each (period, bucket, cluster), sorted and distinct so concurrent writers
-/// lock the rows in one order. The last statement of a rollup change: a writer holds these rows
-/// only until it commits, and takes no rollup row after them.
-pub async fn bump_group_versions(
+/// Moves the version of each (rollup, period, bucket, cluster), sorted and distinct so
+/// concurrent writers lock the rows in one order. The last statement of a rollup change: a
+/// writer holds these rows only until it commits, and takes no rollup row after them.
+pub async fn bump_versions(
     conn: &mut PgConnection,
+    rollups: &[&'static str],
     periods: &[&'static str],
     buckets: &[NaiveDate],
     clusters: &[String],
 ) -> Result<(), sqlx::Error> {
-    if periods.is_empty() {
+    if rollups.is_empty() {
         return Ok(());
     }
     sqlx::query!(
-        "INSERT INTO rollup_group_versions (period, bucket, cluster, version)
-         SELECT p, b, c, nextval('rollup_group_version_seq') FROM UNNEST($1::text[], $2::date[], $3::text[]) AS k(p, b, c)
-         ON CONFLICT (period, bucket, cluster) DO UPDATE SET version = EXCLUDED.version",
+        "INSERT INTO rollup_versions (rollup, period, bucket, cluster, version)
+         SELECT r, p, b, c, nextval('rollup_version_seq')
+         FROM UNNEST($1::text[], $2::text[], $3::date[], $4::text[]) AS k(r, p, b, c)
+         ON CONFLICT (rollup, period, bucket, cluster) DO UPDATE SET version = EXCLUDED.version",
+        rollups as &[&str],
         periods as &[&str],
         buckets,
         clusters,

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 
-use crate::helpers::{ADMIN_TOKEN, TestApp, join_all, spawn_app};
+use crate::helpers::{ADMIN_TOKEN, TestApp, event, join_all, spawn_app, uuid_n};
 use faultline::analytics::headline::{self, FleetFailures, Inventory, NodeService};
 use faultline::devtools::simulate::{SimConfig, simulate};
 
@@ -253,6 +253,44 @@ async fn assert_mtbf_recount(app: &TestApp, windows: &[(DateTime<Utc>, DateTime<
     }
 }
 
+/// The daily timeline over each window equals a count of the failures per (UTC day, effective
+/// category): after every kind of change, with the same windows, so the months the timeline keeps
+/// in memory from the call before must have been read again wherever the change moved them.
+async fn assert_timeline_recount(app: &TestApp, windows: &[(DateTime<Utc>, DateTime<Utc>)], after: &str) {
+    for &(from, to) in windows {
+        let window = format!("from={}&to={}", iso(from), iso(to));
+        let (status, v) = app
+            .get(ADMIN_TOKEN, &format!("/v1/analytics/timeline?period=day&{window}"))
+            .await;
+        assert_eq!(status, 200, "{v}");
+        let mut got: Vec<(String, String, i64)> = Vec::new();
+        for p in v["points"].as_array().unwrap() {
+            for category in ["hardware", "platform", "user", "unknown"] {
+                let n = p[category].as_i64().unwrap();
+                if n > 0 {
+                    got.push((p["period"].as_str().unwrap().to_string(), category.to_string(), n));
+                }
+            }
+        }
+        let mut want: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT ((first_at AT TIME ZONE 'UTC')::date)::text, effective_category, count(*) FROM failures_effective
+             WHERE first_at >= $1 AND first_at < $2 GROUP BY 1, 2",
+        )
+        .bind(from)
+        .bind(to)
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "timeline {window} after {after}");
+        assert!(
+            !want.is_empty(),
+            "timeline {window} after {after}: no failures to compare"
+        );
+    }
+}
+
 async fn put_nodes(app: &TestApp, nodes: &[Value]) {
     let (status, body) = app.put_nodes(ADMIN_TOKEN, &json!({ "nodes": nodes })).await;
     assert_eq!(status, 200, "{body}");
@@ -307,10 +345,12 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
         ),
     ];
     assert_mtbf_recount(&app, &kept, "random ingest").await;
+    assert_timeline_recount(&app, &kept, "random ingest").await;
 
     put_nodes(&app, late).await;
     assert_rollups_recount(&app, "late inventory").await;
     assert_mtbf_recount(&app, &kept, "late inventory").await;
+    assert_timeline_recount(&app, &kept, "late inventory").await;
     // Regroup, unlabel and re-model some nodes: their failures move between rows.
     let changed: Vec<Value> = fleet
         .nodes
@@ -332,6 +372,7 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
     put_nodes(&app, &changed).await;
     assert_rollups_recount(&app, "inventory changes").await;
     assert_mtbf_recount(&app, &kept, "inventory changes").await;
+    assert_timeline_recount(&app, &kept, "inventory changes").await;
 
     // Post-mortems on a few failures, one of them twice.
     let ids: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM failures ORDER BY id LIMIT 4")
@@ -359,6 +400,7 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
     }
     assert_rollups_recount(&app, "post-mortems").await;
     assert_mtbf_recount(&app, &kept, "post-mortems").await;
+    assert_timeline_recount(&app, &kept, "post-mortems").await;
 
     // Late duplicates of some signals under new ids, an hour later: more re-folds over the rollups.
     let late_signals: Vec<Value> = fleet
@@ -377,6 +419,7 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
     assert_eq!(status, 200, "{body}");
     assert_rollups_recount(&app, "late signals").await;
     assert_mtbf_recount(&app, &kept, "late signals").await;
+    assert_timeline_recount(&app, &kept, "late signals").await;
 
     let rule = json!({"kind": "xid", "code": 79, "priority": 200, "category": "platform", "component": "driver", "severity": "high",
                       "transient": true, "secondary": false, "action": "reset_gpu", "description": "site override", "source": "test"});
@@ -391,6 +434,7 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
     assert_eq!(res.status(), 200);
     assert_rollups_recount(&app, "a catalog edit").await;
     assert_mtbf_recount(&app, &kept, "a catalog edit").await;
+    assert_timeline_recount(&app, &kept, "a catalog edit").await;
 
     // Ragged windows read rollups for the whole days and months and failures for the ends.
     for (from, to) in [
@@ -450,4 +494,41 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
         assert_eq!(fleet, fleet_want, "mtbf fleet {window}");
         assert_top_errors_recount(&app, from, to).await;
     }
+}
+
+/// A stored burst that an earlier repeat extends moves its failure to the day before, inside the
+/// same month: the month's rollup row keeps its counts (one failure of one stored signal), and the
+/// timeline, which keeps a month of day counts in memory, must still see the move.
+#[tokio::test]
+async fn the_timeline_follows_a_failure_moved_to_another_day_of_the_same_month() {
+    let app = spawn_app().await;
+    let window = "from=2026-05-01T00:00:00Z&to=2026-06-01T00:00:00Z";
+    let days = |v: &Value| -> Vec<(String, i64)> {
+        v["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["total"].as_i64() != Some(0))
+            .map(|p| (p["period"].as_str().unwrap().to_string(), p["total"].as_i64().unwrap()))
+            .collect()
+    };
+    let first = event(&uuid_n(1), json!({"occurred_at": "2026-05-11T00:00:30Z"}));
+    let (status, body) = app.post_events(ADMIN_TOKEN, &json!({ "events": [first] })).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, v) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/timeline?{window}")).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(days(&v), [("2026-05-11".to_string(), 1)]);
+
+    // The same Xid on the same GPU 40 s earlier: the burst's start moves to May 10.
+    let earlier = event(&uuid_n(2), json!({"occurred_at": "2026-05-10T23:59:50Z"}));
+    let (status, body) = app.post_events(ADMIN_TOKEN, &json!({ "events": [earlier] })).await;
+    assert_eq!(status, 200, "{body}");
+    let month: (i64, i64) =
+        sqlx::query_as("SELECT failures, signals FROM rollup_causes WHERE period = 'month' AND bucket = '2026-05-01'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(month, (1, 1), "the month row is as it was");
+    let (_, v) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/timeline?{window}")).await;
+    assert_eq!(days(&v), [("2026-05-10".to_string(), 1)]);
 }
