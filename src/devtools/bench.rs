@@ -71,7 +71,16 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         .await?;
     }
     ensure_database(&opts.server_url, db_name).await?;
-    let edge = crate::app::edge::EdgeSettings::default();
+    // Without the per-token rate limit: the bench measures what the server can serve, and its
+    // sampler, one token asking as fast as answers come, passed 100 requests/s once the analytics
+    // answered from memory (a 429 ended the run).
+    let edge = crate::app::edge::EdgeSettings {
+        rate_limit: crate::http::rate_limit::RateLimitSettings {
+            rate_limit_per_token_rps: 0.0,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     let db = crate::db::pool::connect(&with_database(&opts.server_url, db_name), &edge.pool).await?;
 
     // Scale the simulated fleet (or, for a fixed fleet, the years of history) to the requested
