@@ -226,16 +226,12 @@ static GROUP_BUCKETS: LazyLock<BucketCache<ResolvedBucket>> = LazyLock::new(|| B
 
 /// What mtbf needs besides the rollup buckets: the failures of the window's partial days per
 /// root node, and the window's failures of labelled nodes out of service in it.
-pub struct GroupCorrections {
+struct GroupCorrections {
     partial_days: Vec<fs::NodeCount>,
     idle_labelled: Vec<NodeFailure>,
 }
 
-pub async fn group_corrections(
-    db: &PgPool,
-    w: &Window,
-    inventory: &Inventory,
-) -> Result<GroupCorrections, sqlx::Error> {
+async fn group_corrections(db: &PgPool, w: &Window, inventory: &Inventory) -> Result<GroupCorrections, sqlx::Error> {
     let mut partial_days = Vec::new();
     for (from, to) in &Coverage::of(w.from, w.to).raw {
         partial_days.extend(fs::per_root_node(db, *from, *to, w.cluster()).await?);
