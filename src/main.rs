@@ -19,12 +19,22 @@ struct Cli {
     command: Command,
 }
 
+#[derive(clap::Args)]
+struct MigrateArgs {
+    #[command(flatten)]
+    db: DatabaseSettings,
+    /// Create the `citus` extension (the server must preload it) and distribute the tables by
+    /// cluster. A database that has the extension is distributed by every migrate and start anyway.
+    #[arg(long)]
+    distributed: bool,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run the REST service (migrations run first).
     Serve(ServeSettings),
-    /// Run the database migrations and exit.
-    Migrate(DatabaseSettings),
+    /// Run the database migrations and exit (on Citus, also distribute the tables).
+    Migrate(MigrateArgs),
     /// Print the OpenAPI document.
     Openapi,
     /// Generate a simulated fleet and send it to a server as an agent would.
@@ -140,10 +150,19 @@ async fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Migrate(db) => {
+        Command::Migrate(MigrateArgs { db, distributed }) => {
             telemetry::init_tracing();
             let database = database::open(db.database_url.as_deref(), &db.data_dir).await?;
             tracing::info!("migrations applied");
+            if distributed {
+                faultline::storage::distribution::create_citus_extension(&database.pool).await?;
+                let done = faultline::storage::distribution::distribute(&database.pool).await?;
+                tracing::info!(
+                    changed = ?done.changed,
+                    shards = ?done.shard_count,
+                    "tables distributed on Citus by cluster"
+                );
+            }
             database.pool.close().await;
             database.server.stop().await
         }

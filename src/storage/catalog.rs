@@ -77,7 +77,7 @@ pub async fn upsert_rule(conn: &mut PgConnection, r: &RuleRow, by: &str) -> Resu
              priority = EXCLUDED.priority, category = EXCLUDED.category, component = EXCLUDED.component,
              severity = EXCLUDED.severity, transient = EXCLUDED.transient, secondary = EXCLUDED.secondary,
              action = EXCLUDED.action, description = EXCLUDED.description, source = EXCLUDED.source,
-             builtin = false, updated_at = now(), updated_by = EXCLUDED.updated_by",
+             builtin = false, updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by",
         &r.rule_id,
         &r.kind,
         r.code,

@@ -53,7 +53,7 @@ pub async fn upsert(conn: &mut PgConnection, jobs: &[Job]) -> Result<u64, sqlx::
               AS t(cluster, job_id, gpus, nodes, started_at, ended_at, state)
          ON CONFLICT (cluster, job_id) DO UPDATE SET
              gpus = EXCLUDED.gpus, nodes = EXCLUDED.nodes, started_at = EXCLUDED.started_at,
-             ended_at = EXCLUDED.ended_at, state = EXCLUDED.state, updated_at = now()",
+             ended_at = EXCLUDED.ended_at, state = EXCLUDED.state, updated_at = EXCLUDED.updated_at",
         &clusters as &[&str],
         &ids as &[&str],
         &gpus,

@@ -31,7 +31,7 @@ pub async fn upsert_term(conn: &mut PgConnection, t: &TermRow, by: &str) -> Resu
          VALUES ($1, $2, $3, $4, $5, $6, false, $7)
          ON CONFLICT (term) DO UPDATE SET kind = EXCLUDED.kind, category = EXCLUDED.category,
              component = EXCLUDED.component, weight = EXCLUDED.weight, source = EXCLUDED.source,
-             builtin = false, updated_at = now(), updated_by = EXCLUDED.updated_by",
+             builtin = false, updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by",
         &t.term,
         &t.kind,
         &t.category,

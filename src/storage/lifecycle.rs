@@ -129,7 +129,7 @@ pub async fn save(
              detection_minutes = EXCLUDED.detection_minutes, resubmission_minutes = EXCLUDED.resubmission_minutes,
              setup_minutes = EXCLUDED.setup_minutes, recomputation_minutes = EXCLUDED.recomputation_minutes,
              pm_category = EXCLUDED.pm_category, pm_component = EXCLUDED.pm_component, note = EXCLUDED.note,
-             updated_at = now(), updated_by = EXCLUDED.updated_by",
+             updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by",
         lifecycle_id,
         &f.cluster,
         &f.correlation_key,

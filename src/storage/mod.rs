@@ -2,6 +2,7 @@
 pub mod audit;
 pub mod catalog;
 pub mod decisions;
+pub mod distribution;
 pub mod events;
 pub mod failure_queries;
 pub mod failure_stats;
@@ -20,6 +21,9 @@ use sqlx::PgPool;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
-pub async fn migrate(db: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    MIGRATOR.run(db).await
+/// Runs the migrations, then keeps a Citus database distributed as the plan says
+/// ([`distribution`]): a no-op on plain Postgres.
+pub async fn migrate(db: &PgPool) -> Result<distribution::Distribution, sqlx::migrate::MigrateError> {
+    MIGRATOR.run(db).await?;
+    Ok(distribution::distribute(db).await?)
 }

@@ -4,7 +4,9 @@ use sqlx::{PgConnection, PgPool};
 use crate::domain::node::Node;
 
 /// Upserts in one statement (UNNEST arrays), never row by row. `in_service_since` absent keeps
-/// the earlier value; `retired_at` is replaced (PUT semantics).
+/// the earlier value; `retired_at` is replaced (PUT semantics). Moves the inventory's version in
+/// the caller's transaction: this is the one write to `nodes`, and readers reload the inventory
+/// when the version moves.
 pub async fn upsert(conn: &mut PgConnection, nodes: &[Node]) -> Result<u64, sqlx::Error> {
     if nodes.is_empty() {
         return Ok(0);
@@ -25,7 +27,7 @@ pub async fn upsert(conn: &mut PgConnection, nodes: &[Node]) -> Result<u64, sqlx
              rack = EXCLUDED.rack,
              in_service_since = COALESCE(EXCLUDED.in_service_since, nodes.in_service_since),
              retired_at = EXCLUDED.retired_at,
-             updated_at = now()",
+             updated_at = EXCLUDED.updated_at",
         &col(|n| n.cluster.clone()),
         &col(|n| n.hostname.clone()),
         &col(|n| n.gpu_model.clone()),
@@ -36,8 +38,11 @@ pub async fn upsert(conn: &mut PgConnection, nodes: &[Node]) -> Result<u64, sqlx
         &time(|n| n.in_service_since) as &[Option<DateTime<Utc>>],
         &time(|n| n.retired_at) as &[Option<DateTime<Utc>>],
     )
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
+    sqlx::query!("UPDATE inventory_state SET version = version + 1")
+        .execute(conn)
+        .await?;
     Ok(done.rows_affected())
 }
 
@@ -127,7 +132,7 @@ pub async fn service_periods(db: &PgPool, cluster: Option<&str>) -> Result<Vec<S
     .await
 }
 
-/// The inventory's version: moves with every write to `nodes` (migration 0016's trigger).
+/// The inventory's version: moves with every write to `nodes` ([`upsert`]).
 pub async fn inventory_version(db: &PgPool) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar!("SELECT version FROM inventory_state")
         .fetch_one(db)

@@ -28,6 +28,9 @@ pub struct TestApp {
 pub struct TestDatabase {
     pub name: String,
     pub server_url: String,
+    /// Other servers holding a database of the same name (a Citus cluster's workers), dropped
+    /// with it.
+    pub worker_urls: Vec<String>,
 }
 
 /// No test runs this long: an older test database is a leftover.
@@ -48,6 +51,7 @@ impl TestDatabase {
         let db = TestDatabase {
             name,
             server_url: server_url.to_string(),
+            worker_urls: Vec::new(),
         };
         ensure_database(server_url, &db.name)
             .await
@@ -60,7 +64,7 @@ impl TestDatabase {
     }
 }
 
-async fn drop_stale(server_url: &str, now: u64) {
+pub async fn drop_stale(server_url: &str, now: u64) {
     use sqlx::Connection;
     let Ok(mut conn) = sqlx::PgConnection::connect(&with_database(server_url, "postgres")).await else {
         return;
@@ -84,7 +88,9 @@ async fn drop_stale(server_url: &str, now: u64) {
 
 impl Drop for TestDatabase {
     fn drop(&mut self) {
-        let server_url = self.server_url.clone();
+        let servers: Vec<String> = std::iter::once(self.server_url.clone())
+            .chain(self.worker_urls.iter().cloned())
+            .collect();
         let db_name = self.name.clone();
         // The pool's sockets belong to the test's runtime, which is blocked here (or unwinding):
         // don't await them, use a runtime of our own. WITH (FORCE) ends those connections.
@@ -95,9 +101,11 @@ impl Drop for TestDatabase {
                 .unwrap();
             rt.block_on(async move {
                 use sqlx::Connection;
-                if let Ok(mut conn) = sqlx::PgConnection::connect(&with_database(&server_url, "postgres")).await {
-                    let sql = format!("DROP DATABASE IF EXISTS \"{db_name}\" WITH (FORCE)");
-                    let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                for server_url in servers {
+                    if let Ok(mut conn) = sqlx::PgConnection::connect(&with_database(&server_url, "postgres")).await {
+                        let sql = format!("DROP DATABASE IF EXISTS \"{db_name}\" WITH (FORCE)");
+                        let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                    }
                 }
             });
         })
@@ -155,12 +163,12 @@ pub async fn test_server_url() -> anyhow::Result<String> {
 }
 
 /// This process's shared lock on the private cluster's users file.
-static CLUSTER_USER: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+pub static CLUSTER_USER: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
 
 /// Stops the private test cluster ($2, with pg_ctl $3) once nobody holds a shared lock on the users
 /// file ($1) for 10 s; it stops under an exclusive lock, so a test process starting meanwhile waits
 /// and then starts the cluster again (with a watchdog of its own). One watchdog per cluster.
-const PG_WATCHDOG: &str = r#"
+pub const PG_WATCHDOG: &str = r#"
 users="$1"; pgdata="$2"; pg_ctl="$3"
 exec 9>"$users.watchdog"
 flock -n 9 || exit 0
@@ -192,6 +200,35 @@ pub async fn spawn_app_with(limits: Limits) -> TestApp {
 /// size and timeout, body budget).
 pub async fn spawn_app_on(server_url: &str, limits: Limits, edge: EdgeSettings) -> TestApp {
     let database = TestDatabase::create(server_url).await;
+    spawn_app_in(database, limits, edge).await
+}
+
+/// Where a test's database lives: one Postgres, or a Citus cluster (a coordinator and two workers,
+/// see [`crate::citus`]), where the app distributes its tables when it migrates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Citus,
+}
+
+/// The app with default limits on a fresh database of `backend`.
+pub async fn spawn_app_on_backend(backend: Backend) -> TestApp {
+    spawn_app_on_backend_with(backend, Limits::default(), EdgeSettings::default()).await
+}
+
+pub async fn spawn_app_on_backend_with(backend: Backend, limits: Limits, edge: EdgeSettings) -> TestApp {
+    let database = match backend {
+        Backend::Postgres => {
+            let server_url = test_server_url().await.expect("a PostgreSQL server for tests");
+            TestDatabase::create(&server_url).await
+        }
+        Backend::Citus => crate::citus::distributed_database().await,
+    };
+    spawn_app_in(database, limits, edge).await
+}
+
+/// The app on an existing (empty) test database, which it migrates.
+pub async fn spawn_app_in(database: TestDatabase, limits: Limits, edge: EdgeSettings) -> TestApp {
     let db = faultline::db::pool::connect(&database.url(), &edge.pool)
         .await
         .expect("connect");

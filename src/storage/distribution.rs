@@ -1,0 +1,183 @@
+//! Distribution on Citus: which table is sharded by `cluster`, which is a reference table, and the
+//! idempotent step that makes the database say so. It runs after every migration, so a database
+//! that has the `citus` extension stays distributed as the schema grows (a table a migration adds
+//! must be named here: `tests/api/distribution.rs` fails otherwise).
+//!
+//! These statements call Citus' own functions, which a plain Postgres (where the offline query data
+//! is prepared) does not have: they are checked at run time, not compile time.
+
+use sqlx::{PgConnection, PgPool};
+
+/// Fleet-wide tables, replicated to every worker so that joins to them stay local: the inventory,
+/// the classification catalog, tokens, retention, the audit log and the inventory's version.
+pub const REFERENCE_TABLES: &[&str] = &[
+    "nodes",
+    "classification_rules",
+    "classification_terms",
+    "catalog_state",
+    "api_tokens",
+    "signal_retention",
+    "audit_log",
+    "inventory_state",
+];
+
+/// Per-cluster tables, sharded by `cluster` and co-located with `events`, in the order they are
+/// distributed (a table after the tables its foreign keys name).
+pub const DISTRIBUTED_TABLES: &[&str] = &[
+    "events",
+    "event_ids",
+    "events_archive",
+    "failures",
+    "failure_lifecycle",
+    "failure_lifecycle_changes",
+    "jobs",
+    "job_node_runs",
+    "node_state_changes",
+    "rollup_causes",
+    "rollup_groups",
+    "rollup_errors",
+    "rollup_versions",
+];
+
+/// Tables that are Faultline's bookkeeping, not data: they stay on the coordinator.
+pub const LOCAL_TABLES: &[&str] = &["_sqlx_migrations"];
+
+/// The distribution column of every per-cluster table.
+pub const DISTRIBUTION_COLUMN: &str = "cluster";
+
+/// What [`distribute`] found and did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Distribution {
+    /// Whether the database has the `citus` extension (nothing else is done without it).
+    pub citus: bool,
+    /// Tables this call distributed or made reference tables (empty when all already were).
+    pub changed: Vec<String>,
+    /// Shards per distributed table (`citus.shard_count` when they were created).
+    pub shard_count: Option<i64>,
+}
+
+/// Whether the database has the `citus` extension.
+pub async fn citus_installed(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS "installed!""#)
+        .fetch_one(conn)
+        .await
+}
+
+/// `CREATE EXTENSION citus` (the server must preload the library: `shared_preload_libraries`).
+pub async fn create_citus_extension(db: &PgPool) -> Result<(), sqlx::Error> {
+    sqlx::query("CREATE EXTENSION IF NOT EXISTS citus").execute(db).await?;
+    Ok(())
+}
+
+/// On a database with the `citus` extension, makes every table of the plan what the plan says
+/// (reference tables first, then `events` and the tables co-located with it), moves rows that were
+/// there before into the shards, and propagates Faultline's functions to the workers. Does nothing
+/// on plain Postgres, and nothing where everything already is distributed. Serialised across
+/// instances by an advisory lock (several may start at once).
+pub async fn distribute(db: &PgPool) -> Result<Distribution, sqlx::Error> {
+    let mut conn = db.acquire().await?;
+    if !citus_installed(&mut conn).await? {
+        return Ok(Distribution::default());
+    }
+    // Held on the coordinator for this session: the other instances wait, then find nothing to do.
+    sqlx::query("SELECT pg_advisory_lock(1179385859, 2)")
+        .execute(&mut *conn)
+        .await?;
+    let result = distribute_locked(&mut conn).await;
+    sqlx::query("SELECT pg_advisory_unlock(1179385859, 2)")
+        .execute(&mut *conn)
+        .await?;
+    result
+}
+
+async fn distribute_locked(conn: &mut PgConnection) -> Result<Distribution, sqlx::Error> {
+    let mut done = Distribution {
+        citus: true,
+        ..Distribution::default()
+    };
+    for table in REFERENCE_TABLES {
+        if !is_citus_table(conn, table).await? {
+            let had_rows = has_rows(conn, table).await?;
+            sqlx::query("SELECT create_reference_table($1::regclass)")
+                .bind(table)
+                .execute(&mut *conn)
+                .await?;
+            if had_rows {
+                truncate_local_data(conn, table).await?;
+            }
+            done.changed.push((*table).to_string());
+        }
+    }
+    for (i, table) in DISTRIBUTED_TABLES.iter().enumerate() {
+        if !is_citus_table(conn, table).await? {
+            let colocate_with = if i == 0 { "default" } else { DISTRIBUTED_TABLES[0] };
+            let had_rows = has_rows(conn, table).await?;
+            sqlx::query("SELECT create_distributed_table($1::regclass, $2, colocate_with => $3)")
+                .bind(table)
+                .bind(DISTRIBUTION_COLUMN)
+                .bind(colocate_with)
+                .execute(&mut *conn)
+                .await?;
+            if had_rows {
+                truncate_local_data(conn, table).await?;
+            }
+            done.changed.push((*table).to_string());
+        }
+    }
+    // Functions the shards call (rollups, job attribution, partitions) must exist on every
+    // worker; those created before the extension was are not there yet.
+    let functions: Vec<String> = sqlx::query_scalar(
+        "SELECT p.oid::regprocedure::text FROM pg_proc p
+         WHERE p.pronamespace = 'public'::regnamespace
+           AND NOT EXISTS (SELECT 1 FROM pg_extension e JOIN pg_depend d ON d.refobjid = e.oid
+                           WHERE d.objid = p.oid AND d.deptype = 'e')
+           AND NOT EXISTS (SELECT 1 FROM pg_dist_object o
+                           WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)
+         ORDER BY 1",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for function in functions {
+        sqlx::query("SELECT create_distributed_function($1::regprocedure)")
+            .bind(&function)
+            .execute(&mut *conn)
+            .await?;
+    }
+    done.shard_count = sqlx::query_scalar("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = $1::regclass")
+        .bind(DISTRIBUTED_TABLES[0])
+        .fetch_one(&mut *conn)
+        .await
+        .ok();
+    Ok(done)
+}
+
+async fn is_citus_table(conn: &mut PgConnection, table: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = $1::regclass)")
+        .bind(table)
+        .fetch_one(conn)
+        .await
+}
+
+/// Whether a table not yet distributed holds rows (in itself or, for `events`, its partitions).
+async fn has_rows(conn: &mut PgConnection, table: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT EXISTS (SELECT 1 FROM {} LIMIT 1)",
+        quote_ident(table)
+    )))
+    .fetch_one(conn)
+    .await
+}
+
+/// Distributing a table copies its rows into the shards and leaves them in the coordinator's
+/// local table, where no query reads them again: removed, so they take no space.
+async fn truncate_local_data(conn: &mut PgConnection, table: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT truncate_local_data_after_distributing_table($1::regclass)")
+        .bind(table)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}

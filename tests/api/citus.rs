@@ -1,0 +1,135 @@
+//! A real Citus cluster for the tests: a coordinator and two workers, private PostgreSQL 15 clusters
+//! on free ports with `shared_preload_libraries = 'citus'`, shared by the test processes of a run
+//! (started by the first, reused by the others, stopped by a watchdog once no test has used them for
+//! 10 s). Each test gets its own database on all three, with the extension and the workers added;
+//! the app distributes its tables when it migrates.
+
+use std::path::PathBuf;
+
+use faultline::db::database::{ensure_database, with_database};
+use faultline::db::embedded_pg::{PrivateCluster, find_pg_bin, lock_file};
+use sqlx::Connection;
+
+use crate::helpers::{CLUSTER_USER, PG_WATCHDOG, TestDatabase};
+
+/// Shards per distributed table in the test databases: few, so that creating a database's tables
+/// (and each month's partition) stays quick, and more than the two workers, so that every query
+/// crosses shards and workers.
+const TEST_SHARD_COUNT: u32 = 4;
+
+pub struct CitusCluster {
+    pub coordinator: String,
+    pub workers: Vec<String>,
+}
+
+/// Where Citus' library must be for `shared_preload_libraries = 'citus'` to work.
+fn citus_library() -> Option<PathBuf> {
+    let postgres = std::fs::canonicalize(find_pg_bin("postgres")?).ok()?;
+    Some(postgres.parent()?.parent()?.join("lib").join("citus.so"))
+}
+
+/// The run's Citus cluster, started if it is not running.
+pub async fn citus_cluster() -> CitusCluster {
+    let library = citus_library();
+    assert!(
+        library.as_ref().is_some_and(|l| l.exists()),
+        "Citus is not installed into this PostgreSQL ({}): run ../shared/citus/install (as root; \
+         .ci/run does) to build and install it",
+        library.map_or("no PostgreSQL server binaries found".into(), |l| l
+            .display()
+            .to_string())
+    );
+    let base = std::env::temp_dir().join("faultline-test-citus");
+    std::fs::create_dir_all(&base).unwrap();
+    let users = base.join("users");
+    if CLUSTER_USER.get().is_none() {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&users)
+            .unwrap();
+        let file = tokio::task::spawn_blocking(move || file.lock_shared().map(|()| file))
+            .await
+            .unwrap()
+            .unwrap();
+        let _ = CLUSTER_USER.set(file);
+    }
+    let _lock = lock_file(&base.join("start.lock")).await.unwrap();
+    let options = format!(
+        "-c shared_preload_libraries=citus -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+         -c max_connections=300 -c max_worker_processes=128 -c citus.shard_count={TEST_SHARD_COUNT}"
+    );
+    let mut urls = Vec::new();
+    for node in ["coordinator", "worker1", "worker2"] {
+        let dir = base.join(node);
+        let cluster = PrivateCluster::start_with(&dir, &options)
+            .await
+            .unwrap_or_else(|e| panic!("starting the Citus {node}: {e:#}"));
+        if let Some(pg_ctl) = find_pg_bin("pg_ctl") {
+            use std::os::unix::process::CommandExt;
+            let _ = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(PG_WATCHDOG)
+                .arg("faultline-test-citus-watchdog")
+                .arg(&users)
+                .arg(cluster.pgdata())
+                .arg(std::fs::canonicalize(&pg_ctl).unwrap_or(pg_ctl))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .process_group(0)
+                .spawn();
+        }
+        urls.push(cluster.url().to_string());
+    }
+    let coordinator = urls.remove(0);
+    CitusCluster {
+        coordinator,
+        workers: urls,
+    }
+}
+
+/// A fresh database on the coordinator and both workers, with the `citus` extension in each and
+/// the workers added to the coordinator's metadata; dropped on all three with the guard.
+pub async fn distributed_database() -> TestDatabase {
+    let cluster = citus_cluster().await;
+    let mut db = TestDatabase::create(&cluster.coordinator).await;
+    db.worker_urls = cluster.workers.clone();
+    for server in std::iter::once(&cluster.coordinator).chain(&cluster.workers) {
+        if server != &cluster.coordinator {
+            ensure_database(server, &db.name)
+                .await
+                .expect("create the database on a worker");
+        }
+        let mut conn = sqlx::PgConnection::connect(&with_database(server, &db.name))
+            .await
+            .unwrap();
+        sqlx::query("CREATE EXTENSION IF NOT EXISTS citus")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    let mut coordinator = sqlx::PgConnection::connect(&db.url()).await.unwrap();
+    let port = |url: &str| {
+        url.rsplit(':')
+            .next()
+            .unwrap()
+            .trim_end_matches('/')
+            .parse::<i32>()
+            .unwrap()
+    };
+    sqlx::query("SELECT citus_set_coordinator_host('127.0.0.1', $1)")
+        .bind(port(&cluster.coordinator))
+        .execute(&mut coordinator)
+        .await
+        .unwrap();
+    for worker in &cluster.workers {
+        sqlx::query("SELECT citus_add_node('127.0.0.1', $1)")
+            .bind(port(worker))
+            .execute(&mut coordinator)
+            .await
+            .unwrap();
+    }
+    db
+}

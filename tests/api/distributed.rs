@@ -1,0 +1,175 @@
+//! Faultline on a Citus cluster (a coordinator and two workers, see `citus.rs`): the tables are
+//! distributed as the plan in `storage::distribution` says, every write route answers 2xx, and a
+//! simulated fleet gives the same answers as on one Postgres, byte for byte.
+
+use faultline::devtools::client::Client;
+use faultline::devtools::simulate::{SimConfig, simulate};
+use faultline::storage::distribution::{DISTRIBUTED_TABLES, DISTRIBUTION_COLUMN, LOCAL_TABLES, REFERENCE_TABLES};
+
+use faultline::app::configuration::Limits;
+use faultline::app::edge::EdgeSettings;
+use faultline::http::rate_limit::RateLimitSettings;
+
+use crate::helpers::{ADMIN_TOKEN, Backend, TestApp, spawn_app, spawn_app_on_backend, spawn_app_on_backend_with};
+
+/// The app without the per-token rate limit: the loads below send as fast as the server answers.
+async fn unlimited_app(backend: Backend) -> TestApp {
+    let edge = EdgeSettings {
+        rate_limit: RateLimitSettings {
+            rate_limit_per_token_rps: 0.0,
+            rate_limit_per_token_burst: 0,
+        },
+        ..EdgeSettings::default()
+    };
+    spawn_app_on_backend_with(backend, Limits::default(), edge).await
+}
+
+/// Top-level tables of the app's schema (partitions follow their parent).
+async fn schema_tables(app: &TestApp) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_class c
+         WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+           AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid AND d.deptype = 'e')
+         ORDER BY 1",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap()
+}
+
+/// A migration that adds a table must say how it distributes: checked on plain Postgres, so it
+/// fails without a Citus cluster too.
+#[tokio::test]
+async fn every_table_of_the_schema_has_a_place_in_the_distribution_plan() {
+    let app = spawn_app().await;
+    let mut planned: Vec<&str> = REFERENCE_TABLES
+        .iter()
+        .chain(DISTRIBUTED_TABLES)
+        .chain(LOCAL_TABLES)
+        .copied()
+        .collect();
+    planned.sort_unstable();
+    assert_eq!(schema_tables(&app).await, planned);
+}
+
+#[tokio::test]
+async fn on_citus_every_table_is_distributed_by_cluster_or_a_reference_table() {
+    let app = spawn_app_on_backend(Backend::Citus).await;
+    let placed: Vec<(String, String, Option<String>, i32)> = sqlx::query_as(
+        "SELECT p.logicalrelid::regclass::text, p.partmethod::text,
+                column_to_column_name(p.logicalrelid, p.partkey), p.colocationid
+         FROM pg_dist_partition p ORDER BY 1",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    let colocation = placed
+        .iter()
+        .find(|p| p.0 == "events")
+        .expect("events is distributed")
+        .3;
+    for table in DISTRIBUTED_TABLES {
+        let p = placed
+            .iter()
+            .find(|p| p.0 == *table)
+            .unwrap_or_else(|| panic!("{table} is not distributed"));
+        assert_eq!(
+            (p.1.as_str(), p.2.as_deref(), p.3),
+            ("h", Some(DISTRIBUTION_COLUMN), colocation),
+            "{table}"
+        );
+    }
+    for table in REFERENCE_TABLES {
+        let p = placed
+            .iter()
+            .find(|p| p.0 == *table)
+            .unwrap_or_else(|| panic!("{table} is not a reference table"));
+        assert_eq!(p.1, "n", "{table}");
+    }
+    // The shards of events are spread over both workers.
+    let workers: i64 =
+        sqlx::query_scalar("SELECT count(DISTINCT nodeport) FROM citus_shards WHERE table_name = 'events'::regclass")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(workers, 2);
+    // A second migrate (a restart) finds nothing to do.
+    let again = faultline::storage::migrate(&app.db).await.unwrap();
+    assert!(again.citus && again.changed.is_empty(), "{again:?}");
+}
+
+/// The fleet of the simulator (several clusters; cascades, jobs, drains, post-mortems) through the
+/// API, as `faultline simulate` sends it.
+async fn load_fleet(app: &TestApp) {
+    let fleet = simulate(&SimConfig::default());
+    let client = Client::new(&app.address, ADMIN_TOKEN).unwrap();
+    client.put_nodes(&fleet.nodes, 1000).await.unwrap();
+    let jobs = client.put_jobs(&fleet.jobs, 1000).await.unwrap();
+    assert_eq!(jobs.rejected, 0);
+    let sent = client.post_events(&fleet.events, 2000, 1, false).await.unwrap();
+    assert_eq!(sent.accepted as usize, fleet.events.len());
+    let states = client.post_node_states(&fleet.node_states).await.unwrap();
+    assert_eq!(states.accepted as usize, fleet.node_states.len());
+    let patched = client.patch_lifecycles(&fleet.lifecycles).await.unwrap();
+    assert_eq!(patched.rejected, 0);
+}
+
+/// Every read a user makes of the fleet, as (path, body) pairs.
+async fn answers(app: &TestApp) -> Vec<(String, u16, String)> {
+    let w = "from=2026-10-01T00:00:00Z&to=2026-10-29T00:00:00Z";
+    let mut paths: Vec<String> = [
+        "failure-mix?by=gpu_generation",
+        "failure-mix?by=cluster",
+        "mtbf?group_size=128",
+        "root-causes",
+        "recovery",
+        "top-errors",
+        "node-concentration",
+        "job-size",
+        "stragglers",
+        "efficiency",
+        "timeline",
+        "baselines",
+        "lemon-nodes",
+        "job-plan?gpus=1024&hours=72",
+    ]
+    .iter()
+    .map(|a| {
+        let sep = if a.contains('?') { '&' } else { '?' };
+        format!("/v1/analytics/{a}{sep}{w}")
+    })
+    .collect();
+    paths.push(format!(
+        "/v1/analytics/compare?a_from=2026-10-01T00:00:00Z&a_to=2026-10-15T00:00:00Z&b_from=2026-10-15T00:00:00Z&b_to=2026-10-29T00:00:00Z"
+    ));
+    paths.push(format!("/v1/reports/reliability?{w}&format=markdown"));
+    paths.push("/v1/failures?limit=1000".into());
+    paths.push("/v1/failures?limit=1000&format=csv".into());
+    paths.push("/v1/nodes?limit=1000".into());
+    let mut out = Vec::new();
+    for path in paths {
+        let res = app
+            .client
+            .get(app.url(&path))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        out.push((path, status, res.text().await.unwrap()));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_simulated_fleet_answers_the_same_on_citus_as_on_one_postgres() {
+    let plain = unlimited_app(Backend::Postgres).await;
+    let citus = unlimited_app(Backend::Citus).await;
+    load_fleet(&plain).await;
+    load_fleet(&citus).await;
+    let (expected, got) = (answers(&plain).await, answers(&citus).await);
+    for ((path, status, body), (_, citus_status, citus_body)) in expected.iter().zip(&got) {
+        assert_eq!(*status, 200, "{path}: {body}");
+        assert_eq!((citus_status, citus_body), (status, body), "{path}");
+    }
+}
