@@ -74,12 +74,15 @@ pub async fn after_bursts(
         .filter(|e| e.job_id.is_none() && e.node.is_some())
         .collect();
     let mut attributed: BTreeMap<Uuid, String> = BTreeMap::new();
-    if !node_only.is_empty() {
-        let ids: Vec<Uuid> = node_only.iter().map(|e| e.id).collect();
-        let clusters: Vec<&str> = node_only.iter().map(|e| e.cluster.as_str()).collect();
-        let nodes: Vec<&str> = node_only.iter().filter_map(|e| e.node.as_deref()).collect();
-        let times: Vec<DateTime<Utc>> = node_only.iter().map(|e| e.occurred_at).collect();
-        for a in store::attributed_jobs(conn, &ids, &clusters, &nodes, &times).await? {
+    let mut by_cluster: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
+    for e in node_only {
+        by_cluster.entry(e.cluster.as_str()).or_default().push(e);
+    }
+    for (cluster, events) in by_cluster {
+        let ids: Vec<Uuid> = events.iter().map(|e| e.id).collect();
+        let nodes: Vec<&str> = events.iter().filter_map(|e| e.node.as_deref()).collect();
+        let times: Vec<DateTime<Utc>> = events.iter().map(|e| e.occurred_at).collect();
+        for a in store::attributed_jobs(conn, cluster, &ids, &nodes, &times).await? {
             attributed.insert(a.id, a.job_id);
         }
     }
@@ -115,14 +118,31 @@ pub async fn refold(
         .map(|(c, k)| format!("{c}\n{}", k.as_string()))
         .collect();
     locks::lock(conn, LockSpace::FoldKeys, &lock_keys).await?;
-    let clusters: Vec<&str> = touched.keys().map(|(c, _)| c.as_str()).collect();
-    let keys: Vec<String> = touched.keys().map(|(_, k)| k.as_string()).collect();
-    let probe_start: Vec<DateTime<Utc>> = touched.values().map(|(min, _)| *min - window).collect();
-    let probe_end: Vec<DateTime<Utc>> = touched.values().map(|(_, max)| *max + window).collect();
+    // One cluster at a time: each statement then reads and writes one cluster's rows (on Citus,
+    // one shard group). `touched` is ordered by cluster, so each cluster's keys are adjacent.
+    let mut formed = 0;
+    let entries: Vec<(&(String, CorrelationKey), &(DateTime<Utc>, DateTime<Utc>))> = touched.iter().collect();
+    for group in entries.chunk_by(|a, b| a.0.0 == b.0.0) {
+        formed += refold_cluster(conn, catalog, window, &group[0].0.0, group).await?;
+    }
+    Ok(formed)
+}
+
+/// [`refold`] of the keys of one cluster.
+async fn refold_cluster(
+    conn: &mut PgConnection,
+    catalog: &Catalog,
+    window: Duration,
+    cluster: &str,
+    touched: &[(&(String, CorrelationKey), &(DateTime<Utc>, DateTime<Utc>))],
+) -> Result<usize, sqlx::Error> {
+    let keys: Vec<String> = touched.iter().map(|((_, k), _)| k.as_string()).collect();
+    let probe_start: Vec<DateTime<Utc>> = touched.iter().map(|(_, (min, _))| *min - window).collect();
+    let probe_end: Vec<DateTime<Utc>> = touched.iter().map(|(_, (_, max))| *max + window).collect();
     // Stored failures within a window of the new signals are re-folded with them: widen each key's
     // range to cover them, then delete them.
-    let mut ranges: Vec<(DateTime<Utc>, DateTime<Utc>)> = touched.values().copied().collect();
-    for span in store::failure_spans(conn, &clusters, &keys, &probe_start, &probe_end).await? {
+    let mut ranges: Vec<(DateTime<Utc>, DateTime<Utc>)> = touched.iter().map(|(_, r)| **r).collect();
+    for span in store::failure_spans(conn, cluster, &keys, &probe_start, &probe_end).await? {
         let r = &mut ranges[(span.idx - 1) as usize];
         r.0 = r.0.min(span.first_at);
         r.1 = r.1.max(span.last_at);
@@ -130,14 +150,14 @@ pub async fn refold(
     let starts: Vec<DateTime<Utc>> = ranges.iter().map(|r| r.0).collect();
     let ends: Vec<DateTime<Utc>> = ranges.iter().map(|r| r.1).collect();
     // What the re-folded failures counted in the rollups, so the rollups move by the difference.
-    let counted = rollups_store::facts_in_ranges(conn, &clusters, &keys, &starts, &ends).await?;
-    store::delete_in_ranges(conn, &clusters, &keys, &starts, &ends).await?;
-    let jobs: Vec<Option<&str>> = touched.keys().map(|(_, k)| k.job()).collect();
-    let nodes: Vec<Option<&str>> = touched.keys().map(|(_, k)| k.node()).collect();
-    let alone: Vec<Option<Uuid>> = touched.keys().map(|(_, k)| k.alone()).collect();
+    let counted = rollups_store::facts_in_ranges(conn, cluster, &keys, &starts, &ends).await?;
+    store::delete_in_ranges(conn, cluster, &keys, &starts, &ends).await?;
+    let jobs: Vec<Option<&str>> = touched.iter().map(|((_, k), _)| k.job()).collect();
+    let nodes: Vec<Option<&str>> = touched.iter().map(|((_, k), _)| k.node()).collect();
+    let alone: Vec<Option<Uuid>> = touched.iter().map(|((_, k), _)| k.alone()).collect();
     let rows = store::signals_of_keys(
         conn,
-        &clusters,
+        cluster,
         &jobs,
         &nodes,
         &starts,
@@ -159,7 +179,7 @@ pub async fn refold(
         store::insert(conn, columns(chunk), catalog.version).await?;
     }
     // The same selection now holds exactly the new failures (the old ones overlapping it are gone).
-    let counts = rollups_store::facts_in_ranges(conn, &clusters, &keys, &starts, &ends).await?;
+    let counts = rollups_store::facts_in_ranges(conn, cluster, &keys, &starts, &ends).await?;
     rollups::Delta::between(&counted, &counts).apply(conn).await?;
     Ok(drafts.len())
 }
@@ -172,8 +192,8 @@ pub async fn rebuild_all(conn: &mut PgConnection, catalog: &Catalog, window: Dur
     store::delete_rebuildable(conn).await?;
     let frozen: std::collections::HashSet<Uuid> = store::frozen_signal_ids(conn).await?.into_iter().collect();
     let mut pending: Vec<Folded> = Vec::new();
-    {
-        let mut rows = store::all_signals(conn);
+    for cluster in store::signal_clusters(conn).await? {
+        let mut rows = store::all_signals(conn, &cluster);
         let mut current: Option<(String, CorrelationKey)> = None;
         let mut batch: Vec<Signal> = Vec::new();
         while let Some(row) = rows.try_next().await? {

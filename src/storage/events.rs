@@ -54,10 +54,30 @@ pub async fn extend_stored(
     if candidates.is_empty() {
         return Ok(out);
     }
-    let mut c = BurstCols::default();
+    // One cluster at a time (on Citus, one shard group per statement); a batch is usually one.
+    let mut by_cluster: std::collections::BTreeMap<&str, BurstCols> = std::collections::BTreeMap::new();
     for (i, b) in &candidates {
-        c.push(*i as i32, b);
+        by_cluster
+            .entry(b.event.cluster.as_str())
+            .or_default()
+            .push(*i as i32, b);
     }
+    for (cluster, c) in by_cluster {
+        for (idx, target) in extend_stored_of_cluster(conn, cluster, &c, gap, max_span).await? {
+            out[idx as usize] = Some(target);
+        }
+    }
+    Ok(out)
+}
+
+/// [`extend_stored`] for the candidate bursts of one cluster: (burst index, stored signal id).
+async fn extend_stored_of_cluster(
+    conn: &mut PgConnection,
+    cluster: &str,
+    c: &BurstCols<'_>,
+    gap: Duration,
+    max_span: Duration,
+) -> Result<Vec<(i32, Uuid)>, sqlx::Error> {
     let gap_secs = gap.num_milliseconds() as f64 / 1000.0;
     let span_secs = max_span.num_milliseconds() as f64 / 1000.0;
     // The batch's whole reach, implied by each probe's own bounds. As parameters they let Postgres
@@ -74,7 +94,7 @@ pub async fn extend_stored(
          ), matched AS (
              SELECT t.idx, t.cluster, t.first_at, t.last_at, t.cnt, s.id AS target, s.occurred_at AS target_at
              FROM t CROSS JOIN LATERAL (SELECT e.id, e.occurred_at FROM events e
-                      WHERE e.cluster = t.cluster AND e.node = t.node AND e.kind = t.kind
+                      WHERE e.cluster = $18 AND e.node = t.node AND e.kind = t.kind
                         AND e.job_id IS NOT DISTINCT FROM t.job_id AND e.gpu_index IS NOT DISTINCT FROM t.gpu_index
                         AND e.code IS NOT DISTINCT FROM t.code AND e.symptom IS NOT DISTINCT FROM t.symptom
                         AND e.rc_category IS NOT DISTINCT FROM t.rc_category
@@ -92,7 +112,7 @@ pub async fn extend_stored(
                 SET repeat_count = e.repeat_count + agg.cnt,
                     occurred_at = LEAST(e.occurred_at, agg.first_at),
                     last_occurred_at = GREATEST(COALESCE(e.last_occurred_at, e.occurred_at), agg.last_at)
-               FROM agg WHERE e.cluster = agg.cluster AND e.occurred_at = agg.target_at AND e.id = agg.target
+               FROM agg WHERE e.cluster = $18 AND e.occurred_at = agg.target_at AND e.id = agg.target
                  AND GREATEST(COALESCE(e.last_occurred_at, e.occurred_at), agg.last_at) - LEAST(e.occurred_at, agg.first_at)
                      <= make_interval(secs => $15)
              RETURNING e.id
@@ -115,13 +135,11 @@ pub async fn extend_stored(
         span_secs,
         lowest,
         highest,
+        cluster,
     )
     .fetch_all(&mut *conn)
     .await?;
-    for r in rows {
-        out[r.idx as usize] = Some(r.target);
-    }
-    Ok(out)
+    Ok(rows.into_iter().map(|r| (r.idx, r.target)).collect())
 }
 
 #[derive(Default)]

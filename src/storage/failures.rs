@@ -24,7 +24,7 @@ pub struct SignalRow {
     pub rc_category: Option<String>,
     pub rc_component: Option<String>,
     pub message: Option<String>,
-    /// The job that ran on the node when a node-only signal occurred (`faultline_attributed_job`).
+    /// The job that ran on the node when a node-only signal occurred.
     pub attributed_job: Option<String>,
 }
 
@@ -35,21 +35,29 @@ pub struct Attribution {
     pub job_id: String,
 }
 
-/// For node-only signals (id, cluster, node, time), the job that ran on the node then, if any.
+/// For node-only signals of one cluster (id, node, time), the job that ran on the node then, if
+/// any: the latest started run, then the smallest job id.
+///
+/// Like every statement here that reads per-cluster tables for a set of keys, it reads one
+/// cluster: on Citus the whole statement then runs on the one shard group that holds the cluster.
 pub async fn attributed_jobs(
     conn: &mut PgConnection,
+    cluster: &str,
     ids: &[Uuid],
-    clusters: &[&str],
     nodes: &[&str],
     times: &[DateTime<Utc>],
 ) -> Result<Vec<Attribution>, sqlx::Error> {
     sqlx::query_as!(
         Attribution,
-        r#"SELECT u.id AS "id!", faultline_attributed_job(u.cluster, u.node, NULL, u.at) AS "job_id!"
-         FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::timestamptz[]) AS u(id, cluster, node, at)
-         WHERE faultline_attributed_job(u.cluster, u.node, NULL, u.at) IS NOT NULL"#,
+        r#"SELECT u.id AS "id!", a.job_id AS "job_id!"
+         FROM UNNEST($2::uuid[], $3::text[], $4::timestamptz[]) AS u(id, node, at)
+         CROSS JOIN LATERAL (
+             SELECT r.job_id FROM job_node_runs r
+             WHERE r.cluster = $1 AND r.node = u.node AND tstzrange(r.started_at, r.ended_at, '[]') @> u.at
+             ORDER BY r.started_at DESC, r.job_id
+             LIMIT 1) a"#,
+        cluster,
         ids,
-        clusters as &[&str],
         nodes as &[&str],
         times,
     )
@@ -71,7 +79,7 @@ pub struct FailureSpan {
 /// they are neither widened into nor deleted by a re-fold.
 pub async fn failure_spans(
     conn: &mut PgConnection,
-    clusters: &[&str],
+    cluster: &str,
     keys: &[String],
     starts: &[DateTime<Utc>],
     ends: &[DateTime<Utc>],
@@ -79,11 +87,11 @@ pub async fn failure_spans(
     sqlx::query_as!(
         FailureSpan,
         r#"SELECT k.idx AS "idx!", min(f.first_at) AS "first_at!", max(f.last_at) AS "last_at!"
-         FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS k(cluster, key, s, e, idx)
-         JOIN failures f ON f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
+         FROM UNNEST($2::text[], $3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS k(key, s, e, idx)
+         JOIN failures f ON f.cluster = $1 AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
          WHERE f.first_at >= (SELECT retained_from FROM signal_retention)
          GROUP BY k.idx"#,
-        clusters as &[&str],
+        cluster,
         keys,
         starts,
         ends,
@@ -95,17 +103,17 @@ pub async fn failure_spans(
 /// Deletes the failures of each key overlapping its range (frozen ones excepted).
 pub async fn delete_in_ranges(
     conn: &mut PgConnection,
-    clusters: &[&str],
+    cluster: &str,
     keys: &[String],
     starts: &[DateTime<Utc>],
     ends: &[DateTime<Utc>],
 ) -> Result<u64, sqlx::Error> {
     Ok(sqlx::query!(
         "DELETE FROM failures f
-         USING UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS k(cluster, key, s, e)
-         WHERE f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
+         USING UNNEST($2::text[], $3::timestamptz[], $4::timestamptz[]) AS k(key, s, e)
+         WHERE f.cluster = $1 AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
            AND f.first_at >= (SELECT retained_from FROM signal_retention)",
-        clusters as &[&str],
+        cluster,
         keys,
         starts,
         ends,
@@ -129,7 +137,7 @@ pub async fn delete_in_ranges(
 #[allow(clippy::too_many_arguments)]
 pub async fn signals_of_keys(
     conn: &mut PgConnection,
-    clusters: &[&str],
+    cluster: &str,
     jobs: &[Option<&str>],
     nodes: &[Option<&str>],
     starts: &[DateTime<Utc>],
@@ -143,14 +151,14 @@ pub async fn signals_of_keys(
     let highest = ends.iter().max().copied();
     sqlx::query_as!(
         SignalRow,
-        r#"WITH k AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::uuid[])
-                    AS k(cluster, job, node, s, e, alone))
+        r#"WITH k AS (SELECT * FROM UNNEST($2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::uuid[])
+                    AS k(job, node, s, e, alone))
          SELECT e.id AS "id!", e.occurred_at AS "occurred_at!", COALESCE(e.last_occurred_at, e.occurred_at) AS "last_at!",
                 e.cluster AS "cluster!", e.node, e.job_id, e.gpu_model, e.kind AS "kind!", e.code, e.symptom,
                 e.rc_category, e.rc_component, e.message, NULL::text AS "attributed_job?"
          FROM k CROSS JOIN LATERAL (
              SELECT * FROM events e
-             WHERE e.cluster = k.cluster AND e.job_id = k.job AND e.occurred_at <= k.e
+             WHERE e.cluster = $1 AND e.job_id = k.job AND e.occurred_at <= k.e
                AND COALESCE(e.last_occurred_at, e.occurred_at) >= k.s
                AND e.occurred_at >= k.s - make_interval(secs => $7)
                AND e.occurred_at >= $8 AND e.occurred_at <= $9
@@ -161,42 +169,46 @@ pub async fn signals_of_keys(
                 e.job_id, e.gpu_model, e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
                 k.job
          FROM k
-             JOIN jobs j ON j.cluster = k.cluster AND j.job_id = k.job
+             JOIN jobs j ON j.cluster = $1 AND j.job_id = k.job
              CROSS JOIN LATERAL (SELECT DISTINCT unnest(j.nodes)) AS jn(node)
              CROSS JOIN LATERAL (
                  SELECT * FROM events e
-                 WHERE e.cluster = k.cluster AND e.job_id IS NULL AND e.node = jn.node
+                 WHERE e.cluster = $1 AND e.job_id IS NULL AND e.node = jn.node
                    AND COALESCE(e.last_occurred_at, e.occurred_at) >= k.s AND e.occurred_at <= k.e
                    AND e.occurred_at >= k.s - make_interval(secs => $7)
                    AND e.occurred_at BETWEEN j.started_at AND COALESCE(j.ended_at, 'infinity')
                    AND e.occurred_at >= $8 AND e.occurred_at <= $9
                  OFFSET 0) e
          WHERE k.job IS NOT NULL
-           AND faultline_attributed_job(e.cluster, e.node, e.job_id, e.occurred_at) = k.job
+           AND (SELECT r.job_id FROM job_node_runs r
+                WHERE r.cluster = $1 AND r.node = e.node AND tstzrange(r.started_at, r.ended_at, '[]') @> e.occurred_at
+                ORDER BY r.started_at DESC, r.job_id LIMIT 1) = k.job
          UNION ALL
          SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at), e.cluster, e.node,
                 e.job_id, e.gpu_model, e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
                 NULL
          FROM k CROSS JOIN LATERAL (
              SELECT * FROM events e
-             WHERE e.cluster = k.cluster AND e.job_id IS NULL AND e.node = k.node
+             WHERE e.cluster = $1 AND e.job_id IS NULL AND e.node = k.node
                AND e.occurred_at <= k.e AND COALESCE(e.last_occurred_at, e.occurred_at) >= k.s
                AND e.occurred_at >= k.s - make_interval(secs => $7)
                AND e.occurred_at >= $8 AND e.occurred_at <= $9
              OFFSET 0) e
          WHERE k.job IS NULL AND k.node IS NOT NULL
-           AND faultline_attributed_job(e.cluster, e.node, e.job_id, e.occurred_at) IS NULL
+           AND (SELECT r.job_id FROM job_node_runs r
+                WHERE r.cluster = $1 AND r.node = e.node AND tstzrange(r.started_at, r.ended_at, '[]') @> e.occurred_at
+                ORDER BY r.started_at DESC, r.job_id LIMIT 1) IS NULL
          UNION ALL
          SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at), e.cluster, e.node,
                 e.job_id, e.gpu_model, e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
                 NULL
          FROM k CROSS JOIN LATERAL (
              SELECT * FROM events e
-             WHERE e.cluster = k.cluster AND e.id = k.alone AND e.occurred_at BETWEEN k.s AND k.e
+             WHERE e.cluster = $1 AND e.id = k.alone AND e.occurred_at BETWEEN k.s AND k.e
                AND e.occurred_at >= $8 AND e.occurred_at <= $9
              OFFSET 0) e
          WHERE k.alone IS NOT NULL"#,
-        clusters as &[&str],
+        cluster,
         jobs as &[Option<&str>],
         nodes as &[Option<&str>],
         starts,
@@ -210,21 +222,34 @@ pub async fn signals_of_keys(
     .await
 }
 
-/// Every signal with its attributed job, ordered by cluster and correlation key, then time: the
+/// The clusters that have stored signals, in order: a rebuild goes through them one at a time.
+pub async fn signal_clusters(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT DISTINCT cluster AS "cluster!" FROM events ORDER BY 1"#)
+        .fetch_all(&mut *conn)
+        .await
+}
+
+/// Every signal of `cluster` with its attributed job, ordered by correlation key, then time: the
 /// input of a full rebuild, streamed.
-pub fn all_signals(conn: &mut PgConnection) -> BoxStream<'_, Result<SignalRow, sqlx::Error>> {
+pub fn all_signals<'c>(conn: &'c mut PgConnection, cluster: &'c str) -> BoxStream<'c, Result<SignalRow, sqlx::Error>> {
     sqlx::query_as!(
         SignalRow,
         r#"SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at) AS "last_at!", e.cluster, e.node,
                 e.job_id, e.gpu_model, e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
                 a.job_id AS "attributed_job?"
          FROM events e
-         CROSS JOIN LATERAL (SELECT faultline_attributed_job(e.cluster, e.node, e.job_id, e.occurred_at) AS job_id) a
-         ORDER BY e.cluster,
-                  (CASE WHEN COALESCE(e.job_id, a.job_id) IS NOT NULL THEN 'job:' || COALESCE(e.job_id, a.job_id)
+         LEFT JOIN LATERAL (
+             SELECT r.job_id FROM job_node_runs r
+             WHERE e.job_id IS NULL AND r.cluster = $1 AND r.node = e.node
+               AND tstzrange(r.started_at, r.ended_at, '[]') @> e.occurred_at
+             ORDER BY r.started_at DESC, r.job_id
+             LIMIT 1) a ON true
+         WHERE e.cluster = $1
+         ORDER BY (CASE WHEN COALESCE(e.job_id, a.job_id) IS NOT NULL THEN 'job:' || COALESCE(e.job_id, a.job_id)
                         WHEN e.node IS NOT NULL THEN 'node:' || e.node
                         ELSE 'alone:' || e.id::text END),
                   e.occurred_at, e.id"#,
+        cluster,
     )
     .fetch(conn)
 }

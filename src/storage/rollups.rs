@@ -62,22 +62,22 @@ impl Facts {
 /// `failures::delete_in_ranges`, so re-folded failures are read before the delete and after the insert.
 pub async fn facts_in_ranges(
     conn: &mut PgConnection,
-    clusters: &[&str],
+    cluster: &str,
     keys: &[String],
     starts: &[DateTime<Utc>],
     ends: &[DateTime<Utc>],
 ) -> Result<Facts, sqlx::Error> {
-    let causes = cause_facts_in_ranges(conn, clusters, keys, starts, ends).await?;
+    let causes = cause_facts_in_ranges(conn, cluster, keys, starts, ends).await?;
     let errors = sqlx::query_as!(
         ErrorFact,
         r#"SELECT (f.first_at AT TIME ZONE 'UTC')::date AS "day!", f.cluster AS "cluster!", x.kind AS "kind!",
                   x.code AS "code!", f.severity AS "severity!", sum(x.root_failures)::bigint AS "root_failures!",
                   sum(x.holding_failures)::bigint AS "holding_failures!", sum(x.signals)::bigint AS "signals!"
-           FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS k(cluster, key, s, e)
-           JOIN failures f ON f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
+           FROM UNNEST($2::text[], $3::timestamptz[], $4::timestamptz[]) AS k(key, s, e)
+           JOIN failures f ON f.cluster = $1 AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
            CROSS JOIN LATERAL failure_error_entries(f.root_kind, f.root_code, f.signal_kinds) x
            GROUP BY 1, 2, 3, 4, 5"#,
-        clusters as &[&str],
+        cluster,
         keys,
         starts,
         ends,
@@ -113,7 +113,7 @@ pub async fn error_facts_between<'e>(
 
 async fn cause_facts_in_ranges(
     conn: &mut PgConnection,
-    clusters: &[&str],
+    cluster: &str,
     keys: &[String],
     starts: &[DateTime<Utc>],
     ends: &[DateTime<Utc>],
@@ -126,11 +126,11 @@ async fn cause_facts_in_ranges(
                   COALESCE(f.symptom, 'unspecified') AS "symptom!", COALESCE(n.group_label, '') AS "node_group!",
                   CASE WHEN n.group_label IS NULL THEN COALESCE(f.root_node, '') ELSE '' END AS "root_node!",
                   count(*) AS "failures!", sum(f.signal_count)::bigint AS "signals!"
-           FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS k(cluster, key, s, e)
-           JOIN failures_effective f ON f.cluster = k.cluster AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
+           FROM UNNEST($2::text[], $3::timestamptz[], $4::timestamptz[]) AS k(key, s, e)
+           JOIN failures_effective f ON f.cluster = $1 AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
            LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node
            GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9"#,
-        clusters as &[&str],
+        cluster,
         keys,
         starts,
         ends,

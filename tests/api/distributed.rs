@@ -131,7 +131,7 @@ async fn answers(app: &TestApp) -> Vec<(String, u16, String)> {
         "timeline",
         "baselines",
         "lemon-nodes",
-        "job-plan?gpus=1024&hours=72",
+        "job-plan?gpus=1024",
     ]
     .iter()
     .map(|a| {
@@ -143,10 +143,31 @@ async fn answers(app: &TestApp) -> Vec<(String, u16, String)> {
         "/v1/analytics/compare?a_from=2026-10-01T00:00:00Z&a_to=2026-10-15T00:00:00Z&b_from=2026-10-15T00:00:00Z&b_to=2026-10-29T00:00:00Z"
     ));
     paths.push(format!("/v1/reports/reliability?{w}&format=markdown"));
-    paths.push("/v1/failures?limit=1000".into());
-    paths.push("/v1/failures?limit=1000&format=csv".into());
-    paths.push("/v1/nodes?limit=1000".into());
+    paths.push("/v1/nodes".into());
     let mut out = Vec::new();
+    // Every failure, page by page (the cursor continues where the last page ended).
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/v1/failures?limit=1000&cursor={c}"),
+            None => "/v1/failures?limit=1000".to_string(),
+        };
+        let res = app
+            .client
+            .get(app.url(&path))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let body = res.text().await.unwrap();
+        let page: serde_json::Value = serde_json::from_str(&body).unwrap();
+        cursor = page["next_cursor"].as_str().map(str::to_string);
+        out.push(("/v1/failures (page)".to_string(), status, body));
+        if cursor.is_none() {
+            break;
+        }
+    }
     for path in paths {
         let res = app
             .client
@@ -168,8 +189,24 @@ async fn a_simulated_fleet_answers_the_same_on_citus_as_on_one_postgres() {
     load_fleet(&plain).await;
     load_fleet(&citus).await;
     let (expected, got) = (answers(&plain).await, answers(&citus).await);
+    assert_eq!(expected.len(), got.len());
     for ((path, status, body), (_, citus_status, citus_body)) in expected.iter().zip(&got) {
+        // When each database stored a node is the one thing that differs.
+        let (body, citus_body) = (without_updated_at(body), without_updated_at(citus_body));
         assert_eq!(*status, 200, "{path}: {body}");
-        assert_eq!((citus_status, citus_body), (status, body), "{path}");
+        assert_eq!((citus_status, &citus_body), (status, &body), "{path}");
     }
+}
+
+fn without_updated_at(body: &str) -> String {
+    let mut value: serde_json::Value = match serde_json::from_str(body) {
+        Ok(v) => v,
+        Err(_) => return body.to_string(),
+    };
+    if let Some(nodes) = value.get_mut("nodes").and_then(|n| n.as_array_mut()) {
+        for node in nodes {
+            node.as_object_mut().map(|o| o.remove("updated_at"));
+        }
+    }
+    value.to_string()
 }
