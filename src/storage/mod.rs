@@ -10,6 +10,7 @@ pub mod jobs;
 pub mod lexicon;
 pub mod lifecycle;
 pub mod locks;
+pub mod migration_checksums;
 pub mod nodes;
 pub mod partitions;
 pub mod rollups;
@@ -20,6 +21,9 @@ use sqlx::PgPool;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
+/// Runs the migrations, after accepting the reworded comments of released ones
+/// ([`migration_checksums`]).
 pub async fn migrate(db: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    migration_checksums::adopt_reworded(db).await?;
     MIGRATOR.run(db).await
 }

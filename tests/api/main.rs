@@ -19,6 +19,7 @@ mod instances;
 mod inventory;
 mod logs;
 mod metrics;
+mod migrations;
 mod openapi;
 mod replica;
 mod report;
