@@ -250,25 +250,11 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
         fleet.truth.by_category
     );
     let client = faultline::devtools::client::Client::new(&args.server, &args.token)?;
-    let nodes = client.put_nodes(&fleet.nodes, 1000).await?;
-    eprintln!("  nodes upserted: {}", nodes.accepted);
-    let jobs = client.put_jobs(&fleet.jobs, 1000).await?;
-    eprintln!("  jobs upserted: {}, rejected {}", jobs.accepted, jobs.rejected);
-    let sent = client.post_events(&fleet.events, args.batch, 1, true).await?;
+    let sent = client.send_fleet(&fleet, args.batch, true).await?;
     eprintln!(
-        "  accepted {}, duplicates {}, rejected {}, retries {}",
-        sent.accepted, sent.duplicates, sent.rejected, sent.retries
+        "  retries (waits the server asked for, connections retried): {}",
+        sent.retries()
     );
-    let states = client.post_node_states(&fleet.node_states).await?;
-    eprintln!("  node drains and returns recorded: {}", states.accepted);
-    // Finding the failures to patch needs a token that may also read them (admin).
-    match client.patch_lifecycles(&fleet.lifecycles).await {
-        Ok(patched) => eprintln!(
-            "  failure lifecycles recorded: {} (failure not found: {})",
-            patched.accepted, patched.rejected
-        ),
-        Err(e) => eprintln!("  failure lifecycles not recorded ({e}); send them with an admin token"),
-    }
     Ok(())
 }
 
