@@ -2,122 +2,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
-use faultline::app::configuration::{AppConfig, DatabaseSettings, ServeSettings};
+use clap::Parser;
+use faultline::app::configuration::{AppConfig, ServeSettings};
 use faultline::app::{startup, telemetry};
+use faultline::cli::{Cli, Command, ReportArgs, ReportFormat, SimulateArgs};
 use faultline::db::database;
 use faultline::domain::auth::generate_admin_token;
-
-#[derive(Parser)]
-#[command(
-    name = "faultline",
-    version,
-    about = "Failure-telemetry warehouse for GPU training clusters"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run the REST service (migrations run first).
-    Serve(ServeSettings),
-    /// Run the database migrations and exit.
-    Migrate(DatabaseSettings),
-    /// Print the OpenAPI document.
-    Openapi,
-    /// Generate a simulated fleet and send it to a server as an agent would.
-    Simulate(SimulateArgs),
-    /// Fetch the reliability report (HTML with charts, or Markdown tables) from a server.
-    Report(ReportArgs),
-    /// Measure ingest throughput and analytics latency on a large simulated fleet.
-    Bench(BenchArgs),
-    /// Measure the log-line parsers on one core (99 % noise, 1 % signals) and print lines/s.
-    BenchParse {
-        #[arg(long, default_value_t = 100_000)]
-        lines: usize,
-    },
-}
-
-#[derive(clap::Args)]
-struct SimulateArgs {
-    /// Base URL of the Faultline server.
-    #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
-    server: String,
-    /// An agent (or admin) token.
-    #[arg(long, env = "FAULTLINE_TOKEN")]
-    token: String,
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
-    /// Days simulated, ending now (or starting at --start); the default is what `serve --demo` loads.
-    #[arg(long, default_value_t = faultline::devtools::demo::DEMO_DAYS)]
-    days: u32,
-    /// Nodes in the fleet (8 GPUs each, mostly).
-    #[arg(long, default_value_t = 256)]
-    nodes: u32,
-    /// First instant, RFC 3339 (default: `days` days before now).
-    #[arg(long, value_parser = faultline::domain::window::parse_rfc3339)]
-    start: Option<chrono::DateTime<chrono::Utc>>,
-    /// Events per request.
-    #[arg(long, default_value_t = 5000)]
-    batch: usize,
-}
-
-#[derive(clap::Args)]
-struct ReportArgs {
-    /// Base URL of the Faultline server.
-    #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
-    server: String,
-    /// A reader (or admin) token.
-    #[arg(long, env = "FAULTLINE_TOKEN")]
-    token: String,
-    /// Start of the window, RFC 3339 (default: 30 days before `to`).
-    #[arg(long, value_parser = faultline::domain::window::parse_rfc3339)]
-    from: Option<chrono::DateTime<chrono::Utc>>,
-    /// End of the window (exclusive), RFC 3339 (default: now).
-    #[arg(long, value_parser = faultline::domain::window::parse_rfc3339)]
-    to: Option<chrono::DateTime<chrono::Utc>>,
-    /// Restrict to one cluster.
-    #[arg(long)]
-    cluster: Option<String>,
-    #[arg(long, value_enum, default_value_t = ReportFormat::Html)]
-    format: ReportFormat,
-    /// Where to write the report (default: standard output).
-    #[arg(long)]
-    out: Option<PathBuf>,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ReportFormat {
-    Html,
-    Markdown,
-}
-
-#[derive(clap::Args)]
-struct BenchArgs {
-    #[command(flatten)]
-    database: DatabaseSettings,
-    /// Approximate number of signals to generate.
-    #[arg(long, default_value_t = 1_000_000)]
-    signals: usize,
-    /// Events per request.
-    #[arg(long, default_value_t = 5000)]
-    batch: usize,
-    /// Requests in flight at once (a fleet's agents send concurrently; 1 = one sender in turn).
-    #[arg(long, default_value_t = 4)]
-    senders: usize,
-    #[arg(long, default_value_t = 7)]
-    seed: u64,
-    /// A fixed fleet of this many nodes (8 GPUs each, mostly; 12,500 is a 100,000-GPU fleet),
-    /// simulated over as many years as --signals needs. Default: one year, the fleet sized to the
-    /// signals.
-    #[arg(long)]
-    nodes: Option<u32>,
-    /// Database to drop and recreate for the run (one per concurrent run on a shared server).
-    #[arg(long, default_value = "faultline_bench")]
-    db_name: String,
-}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -127,7 +17,7 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", faultline::http::openapi::openapi_json());
             Ok(())
         }
-        Command::BenchParse { lines } => {
+        Command::BenchParse(faultline::cli::BenchParseArgs { lines }) => {
             let r = faultline::logparse::bench::bench_parse(lines);
             println!(
                 "parsed {} lines ({} signals) in {:.4} s (best of {} passes): {:.0} lines/s per core, {:.1} MB/s",
@@ -190,7 +80,7 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
         _ => load_or_create_admin_token(&settings.database.data_dir)?,
     };
     let config = AppConfig {
-        admin_token,
+        admin_token: admin_token.clone(),
         limits: settings.limits.clone(),
         correlation_window: Duration::from_secs(settings.correlation_window_secs.into()),
         edge: settings.edge.clone(),
