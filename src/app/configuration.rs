@@ -55,8 +55,8 @@ pub struct Limits {
     /// Most items in one batch.
     #[arg(long, env = "FAULTLINE_MAX_BATCH_ITEMS", default_value_t = 10_000)]
     pub max_batch_items: usize,
-    /// Ingest requests processed at once (never more than the database pool less a quarter, see
-    /// `app::edge::ingest_slots`); beyond that the answer is 503 with Retry-After.
+    /// Ingest requests processed at once (never more than the database pool less a quarter, which
+    /// is kept for reads); beyond that the answer is 503 with Retry-After.
     #[arg(long, env = "FAULTLINE_MAX_INFLIGHT_INGEST", default_value_t = 32)]
     pub max_inflight_ingest: usize,
 }
