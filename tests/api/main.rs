@@ -10,6 +10,7 @@ mod cost;
 mod cost_simulated;
 mod decisions;
 mod demo;
+mod docs;
 mod edge;
 mod failures;
 mod fold_order;
