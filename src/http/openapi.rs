@@ -222,7 +222,8 @@ pub fn document() -> serde_json::Value {
 ///   alone is an annotation, an empty string would pass it);
 /// - a lifecycle patch changes something: a field other than `recovery_minutes`, or a
 ///   `recovery_minutes` object naming a phase (`{}` and null change nothing: 400 `empty_patch`);
-/// - a job that is `running` has no `end`; any other state needs one.
+/// - a job that is `running` has no `end`; any other state needs one;
+/// - a signal's integer `code` fits an i64.
 ///
 /// What no schema can state stays in the operations' 400/422 descriptions (a window's order, an
 /// `end` before `start`, a signal more than 24 h ahead).
@@ -238,6 +239,13 @@ fn schema_rules(doc: &mut serde_json::Value) {
                 };
                 if is_string && map.get("format").is_some_and(|f| f == "date-time") {
                     map.entry("minLength").or_insert(json!(20));
+                }
+                // A signal's `code` is read as an i64: beyond it the answer is 400.
+                if let Some(code) = map.get_mut("code")
+                    && code.get("format").is_some_and(|f| f == "int64")
+                {
+                    code["minimum"] = json!(i64::MIN);
+                    code["maximum"] = json!(i64::MAX);
                 }
                 map.values_mut().for_each(timestamps);
             }
