@@ -1,4 +1,4 @@
--- The free-text lexicon (issue 11): terms that name components, failures, healthy states and
+-- The free-text lexicon: terms that name components, failures, healthy states and
 -- symptoms, mapped onto the v1 taxonomy. Data, like the rules: admins edit it through
 -- /v1/classification-terms, every edit bumps catalog_state.version and re-classifies all failures.
 -- Generated from src/classify/lexicon.tsv by scripts/gen_lexicon_migration.py.

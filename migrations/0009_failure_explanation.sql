@@ -1,3 +1,3 @@
--- Every classification says why (issue 11): the rule id or the lexicon terms that decided.
+-- Every classification says why: the rule id or the lexicon terms that decided.
 -- Filled by the next rebuild (ingest of the key, or any catalog edit).
 ALTER TABLE failures ADD COLUMN explanation text NOT NULL DEFAULT '';

@@ -1,4 +1,4 @@
--- The reporting interface (issue 12, item 4): a `reporting` schema of read-only views whose columns
+-- The reporting interface: a `reporting` schema of read-only views whose columns
 -- are a contract for Grafana and ad-hoc SQL, and a `faultline_reader` role that may read only them.
 -- Internal tables may change shape; these views keep their column names and types (new columns may
 -- be added at the end; nothing is renamed or removed without a new view name).

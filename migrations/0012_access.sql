@@ -1,4 +1,4 @@
--- Access for more than one team (issue 12, item 6): tokens that expire, and an audit log of admin
+-- Access for more than one team: tokens that expire, and an audit log of admin
 -- actions. Neither is in the `reporting` schema: a Grafana user reads neither tokens nor the audit.
 
 -- NULL: the token never expires. An expired token answers 401 and stays listed until revoked.

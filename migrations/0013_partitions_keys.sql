@@ -1,4 +1,4 @@
--- Issue 13 (items 1 and 5) and issue 10 (write cost):
+-- Storage for retention, a distributed Postgres and cheaper writes:
 --  * `events` is partitioned by month of occurred_at, so retention drops whole partitions (no
 --    DELETE, no bloat) and each partition's indexes stay small; the ledger `event_ids` keeps the
 --    sender's id as its key (see below) and loses a dropped month's ids by DELETE;

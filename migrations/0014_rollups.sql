@@ -1,4 +1,4 @@
--- Rollups (issue 13, item 2): failure counts pre-aggregated per UTC day and per UTC month, so the
+-- Rollups: failure counts pre-aggregated per UTC day and per UTC month, so the
 -- headline analytics over a year read a few thousand rows instead of every failure. Maintained in
 -- the transaction that writes the failures they count (re-fold, catalog rebuild), the post-mortems
 -- that change a failure's effective cause and the inventory changes that move a failure to another

@@ -1,4 +1,4 @@
--- Rollups for top-errors (issue 13, item 2): what the failures' signals were, pre-aggregated per UTC
+-- Rollups for top-errors: what the failures' signals were, pre-aggregated per UTC
 -- day and per UTC month like `rollup_causes` (migration 0014), so top-errors over a year reads a few
 -- thousand rows instead of every failure and every entry of its `signal_kinds`. Maintained where
 -- `rollup_causes` is: in the transaction of each re-fold and of the rebuild after a catalog edit.

@@ -1,4 +1,4 @@
--- Quarter rows in the three rollups (issue 13): a year's window read twelve month rows per key,
+-- Quarter rows in the three rollups: a year's window read twelve month rows per key,
 -- and MTBF's keys are per node for unlabelled nodes, so at 100,000 GPUs that is tens of thousands
 -- of rows a request. With quarters (bucket = the first day of the UTC calendar quarter) a year
 -- reads about three quarters and a few months. Ingest writes a quarter row beside each day and

@@ -20,7 +20,7 @@ for line in (root / "src/classify/lexicon.tsv").read_text().splitlines():
     cat = CATEGORY[component] if kind in ("component", "fault") else "unknown"
     q = lambda s: s.replace("'", "''")
     rows.append(f"  ('{q(term)}', '{kind}', '{cat}', '{component}', {w}, '{q(source)}')")
-sql = """-- The free-text lexicon (issue 11): terms that name components, failures, healthy states and
+sql = """-- The free-text lexicon: terms that name components, failures, healthy states and
 -- symptoms, mapped onto the v1 taxonomy. Data, like the rules: admins edit it through
 -- /v1/classification-terms, every edit bumps catalog_state.version and re-classifies all failures.
 -- Generated from src/classify/lexicon.tsv by scripts/gen_lexicon_migration.py.

@@ -6,6 +6,7 @@
 pub mod analytics;
 pub mod app;
 pub mod classify;
+pub mod cli;
 pub mod db;
 pub mod devtools;
 pub mod domain;

@@ -2,132 +2,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
-use faultline::app::configuration::{AppConfig, DatabaseSettings, ServeSettings};
+use clap::Parser;
+use faultline::app::configuration::{AppConfig, ServeSettings};
 use faultline::app::{startup, telemetry};
+use faultline::cli::{Cli, Command, MigrateArgs, ReportArgs, ReportFormat, SimulateArgs};
 use faultline::db::database;
 use faultline::domain::auth::generate_admin_token;
-
-#[derive(Parser)]
-#[command(
-    name = "faultline",
-    version,
-    about = "Failure-telemetry warehouse for GPU training clusters"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(clap::Args)]
-struct MigrateArgs {
-    #[command(flatten)]
-    db: DatabaseSettings,
-    /// Create the `citus` extension (the server must preload it) and distribute the tables by
-    /// cluster. A database that has the extension is distributed by every migrate and start anyway.
-    #[arg(long)]
-    distributed: bool,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run the REST service (migrations run first).
-    Serve(ServeSettings),
-    /// Run the database migrations and exit (on Citus, also distribute the tables).
-    Migrate(MigrateArgs),
-    /// Print the OpenAPI document.
-    Openapi,
-    /// Generate a simulated fleet and send it to a server as an agent would.
-    Simulate(SimulateArgs),
-    /// Fetch the reliability report (HTML with charts, or Markdown tables) from a server.
-    Report(ReportArgs),
-    /// Measure ingest throughput and analytics latency on a large simulated fleet.
-    Bench(BenchArgs),
-    /// Measure the log-line parsers on one core (99 % noise, 1 % signals) and print lines/s.
-    BenchParse {
-        #[arg(long, default_value_t = 100_000)]
-        lines: usize,
-    },
-}
-
-#[derive(clap::Args)]
-struct SimulateArgs {
-    /// Base URL of the Faultline server.
-    #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
-    server: String,
-    /// An agent (or admin) token.
-    #[arg(long, env = "FAULTLINE_TOKEN")]
-    token: String,
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
-    /// Days simulated, ending now (or starting at --start); the default is what `serve --demo` loads.
-    #[arg(long, default_value_t = faultline::devtools::demo::DEMO_DAYS)]
-    days: u32,
-    /// Nodes in the fleet (8 GPUs each, mostly).
-    #[arg(long, default_value_t = 256)]
-    nodes: u32,
-    /// First instant, RFC 3339 (default: `days` days before now).
-    #[arg(long, value_parser = faultline::domain::window::parse_rfc3339)]
-    start: Option<chrono::DateTime<chrono::Utc>>,
-    /// Events per request.
-    #[arg(long, default_value_t = 5000)]
-    batch: usize,
-}
-
-#[derive(clap::Args)]
-struct ReportArgs {
-    /// Base URL of the Faultline server.
-    #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
-    server: String,
-    /// A reader (or admin) token.
-    #[arg(long, env = "FAULTLINE_TOKEN")]
-    token: String,
-    /// Start of the window, RFC 3339 (default: 30 days before `to`).
-    #[arg(long, value_parser = faultline::domain::window::parse_rfc3339)]
-    from: Option<chrono::DateTime<chrono::Utc>>,
-    /// End of the window (exclusive), RFC 3339 (default: now).
-    #[arg(long, value_parser = faultline::domain::window::parse_rfc3339)]
-    to: Option<chrono::DateTime<chrono::Utc>>,
-    /// Restrict to one cluster.
-    #[arg(long)]
-    cluster: Option<String>,
-    #[arg(long, value_enum, default_value_t = ReportFormat::Html)]
-    format: ReportFormat,
-    /// Where to write the report (default: standard output).
-    #[arg(long)]
-    out: Option<PathBuf>,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ReportFormat {
-    Html,
-    Markdown,
-}
-
-#[derive(clap::Args)]
-struct BenchArgs {
-    #[command(flatten)]
-    database: DatabaseSettings,
-    /// Approximate number of signals to generate.
-    #[arg(long, default_value_t = 1_000_000)]
-    signals: usize,
-    /// Events per request.
-    #[arg(long, default_value_t = 5000)]
-    batch: usize,
-    /// Requests in flight at once (a fleet's agents send concurrently; 1 = one sender in turn).
-    #[arg(long, default_value_t = 4)]
-    senders: usize,
-    #[arg(long, default_value_t = 7)]
-    seed: u64,
-    /// A fixed fleet of this many nodes (8 GPUs each, mostly; 12,500 is a 100,000-GPU fleet),
-    /// simulated over as many years as --signals needs. Default: one year, the fleet sized to the
-    /// signals.
-    #[arg(long)]
-    nodes: Option<u32>,
-    /// Database to drop and recreate for the run (one per concurrent run on a shared server).
-    #[arg(long, default_value = "faultline_bench")]
-    db_name: String,
-}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -137,7 +17,7 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", faultline::http::openapi::openapi_json());
             Ok(())
         }
-        Command::BenchParse { lines } => {
+        Command::BenchParse(faultline::cli::BenchParseArgs { lines }) => {
             let r = faultline::logparse::bench::bench_parse(lines);
             println!(
                 "parsed {} lines ({} signals) in {:.4} s (best of {} passes): {:.0} lines/s per core, {:.1} MB/s",
@@ -204,12 +84,12 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
     )
     .await?;
     let replica = database::open_replica(settings.read_database_url.as_deref(), &settings.edge.pool).await?;
-    let admin_token = match settings.admin_token.clone() {
-        Some(t) if !t.trim().is_empty() => t,
+    let (admin_token, origin) = match settings.admin_token.clone() {
+        Some(t) if !t.trim().is_empty() => (t, TokenOrigin::Given),
         _ => load_or_create_admin_token(&settings.database.data_dir)?,
     };
     let config = AppConfig {
-        admin_token,
+        admin_token: admin_token.clone(),
         limits: settings.limits.clone(),
         correlation_window: Duration::from_secs(settings.correlation_window_secs.into()),
         edge: settings.edge.clone(),
@@ -233,7 +113,20 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
             None => tracing::info!("database already holds events; demo fleet not loaded"),
         }
     }
-    tracing::info!(addr = %app.local_addr()?, "faultline listening; API docs at /docs");
+    let addr = app.local_addr()?;
+    tracing::info!(addr = %addr, "faultline listening; API docs at /docs");
+    // The token completes the sign-in link and the example when it was just generated (it is shown
+    // once anyway), or for a demo (a local trial: the stored one is in the data directory); a token
+    // set by flag or environment, or a stored one of a real deployment, stays out of the output.
+    let shown = match origin {
+        TokenOrigin::Generated => true,
+        TokenOrigin::Stored => settings.demo,
+        TokenOrigin::Given => false,
+    };
+    println!(
+        "{}",
+        faultline::app::welcome::message(addr, shown.then_some(admin_token.as_str()))
+    );
     let served = app.run_until(shutdown_signal()).await;
     // A request still running past the deadline may hold a connection, which `close` would wait for.
     if tokio::time::timeout(Duration::from_secs(2), database.pool.close())
@@ -269,25 +162,11 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
         fleet.truth.by_category
     );
     let client = faultline::devtools::client::Client::new(&args.server, &args.token)?;
-    let nodes = client.put_nodes(&fleet.nodes, 1000).await?;
-    eprintln!("  nodes upserted: {}", nodes.accepted);
-    let jobs = client.put_jobs(&fleet.jobs, 1000).await?;
-    eprintln!("  jobs upserted: {}, rejected {}", jobs.accepted, jobs.rejected);
-    let sent = client.post_events(&fleet.events, args.batch, 1, true).await?;
+    let sent = client.send_fleet(&fleet, args.batch, true).await?;
     eprintln!(
-        "  accepted {}, duplicates {}, rejected {}, retries {}",
-        sent.accepted, sent.duplicates, sent.rejected, sent.retries
+        "  retries (waits the server asked for, connections retried): {}",
+        sent.retries()
     );
-    let states = client.post_node_states(&fleet.node_states).await?;
-    eprintln!("  node drains and returns recorded: {}", states.accepted);
-    // Finding the failures to patch needs a token that may also read them (admin).
-    match client.patch_lifecycles(&fleet.lifecycles).await {
-        Ok(patched) => eprintln!(
-            "  failure lifecycles recorded: {} (failure not found: {})",
-            patched.accepted, patched.rejected
-        ),
-        Err(e) => eprintln!("  failure lifecycles not recorded ({e}); send them with an admin token"),
-    }
     Ok(())
 }
 
@@ -310,14 +189,24 @@ async fn report(args: ReportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where the admin token came from, which decides whether the start-up message may show it.
+enum TokenOrigin {
+    /// `--admin-token` / `FAULTLINE_ADMIN_TOKEN`.
+    Given,
+    /// The data directory's, from an earlier start.
+    Stored,
+    /// Generated by this start.
+    Generated,
+}
+
 /// Reads the admin token stored in the data directory, or creates one and prints it once.
-fn load_or_create_admin_token(data_dir: &Path) -> anyhow::Result<String> {
+fn load_or_create_admin_token(data_dir: &Path) -> anyhow::Result<(String, TokenOrigin)> {
     let path: PathBuf = data_dir.join("admin-token");
     if let Ok(existing) = std::fs::read_to_string(&path)
         && !existing.trim().is_empty()
     {
         tracing::info!(path = %path.display(), "using the admin token stored in the data directory");
-        return Ok(existing.trim().to_string());
+        return Ok((existing.trim().to_string(), TokenOrigin::Stored));
     }
     let token = generate_admin_token();
     write_private(&path, &token).with_context(|| format!("storing the admin token in {}", path.display()))?;
@@ -325,7 +214,7 @@ fn load_or_create_admin_token(data_dir: &Path) -> anyhow::Result<String> {
         "Generated admin token (stored in {}; shown once):\n  {token}",
         path.display()
     );
-    Ok(token)
+    Ok((token, TokenOrigin::Generated))
 }
 
 fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct DatabaseSettings {
-    /// Postgres URL. Without it Faultline uses a server on localhost:5432, else runs a private one.
-    #[arg(long, env = "DATABASE_URL")]
+    /// Postgres URL [default: a server on localhost:5432 if one answers, else a private one run in
+    /// the data directory].
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// Where the private Postgres cluster and the generated admin token live.
     #[arg(long, env = "FAULTLINE_DATA_DIR", default_value = ".faultline")]
@@ -20,12 +21,14 @@ pub struct ServeSettings {
     pub database: DatabaseSettings,
     /// Postgres URL of a read replica (a streaming standby of the database): analytics, the report
     /// and the lists read from it, a few hundred milliseconds behind the primary at most under normal
-    /// replication. Without it every read goes to the primary.
+    /// replication [default: none, every read goes to the primary].
     #[arg(long, env = "FAULTLINE_READ_DATABASE_URL", hide_env_values = true)]
     pub read_database_url: Option<String>,
+    /// Address and port to listen on (0.0.0.0:8080 for every interface; port 0 picks a free one).
     #[arg(long, env = "FAULTLINE_ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
-    /// Admin bearer token. Without it one is generated, stored in the data directory and printed once.
+    /// Admin bearer token [default: the one stored in the data directory; at the first start one is
+    /// generated there and printed once].
     #[arg(long, env = "FAULTLINE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
     #[command(flatten)]
@@ -37,8 +40,9 @@ pub struct ServeSettings {
     /// Signals of the same job (or node) closer than this fold into one failure.
     #[arg(long, env = "FAULTLINE_CORRELATION_WINDOW_SECS", default_value_t = 600)]
     pub correlation_window_secs: u32,
-    /// Load a simulated fleet into an empty database at start.
-    #[arg(long)]
+    /// Load a simulated fleet into an empty database at start (a database holding events is left
+    /// alone), and print the dashboard URL signed in with the admin token.
+    #[arg(long, env = "FAULTLINE_DEMO")]
     pub demo: bool,
 }
 
@@ -51,8 +55,8 @@ pub struct Limits {
     /// Most items in one batch.
     #[arg(long, env = "FAULTLINE_MAX_BATCH_ITEMS", default_value_t = 10_000)]
     pub max_batch_items: usize,
-    /// Ingest requests processed at once (never more than the pool less a quarter, see
-    /// `app::edge::ingest_slots`); beyond that the answer is 503 with Retry-After.
+    /// Ingest requests processed at once (never more than the database pool less a quarter, which
+    /// is kept for reads); beyond that the answer is 503 with Retry-After.
     #[arg(long, env = "FAULTLINE_MAX_INFLIGHT_INGEST", default_value_t = 32)]
     pub max_inflight_ingest: usize,
 }

@@ -6,3 +6,4 @@ pub mod maintenance;
 pub mod process_metrics;
 pub mod startup;
 pub mod telemetry;
+pub mod welcome;

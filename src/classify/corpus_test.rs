@@ -1,6 +1,6 @@
 //! The corpus test: real phrases from public sources, each with the category and component a
 //! reliability engineer gives it (`corpus/phrases.tsv`: message, kind, category, component,
-//! source). Prints the agreement of the rules alone (before issue 11) and of the full catalog.
+//! source). Prints the agreement of the rules alone (without the lexicon) and of the full catalog.
 
 use super::seed::{builtin_catalog, rules_only_catalog};
 use crate::domain::taxonomy::{Category, Component};

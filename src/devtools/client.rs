@@ -1,7 +1,9 @@
-//! A small API client used by `faultline simulate` (and reports): batched, retried sends with a
-//! progress line, as an agent would do it.
+//! A small API client used by `faultline simulate` and `faultline report` (and the benchmark):
+//! batched sends with a progress line, as an agent would do it. Every request goes through one
+//! retry loop ([`Client::send`]) that waits as long as the server's `Retry-After` asks on 429 and
+//! 503, for reads as for writes, and says so when it finally gives up.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
@@ -10,6 +12,62 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: String,
+    retry: RetryPolicy,
+}
+
+/// How long a client keeps trying one request.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Attempts of one request, the first included; then it fails with the last answer.
+    pub attempts: u32,
+    /// The longest single wait: a larger `Retry-After` is cut to this (a misconfigured proxy must
+    /// not park a client for an hour).
+    pub max_wait: Duration,
+    /// First wait when the answer names no `Retry-After` (connection refused, timeout, 502, 504),
+    /// doubled each time up to `max_backoff`.
+    pub first_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        // A per-token rate limit answers 429 with Retry-After: 1 while its bucket refills; several
+        // senders sharing one token may each be turned away a few times in a row, so 20 attempts.
+        RetryPolicy {
+            attempts: 20,
+            max_wait: Duration::from_secs(60),
+            first_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Answers worth retrying: the server asked to come back later (429, 503) or a proxy in front of it
+/// could not reach it (502, 504). Other errors would answer the same again.
+fn retryable(status: reqwest::StatusCode) -> bool {
+    matches!(status.as_u16(), 429 | 502 | 503 | 504)
+}
+
+/// `Retry-After` in its seconds form (the form our server sends); None for an HTTP date or junk.
+fn retry_after(res: &reqwest::Response) -> Option<Duration> {
+    let secs: u64 = res
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(secs))
+}
+
+/// An error body shortened for a one-line message.
+fn shortened(mut text: String) -> String {
+    if text.len() > 600 {
+        text.truncate(text.floor_char_boundary(600));
+        text.push_str(" ...");
+    }
+    text
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -20,13 +78,38 @@ pub struct SendTotals {
     pub retries: u64,
 }
 
+/// What [`Client::send_fleet`] sent, step by step.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FleetSent {
+    pub nodes: SendTotals,
+    pub jobs: SendTotals,
+    pub events: SendTotals,
+    pub node_states: SendTotals,
+    pub lifecycles: SendTotals,
+}
+
+impl FleetSent {
+    /// Retries over every step (each a wait the server asked for, or a connection retried).
+    pub fn retries(&self) -> u64 {
+        [self.nodes, self.jobs, self.events, self.node_states, self.lifecycles]
+            .iter()
+            .map(|t| t.retries)
+            .sum()
+    }
+}
+
 impl Client {
     pub fn new(base: &str, token: &str) -> anyhow::Result<Self> {
+        Self::with_retry(base, token, RetryPolicy::default())
+    }
+
+    pub fn with_retry(base: &str, token: &str, retry: RetryPolicy) -> anyhow::Result<Self> {
         let http = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
         Ok(Client {
             http,
             base: base.trim_end_matches('/').to_string(),
             token: token.to_string(),
+            retry,
         })
     }
 
@@ -91,18 +174,11 @@ impl Client {
                 (None, Some(n)) => query.push(("node", n.to_string())),
                 (None, None) => continue,
             }
-            let res = self
-                .http
-                .get(format!("{}/v1/failures", self.base))
-                .bearer_auth(&self.token)
-                .query(&query)
-                .send()
+            let (res, retries) = self
+                .send(reqwest::Method::GET, "/v1/failures", |r| r.query(&query))
                 .await?;
-            let status = res.status();
+            totals.retries += retries;
             let page: Value = res.json().await.context("decoding GET /v1/failures")?;
-            if !status.is_success() {
-                bail!("GET /v1/failures: {status}: {page}");
-            }
             let Some(id) = page["failures"][0]["id"].as_str() else {
                 totals.rejected += 1;
                 continue;
@@ -113,6 +189,51 @@ impl Client {
             totals.retries += retries;
         }
         Ok(totals)
+    }
+
+    /// Sends a simulated fleet as a site's agents and engineers would, in order: inventory, jobs,
+    /// signals (`batch` per request), drains and returns, then the failures' lifecycles (which need a
+    /// token that may read failures, to find them: an admin token). With `progress`, a line per step
+    /// on stderr. Any step that fails after its retries ends the run with an error.
+    pub async fn send_fleet(
+        &self,
+        fleet: &crate::devtools::simulate::SimulatedFleet,
+        batch: usize,
+        progress: bool,
+    ) -> anyhow::Result<FleetSent> {
+        let say = |line: String| {
+            if progress {
+                eprintln!("{line}");
+            }
+        };
+        let nodes = self.put_nodes(&fleet.nodes, 1000).await?;
+        say(format!("  nodes upserted: {}", nodes.accepted));
+        let jobs = self.put_jobs(&fleet.jobs, 1000).await?;
+        say(format!(
+            "  jobs upserted: {}, rejected {}",
+            jobs.accepted, jobs.rejected
+        ));
+        let events = self.post_events(&fleet.events, batch, 1, progress).await?;
+        say(format!(
+            "  accepted {}, duplicates {}, rejected {}, retries {}",
+            events.accepted, events.duplicates, events.rejected, events.retries
+        ));
+        let node_states = self.post_node_states(&fleet.node_states).await?;
+        say(format!("  node drains and returns recorded: {}", node_states.accepted));
+        let lifecycles = self.patch_lifecycles(&fleet.lifecycles).await.context(
+            "failure lifecycles not recorded (finding the failures needs a token that may read them: an admin token)",
+        )?;
+        say(format!(
+            "  failure lifecycles recorded: {} (failure not found: {})",
+            lifecycles.accepted, lifecycles.rejected
+        ));
+        Ok(FleetSent {
+            nodes,
+            jobs,
+            events,
+            node_states,
+            lifecycles,
+        })
     }
 
     /// POST /v1/events in batches of `batch`, `senders` at a time, optionally printing progress to stderr.
@@ -178,66 +299,81 @@ impl Client {
         query.extend(from.map(|f| ("from", f.to_rfc3339())));
         query.extend(to.map(|t| ("to", t.to_rfc3339())));
         query.extend(cluster.map(|c| ("cluster", c.to_string())));
-        let res = self
-            .http
-            .get(format!("{}/v1/reports/reliability", self.base))
-            .bearer_auth(&self.token)
-            .query(&query)
-            .send()
+        let (res, _) = self
+            .send(reqwest::Method::GET, "/v1/reports/reliability", |r| r.query(&query))
             .await?;
-        let status = res.status();
-        let body = res.text().await.context("reading the report")?;
-        if !status.is_success() {
-            bail!("GET /v1/reports/reliability: {status}: {body}");
-        }
-        Ok(body)
+        res.text().await.context("reading the report")
     }
 
-    /// Retries on connection errors, 429 and 5xx (honouring Retry-After), with exponential backoff.
+    /// A JSON request and its decoded JSON answer, through [`send`](Self::send).
     async fn send_with_retry(
         &self,
         method: reqwest::Method,
         path: &str,
         body: &(impl serde::Serialize + Sync),
     ) -> anyhow::Result<(Value, u64)> {
+        let (res, retries) = self.send(method.clone(), path, |r| r.json(body)).await?;
+        let answer = res
+            .json()
+            .await
+            .with_context(|| format!("decoding the answer to {method} {path}"))?;
+        Ok((answer, retries))
+    }
+
+    /// Sends `method path` (with the token, and whatever `build` adds: query, body) until it gets
+    /// a success, and returns it with the number of retries. A 429 or 503 is retried after its
+    /// `Retry-After` (seconds, at most `max_wait`), a connection error, timeout, 502 or 504 after an
+    /// exponential backoff; any other error answer fails at once with its status and body. After
+    /// `attempts` attempts it fails with the last answer: never silently.
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        build: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> anyhow::Result<(reqwest::Response, u64)> {
         let url = format!("{}{path}", self.base);
-        let mut delay = Duration::from_millis(200);
-        for attempt in 0..8u64 {
-            let sent = self
-                .http
-                .request(method.clone(), &url)
-                .bearer_auth(&self.token)
-                .json(body)
+        let policy = self.retry;
+        let started = Instant::now();
+        let mut backoff = policy.first_backoff;
+        let mut last = String::new();
+        for attempt in 0..policy.attempts.max(1) {
+            let sent = build(self.http.request(method.clone(), &url).bearer_auth(&self.token))
                 .send()
                 .await;
-            match sent {
-                Ok(res) if res.status().is_success() => {
-                    return Ok((res.json().await.context("decoding the answer")?, attempt));
-                }
-                Ok(res) if res.status().as_u16() == 429 || res.status().is_server_error() => {
-                    if let Some(secs) = res
-                        .headers()
-                        .get("retry-after")
-                        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-                    {
-                        delay = Duration::from_secs(secs);
-                    }
+            let wait = match sent {
+                Ok(res) if res.status().is_success() => return Ok((res, attempt.into())),
+                Ok(res) if retryable(res.status()) => {
+                    let status = res.status();
+                    let asked = retry_after(&res);
+                    last = format!("{status}: {}", shortened(res.text().await.unwrap_or_default()));
+                    asked.map(|w| w.min(policy.max_wait))
                 }
                 Ok(res) => {
                     let status = res.status();
-                    let mut text = res.text().await.unwrap_or_default();
-                    if text.len() > 600 {
-                        text.truncate(text.floor_char_boundary(600));
-                        text.push_str(" ...");
-                    }
+                    let text = shortened(res.text().await.unwrap_or_default());
                     bail!("{method} {path}: {status}: {text}");
                 }
-                Err(e) if e.is_connect() || e.is_timeout() => {}
-                Err(e) => return Err(e.into()),
+                Err(e) if e.is_connect() || e.is_timeout() => {
+                    last = e.to_string();
+                    None
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context(format!("{method} {path}"))),
+            };
+            // No wait after the last attempt: its answer is the error.
+            if attempt + 1 == policy.attempts.max(1) {
+                break;
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(10));
+            let wait = wait.unwrap_or_else(|| {
+                let w = backoff;
+                backoff = (backoff * 2).min(policy.max_backoff);
+                w
+            });
+            tokio::time::sleep(wait).await;
         }
-        bail!("{method} {path}: giving up after 8 attempts")
+        bail!(
+            "{method} {path}: gave up after {} attempts over {:.0} s; last answer: {last}",
+            policy.attempts.max(1),
+            started.elapsed().as_secs_f64()
+        )
     }
 }

@@ -212,7 +212,61 @@ fn unauthorized_clone(
 pub fn document() -> serde_json::Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
     query_contract(&mut doc);
+    schema_rules(&mut doc);
     doc
+}
+
+/// Rules the server enforces that JSON Schema 2020-12 (OpenAPI 3.1) can state but the derives do
+/// not write, so a generator (or a reader) knows them from the document alone:
+/// - an RFC 3339 timestamp is never shorter than `2026-11-02T10:15:00Z` (20 characters: `format`
+///   alone is an annotation, an empty string would pass it);
+/// - a lifecycle patch changes something: a field other than `recovery_minutes`, or a
+///   `recovery_minutes` object naming a phase (`{}` and null change nothing: 400 `empty_patch`);
+/// - a job that is `running` has no `end`; any other state needs one;
+/// - a signal's integer `code` fits an i64.
+///
+/// What no schema can state stays in the operations' 400/422 descriptions (a window's order, an
+/// `end` before `start`, a signal more than 24 h ahead).
+fn schema_rules(doc: &mut serde_json::Value) {
+    use serde_json::json;
+    fn timestamps(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                let is_string = match map.get("type") {
+                    Some(serde_json::Value::String(t)) => t == "string",
+                    Some(serde_json::Value::Array(ts)) => ts.iter().any(|t| t == "string"),
+                    _ => false,
+                };
+                if is_string && map.get("format").is_some_and(|f| f == "date-time") {
+                    map.entry("minLength").or_insert(json!(20));
+                }
+                // A signal's `code` is read as an i64: beyond it the answer is 400.
+                if let Some(code) = map.get_mut("code")
+                    && code.get("format").is_some_and(|f| f == "int64")
+                {
+                    code["minimum"] = json!(i64::MIN);
+                    code["maximum"] = json!(i64::MAX);
+                }
+                map.values_mut().for_each(timestamps);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(timestamps),
+            _ => {}
+        }
+    }
+    timestamps(doc);
+    let schemas = &mut doc["components"]["schemas"];
+    let patch = &mut schemas["LifecyclePatch"];
+    patch["anyOf"] = json!([
+        {"required": ["resolved_at"]},
+        {"required": ["resolution"]},
+        {"required": ["root_cause"]},
+        {"required": ["note"]},
+        {"required": ["recovery_minutes"], "properties": {"recovery_minutes": {"type": "object", "minProperties": 1}}}
+    ]);
+    let job = &mut schemas["JobInput"];
+    job["if"] = json!({"properties": {"state": {"const": "running"}}, "required": ["state"]});
+    job["then"] = json!({"properties": {"end": {"type": "null"}}});
+    job["else"] = json!({"properties": {"end": {"type": "string"}}, "required": ["end"]});
 }
 
 /// What `AppQuery` does to every query string, stated on every operation that takes one: an empty

@@ -258,7 +258,7 @@ fn nccl_warn(body: &str) -> ParsedSignal {
             if !e.is_empty() {
                 s.set_str("cuda_error", e);
             }
-            // NCCL reports the job's own CUDA out-of-memory this way (a real log of issue 11):
+            // NCCL reports the job's own CUDA out-of-memory this way (seen in a real log):
             // it is the job's sizing, not a communication fault.
             if e.contains("out of memory") {
                 s.kind = "gpu_oom";

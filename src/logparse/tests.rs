@@ -532,7 +532,7 @@ fn every_sample_passes_prefilter() {
 
 #[test]
 fn nccl_warn_cuda_out_of_memory_is_a_gpu_oom() {
-    // Issue 11's real log: the job ran out of GPU memory inside NCCL.
+    // A real log: the job ran out of GPU memory inside NCCL.
     let s = p("node1:1234:5678 [0] NCCL WARN Cuda failure 'out of memory'");
     assert_eq!(s.kind, "gpu_oom");
     assert_eq!(a(&s, "cuda_error"), &json!("out of memory"));

@@ -1,4 +1,4 @@
-//! Fleet health (issue 14): this window against the previous one of the same length, the lemon
+//! Fleet health: this window against the previous one of the same length, the lemon
 //! nodes, and a job-plan card for a job of N GPUs. Gathered through the same use cases as
 //! /v1/analytics/compare, /lemon-nodes and /job-plan (`queries::decisions`), so the report and the
 //! API carry the same numbers; rendered once into a [`Section`] for both HTML and Markdown.

@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod lexicon;
 pub mod lifecycle;
 pub mod locks;
+pub mod migration_checksums;
 pub mod nodes;
 pub mod partitions;
 pub mod rollups;
@@ -21,9 +22,11 @@ use sqlx::PgPool;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
-/// Runs the migrations, then keeps a Citus database distributed as the plan says
+/// Runs the migrations, after accepting the reworded comments of released ones
+/// ([`migration_checksums`]), then keeps a Citus database distributed as the plan says
 /// ([`distribution`]): a no-op on plain Postgres.
 pub async fn migrate(db: &PgPool) -> Result<distribution::Distribution, sqlx::migrate::MigrateError> {
+    migration_checksums::adopt_reworded(db).await?;
     MIGRATOR.run(db).await?;
     Ok(distribution::distribute(db).await?)
 }

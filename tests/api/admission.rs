@@ -1,4 +1,4 @@
-//! Admission that matches the pool (issue 10): overload and a database outage answer
+//! Admission that matches the pool: overload and a database outage answer
 //! 503 + Retry-After quickly, never 500 and never a long hang; the service recovers by itself.
 
 use std::time::{Duration, Instant};

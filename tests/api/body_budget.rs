@@ -1,4 +1,4 @@
-//! The budget of in-flight request body bytes (issue 10).
+//! The budget of in-flight request body bytes.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Issue 11: the free-text classifier through the API: the dry run, the editable lexicon (which
+//! The free-text classifier through the API: the dry run, the editable lexicon (which
 //! re-classifies every failure), and the explanation on failures and their signals.
 
 use serde_json::{Value, json};

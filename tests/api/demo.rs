@@ -240,3 +240,120 @@ async fn an_empty_database_shows_no_negative_zero() {
     let (_, md) = get_text(&app, "/v1/reports/reliability?format=markdown").await;
     assert_no_negative_zero("report", &md);
 }
+
+/// The words of a shell command line as `welcome::message` writes them (single quotes only).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                in_word = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                }
+                in_word = false;
+            }
+            c => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+/// `faultline serve --demo` on a fresh database and data directory, as a newcomer runs it: its
+/// output names a dashboard URL that carries the generated token, the Swagger UI, and a `curl`
+/// that answers with the demo's data when run as printed.
+#[tokio::test]
+async fn serve_demo_prints_where_to_go_and_every_address_works() {
+    use tokio::io::AsyncBufReadExt;
+    let server_url = crate::helpers::test_server_url().await.unwrap();
+    let database = crate::helpers::TestDatabase::create(&server_url).await;
+    let data_dir = std::env::temp_dir().join(format!("faultline-demo-{}", database.name));
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .args(["serve", "--demo"])
+        .env("DATABASE_URL", database.url())
+        .env("FAULTLINE_ADDR", "127.0.0.1:0")
+        .env_remove("FAULTLINE_ADMIN_TOKEN")
+        .env("FAULTLINE_DATA_DIR", &data_dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    let read = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let done = line.trim_start().starts_with("curl ");
+            printed.push(line);
+            if done {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(300), read)
+        .await
+        .expect("serve --demo printed its curl example within 5 minutes");
+    let text = printed.join("\n");
+    let token = std::fs::read_to_string(data_dir.join("admin-token")).unwrap();
+    let token = token.trim();
+    assert!(text.contains(token), "the generated token is shown:\n{text}");
+
+    let url_after = |label: &str| -> String {
+        let line = printed
+            .iter()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("no {label:?} line in:\n{text}"));
+        line.split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap()
+            .to_string()
+    };
+    let client = reqwest::Client::new();
+
+    let dashboard = url_after("Dashboard");
+    let (page, fragment) = dashboard.split_once('#').expect("the dashboard URL has a fragment");
+    let signed: Vec<(String, String)> = form_urlencoded::parse(fragment.as_bytes()).into_owned().collect();
+    assert_eq!(signed, [("token".to_string(), token.to_string())], "{dashboard}");
+    let res = client.get(page).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let html = res.text().await.unwrap();
+    assert!(html.contains("dashboard.js"), "{html}");
+
+    let docs = url_after("API reference");
+    assert!(docs.ends_with("/docs"), "{docs}");
+    let res = client.get(&docs).send().await.unwrap();
+    assert_eq!(res.status(), 200, "{docs}");
+    assert!(res.text().await.unwrap().contains("swagger"), "{docs}");
+
+    // The curl line, run as printed.
+    let curl = printed.iter().find(|l| l.trim_start().starts_with("curl ")).unwrap();
+    let words = shell_words(curl.trim());
+    assert_eq!(words.len(), 4, "{words:?}");
+    assert_eq!((words[0].as_str(), words[1].as_str()), ("curl", "-H"));
+    let (name, value) = words[2].split_once(": ").unwrap();
+    let res = client.get(&words[3]).header(name, value).send().await.unwrap();
+    assert_eq!(res.status(), 200, "{curl}");
+    let body: Value = res.json().await.unwrap();
+    assert!(
+        body["rows"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["failures"].as_u64() > Some(0))),
+        "{curl} shows no demo data: {body}"
+    );
+
+    drop(lines);
+    let _ = child.kill().await;
+    let _ = std::fs::remove_dir_all(&data_dir);
+}

@@ -1,4 +1,4 @@
-//! The HTTP edge (issue 10): NUL in query and path strings, closed metric labels.
+//! The HTTP edge: NUL in query and path strings, closed metric labels.
 
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! Graceful shutdown with a deadline (issue 10), on the real `faultline serve` process.
+//! Graceful shutdown with a deadline, on the real `faultline serve` process.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
-//! Storage layout (issue 13): monthly partitions and retention, keys ready for a distributed
-//! Postgres, and ingest that leaves other databases of the server alone (issue 10).
+//! Storage layout: monthly partitions and retention, keys ready for a distributed
+//! Postgres, and ingest that leaves other databases of the server alone.
 
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};

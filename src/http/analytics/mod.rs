@@ -50,9 +50,10 @@ pub fn router() -> Router<ApiContext> {
 #[derive(Debug, Deserialize, IntoParams, Clone)]
 #[into_params(parameter_in = Query)]
 pub struct WindowQuery {
-    /// Start of the window (inclusive), RFC 3339.
+    /// Start of the window (inclusive), RFC 3339; default: `to` - 30 days. Never after `to` (400).
+    /// The reliability report and a daily timeline cover at most 3,660 days (400 beyond).
     pub from: Option<DateTime<Utc>>,
-    /// End of the window (exclusive), RFC 3339.
+    /// End of the window (exclusive), RFC 3339; default: now. Never before `from` (400).
     pub to: Option<DateTime<Utc>>,
     /// Restrict to one cluster.
     pub cluster: Option<String>,

@@ -1,0 +1,196 @@
+//! The command line (`faultline --help`): every flag has an environment variable, a help line and
+//! its default (a test checks all three), so `--help` reads as the reference of every setting.
+//! Defined in the library so tests can read it; `main.rs` runs it.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::app::configuration::{DatabaseSettings, ServeSettings};
+
+#[derive(Parser)]
+#[command(
+    name = "faultline",
+    version,
+    about = "Failure-telemetry warehouse for GPU training clusters",
+    after_help = "Every flag can also be set by the environment variable shown beside it (a flag wins \
+                  over its variable). Logging: RUST_LOG (default: info,sqlx=warn,tower_http=info).\n\
+                  Start here: `faultline serve --demo`, then open the dashboard URL it prints."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the REST service (migrations run first).
+    Serve(ServeSettings),
+    /// Run the database migrations and exit (on Citus, also distribute the tables).
+    Migrate(MigrateArgs),
+    /// Print the OpenAPI document.
+    Openapi,
+    /// Generate a simulated fleet and send it to a server as an agent would.
+    Simulate(SimulateArgs),
+    /// Fetch the reliability report (HTML with charts, or Markdown tables) from a server.
+    Report(ReportArgs),
+    /// Measure ingest throughput and analytics latency on a large simulated fleet.
+    Bench(BenchArgs),
+    /// Measure the log-line parsers on one core (99 % noise, 1 % signals) and print lines/s.
+    BenchParse(BenchParseArgs),
+}
+
+#[derive(clap::Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub db: DatabaseSettings,
+    /// Create the `citus` extension (the server must preload it) and distribute the tables by
+    /// cluster. A database that has the extension is distributed by every migrate and start anyway.
+    #[arg(long, env = "FAULTLINE_DISTRIBUTED", default_value_t = false)]
+    pub distributed: bool,
+}
+
+#[derive(clap::Args)]
+pub struct SimulateArgs {
+    /// Base URL of the Faultline server.
+    #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    /// An admin token (an agent token sends all but the failure lifecycles, which need failures
+    /// read back).
+    #[arg(long, env = "FAULTLINE_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// Seed of the simulation: the same seed, start and size give the same fleet.
+    #[arg(long, env = "FAULTLINE_SIMULATE_SEED", default_value_t = 42)]
+    pub seed: u64,
+    /// Days simulated, ending now (or starting at --start); the default is what `serve --demo` loads.
+    #[arg(long, env = "FAULTLINE_SIMULATE_DAYS", default_value_t = crate::devtools::demo::DEMO_DAYS)]
+    pub days: u32,
+    /// Nodes in the fleet (8 GPUs each, mostly).
+    #[arg(long, env = "FAULTLINE_SIMULATE_NODES", default_value_t = 256)]
+    pub nodes: u32,
+    /// First instant, RFC 3339 [default: `days` days before now].
+    #[arg(long, env = "FAULTLINE_SIMULATE_START", value_parser = crate::domain::window::parse_rfc3339)]
+    pub start: Option<chrono::DateTime<chrono::Utc>>,
+    /// Events per request.
+    #[arg(long, env = "FAULTLINE_SIMULATE_BATCH", default_value_t = 5000)]
+    pub batch: usize,
+}
+
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// Base URL of the Faultline server.
+    #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    /// A reader (or admin) token.
+    #[arg(long, env = "FAULTLINE_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// Start of the window, RFC 3339 [default: 30 days before `to`].
+    #[arg(long, env = "FAULTLINE_REPORT_FROM", value_parser = crate::domain::window::parse_rfc3339)]
+    pub from: Option<chrono::DateTime<chrono::Utc>>,
+    /// End of the window (exclusive), RFC 3339 [default: now].
+    #[arg(long, env = "FAULTLINE_REPORT_TO", value_parser = crate::domain::window::parse_rfc3339)]
+    pub to: Option<chrono::DateTime<chrono::Utc>>,
+    /// Restrict to one cluster [default: every cluster the token may read].
+    #[arg(long, env = "FAULTLINE_REPORT_CLUSTER")]
+    pub cluster: Option<String>,
+    /// HTML (charts, for a browser) or Markdown (tables, for a wiki or a ticket).
+    #[arg(long, env = "FAULTLINE_REPORT_FORMAT", value_enum, default_value_t = ReportFormat::Html)]
+    pub format: ReportFormat,
+    /// Where to write the report [default: standard output].
+    #[arg(long, env = "FAULTLINE_REPORT_OUT")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum ReportFormat {
+    Html,
+    Markdown,
+}
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub database: DatabaseSettings,
+    /// Approximate number of signals to generate.
+    #[arg(long, env = "FAULTLINE_BENCH_SIGNALS", default_value_t = 1_000_000)]
+    pub signals: usize,
+    /// Events per request.
+    #[arg(long, env = "FAULTLINE_BENCH_BATCH", default_value_t = 5000)]
+    pub batch: usize,
+    /// Requests in flight at once (a fleet's agents send concurrently; 1 = one sender in turn).
+    #[arg(long, env = "FAULTLINE_BENCH_SENDERS", default_value_t = 4)]
+    pub senders: usize,
+    /// Seed of the simulated fleet.
+    #[arg(long, env = "FAULTLINE_BENCH_SEED", default_value_t = 7)]
+    pub seed: u64,
+    /// A fixed fleet of this many nodes (8 GPUs each, mostly; 12,500 is a 100,000-GPU fleet),
+    /// simulated over as many years as --signals needs [default: one year, the fleet sized to the
+    /// signals].
+    #[arg(long, env = "FAULTLINE_BENCH_NODES")]
+    pub nodes: Option<u32>,
+    /// Database to drop and recreate for the run (one per concurrent run on a shared server).
+    #[arg(long, env = "FAULTLINE_BENCH_DB_NAME", default_value = "faultline_bench")]
+    pub db_name: String,
+}
+
+#[derive(clap::Args)]
+pub struct BenchParseArgs {
+    /// Log lines generated and parsed per pass.
+    #[arg(long, env = "FAULTLINE_BENCH_PARSE_LINES", default_value_t = 100_000)]
+    pub lines: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every option of every subcommand: its environment variable, a help line, and a default
+    /// (shown by clap, or stated in the help as `[default: ...]`), unless it is required.
+    #[test]
+    fn every_flag_shows_its_environment_variable_help_and_default() {
+        let cli = Cli::command();
+        cli.clone().debug_assert();
+        let mut missing = Vec::new();
+        for sub in cli.get_subcommands() {
+            for arg in sub.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") || arg.is_positional() {
+                    continue;
+                }
+                let name = format!("{} --{}", sub.get_name(), arg.get_long().unwrap_or(id));
+                if arg.get_env().is_none() {
+                    missing.push(format!("{name}: no environment variable"));
+                }
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                if help.trim().is_empty() {
+                    missing.push(format!("{name}: no help"));
+                }
+                let is_flag = matches!(arg.get_action(), clap::ArgAction::SetTrue);
+                let has_default = !arg.get_default_values().is_empty() || help.contains("[default: ");
+                if !is_flag && !arg.is_required_set() && !has_default {
+                    missing.push(format!("{name}: no default shown"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "{missing:#?}");
+    }
+
+    /// Secrets never appear in `--help`, even when set in the environment.
+    #[test]
+    fn secret_values_stay_out_of_the_help() {
+        let cli = Cli::command();
+        for sub in cli.get_subcommands() {
+            for arg in sub.get_arguments() {
+                let secret = arg
+                    .get_env()
+                    .and_then(|e| e.to_str())
+                    .is_some_and(|e| e.ends_with("TOKEN") || e.ends_with("DATABASE_URL"));
+                if secret {
+                    assert!(arg.is_hide_env_values_set(), "{} --{}", sub.get_name(), arg.get_id());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,609 @@
+//! The documentation a newcomer follows works: every relative link of README.md and docs/**/*.md
+//! reaches a file (and its `#anchor` a heading there, as GitHub names it), and every command of their
+//! shell blocks names a real subcommand and flags (`faultline ...`, `cargo run [--release] -- ...`)
+//! or a real route (`curl` to /v1/..., /docs, /metrics, ...). No network, no tool: the CLI is read
+//! from `faultline::cli`, the routes from the OpenAPI document.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// README.md and every Markdown file under docs/, in a stable order.
+fn markdown_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = vec![root().join("README.md")];
+    walk(&root().join("docs"), &mut files);
+    files.sort();
+    files
+}
+
+/// A fenced code block: its info string (`sh`, `console`, ...), first line number and lines.
+struct Fence {
+    lang: String,
+    first_line: usize,
+    lines: Vec<String>,
+}
+
+/// The prose lines (with their 1-based numbers) and the fenced blocks of a Markdown text.
+fn split_fences(text: &str) -> (Vec<(usize, &str)>, Vec<Fence>) {
+    let mut prose = Vec::new();
+    let mut fences = Vec::new();
+    let mut open: Option<(String, Fence)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        let marker = ["```", "~~~"].into_iter().find(|m| trimmed.starts_with(m));
+        match (&mut open, marker) {
+            (None, Some(m)) => {
+                let lang = trimmed.trim_start_matches(m.chars().next().unwrap()).trim();
+                let lang = lang.split([' ', ',', '{']).next().unwrap_or("").to_lowercase();
+                open = Some((
+                    m.to_string(),
+                    Fence {
+                        lang,
+                        first_line: i + 2,
+                        lines: Vec::new(),
+                    },
+                ));
+            }
+            (Some((m, _)), Some(close)) if close == m && trimmed.trim_start_matches(close).trim().is_empty() => {
+                fences.push(open.take().unwrap().1);
+            }
+            (Some((_, fence)), _) => fence.lines.push(line.to_string()),
+            (None, None) => prose.push((i + 1, line)),
+        }
+    }
+    (prose, fences)
+}
+
+/// `line` without its inline code spans (a link shown as code is not a link).
+fn without_code_spans(line: &str) -> String {
+    let mut out = String::new();
+    let mut in_code = false;
+    for c in line.chars() {
+        if c == '`' {
+            in_code = !in_code;
+        } else if !in_code {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Targets of the inline links and images of a prose line: `[text](target "title")`.
+fn link_targets(line: &str) -> Vec<String> {
+    let line = without_code_spans(line);
+    let mut targets = Vec::new();
+    let mut rest = line.as_str();
+    while let Some(at) = rest.find("](") {
+        let after = &rest[at + 2..];
+        // Up to the matching parenthesis (a target may hold balanced ones).
+        let mut depth = 0usize;
+        let mut end = None;
+        for (i, c) in after.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' if depth == 0 => {
+                    end = Some(i);
+                    break;
+                }
+                ')' => depth -= 1,
+                _ => {}
+            }
+        }
+        let Some(end) = end else { break };
+        let inside = after[..end].trim();
+        let target = inside.split_whitespace().next().unwrap_or("");
+        let target = target.trim_start_matches('<').trim_end_matches('>');
+        if !target.is_empty() {
+            targets.push(target.to_string());
+        }
+        rest = &after[end..];
+    }
+    targets
+}
+
+/// The anchor GitHub gives a heading: its text as rendered (link text kept, markup dropped),
+/// lowercased, punctuation other than `-` and `_` removed, spaces turned into `-`.
+fn slug(heading: &str) -> String {
+    let mut text = String::new();
+    let mut rest = heading;
+    // [text](url) -> text
+    while let Some(open) = rest.find('[') {
+        let Some(mid) = rest[open..].find("](") else { break };
+        let Some(close) = rest[open + mid..].find(')') else {
+            break;
+        };
+        text.push_str(&rest[..open]);
+        text.push_str(&rest[open + 1..open + mid]);
+        rest = &rest[open + mid + close + 1..];
+    }
+    text.push_str(rest);
+    text.trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every anchor of a Markdown text's headings (a repeated heading gets `-1`, `-2`, ...).
+fn anchors(text: &str) -> HashSet<String> {
+    let (prose, _) = split_fences(text);
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut out = HashSet::new();
+    for (_, line) in prose {
+        let trimmed = line.trim_start();
+        let hashes = trimmed.chars().take_while(|&c| c == '#').count();
+        if !(1..=6).contains(&hashes) || !trimmed[hashes..].starts_with(' ') {
+            continue;
+        }
+        let title = trimmed[hashes..].trim().trim_end_matches('#').trim();
+        let base = slug(title);
+        let n = seen.entry(base.clone()).or_insert(0);
+        out.insert(if *n == 0 { base.clone() } else { format!("{base}-{n}") });
+        *n += 1;
+    }
+    out
+}
+
+/// What is wrong with the relative links of `file` (whose text is `text`).
+fn broken_links(file: &Path, text: &str) -> Vec<String> {
+    let dir = file.parent().unwrap();
+    let mut broken = Vec::new();
+    let (prose, _) = split_fences(text);
+    for (n, line) in prose {
+        for target in link_targets(line) {
+            let lower = target.to_lowercase();
+            if lower.starts_with("http://")
+                || lower.starts_with("https://")
+                || lower.starts_with("mailto:")
+                || target.starts_with('#')
+            {
+                continue;
+            }
+            let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let resolved = dir.join(path.replace("%20", " "));
+            let at = format!("{}:{n}: ({target})", file.display());
+            if !resolved.exists() {
+                broken.push(format!("{at}: no such file"));
+                continue;
+            }
+            if !anchor.is_empty() && resolved.extension().is_some_and(|e| e == "md") {
+                let target_text = std::fs::read_to_string(&resolved).unwrap();
+                if !anchors(&target_text).contains(anchor) {
+                    broken.push(format!("{at}: no heading #{anchor} in {path}"));
+                }
+            }
+        }
+    }
+    broken
+}
+
+/// The words of a shell command: quotes and backslashes resolved, no expansion.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') => word.extend(chars.next()),
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, '\\') => {
+                word.extend(chars.next());
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                }
+                in_word = false;
+            }
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+/// The commands of a shell block: `\` continuations joined; in a `console` block only the lines
+/// after a `$ ` prompt (the others are output); comments (`# ...`) dropped; each line cut at `&&`,
+/// `||`, `|`, `;` and a trailing `&` into the commands it runs.
+fn commands(fence: &Fence) -> Vec<(usize, String)> {
+    let console = fence.lang == "console";
+    let mut out = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
+    for (i, raw) in fence.lines.iter().enumerate() {
+        let n = fence.first_line + i;
+        let (start, mut text) = match pending.take() {
+            Some((start, so_far)) => (start, format!("{so_far} {}", raw.trim())),
+            None => {
+                let line = raw.trim();
+                let line = match line.strip_prefix("$ ") {
+                    Some(command) => command,
+                    None if console => continue,
+                    None => line,
+                };
+                (n, line.to_string())
+            }
+        };
+        if let Some(joined) = text.strip_suffix('\\') {
+            pending = Some((start, joined.trim_end().to_string()));
+            continue;
+        }
+        text = strip_comment(&text);
+        for part in split_commands(&text) {
+            if !part.is_empty() {
+                out.push((start, part));
+            }
+        }
+    }
+    out
+}
+
+/// `line` without a shell comment (a `#` at the start of a word, outside quotes).
+fn strip_comment(line: &str) -> String {
+    let mut quote: Option<char> = None;
+    let mut previous = ' ';
+    for (i, c) in line.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '#') if previous.is_whitespace() => return line[..i].trim_end().to_string(),
+            _ => {}
+        }
+        previous = c;
+    }
+    line.trim_end().to_string()
+}
+
+/// The commands of one line, cut at `&&`, `||`, `|`, `;`, `&` outside quotes.
+fn split_commands(line: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => {
+                quote = None;
+                current.push(c);
+            }
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                current.push(c);
+            }
+            (None, '&' | '|' | ';') => {
+                parts.push(current.trim().to_string());
+                current.clear();
+            }
+            _ => current.push(c),
+        }
+    }
+    parts.push(current.trim().to_string());
+    parts.retain(|p| !p.is_empty());
+    parts
+}
+
+/// Routes outside the OpenAPI document (the dashboard, its assets, the Swagger UI and the document).
+const OTHER_ROUTES: &[&str] = &[
+    "/",
+    "/assets/dashboard.js",
+    "/assets/dashboard.css",
+    "/docs",
+    "/docs/",
+    "/openapi.json",
+];
+
+/// Paths that look like ours when a `curl` names them: checked against the routes.
+fn looks_like_ours(path: &str) -> bool {
+    path == "/v1"
+        || path.starts_with("/v1/")
+        || [
+            "/",
+            "/dashboard",
+            "/docs",
+            "/openapi.json",
+            "/metrics",
+            "/healthz",
+            "/readyz",
+            "/assets",
+        ]
+        .iter()
+        .any(|p| path == *p || path.starts_with(&format!("{p}/")) && *p != "/")
+}
+
+/// Whether `path` matches a path template of the OpenAPI document (`{param}`: any one segment).
+fn template_matches(template: &str, path: &str) -> bool {
+    let t: Vec<&str> = template.trim_end_matches('/').split('/').collect();
+    let p: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    t.len() == p.len()
+        && t.iter()
+            .zip(&p)
+            .all(|(t, p)| (t.starts_with('{') && t.ends_with('}') && !p.is_empty()) || t == p)
+}
+
+/// The method and URL path a `curl` command requests (None when it names no URL).
+fn curl_request(words: &[String]) -> Option<(String, String)> {
+    const WITH_VALUE: &[&str] = &[
+        "-H",
+        "--header",
+        "-o",
+        "--output",
+        "-u",
+        "--user",
+        "-w",
+        "--write-out",
+        "-A",
+        "--user-agent",
+        "-m",
+        "--max-time",
+        "--connect-timeout",
+        "--retry",
+        "-b",
+        "--cookie",
+        "-c",
+        "--cookie-jar",
+        "--cacert",
+        "-e",
+        "--referer",
+        "--url",
+    ];
+    const WITH_BODY: &[&str] = &[
+        "-d",
+        "--data",
+        "--data-binary",
+        "--data-raw",
+        "--data-urlencode",
+        "-F",
+        "--form",
+        "--json",
+        "-T",
+        "--upload-file",
+    ];
+    let mut method: Option<String> = None;
+    let mut body = false;
+    let mut get = false;
+    let mut url: Option<String> = None;
+    let mut i = 1;
+    while i < words.len() {
+        let w = words[i].as_str();
+        if w == "-X" || w == "--request" {
+            method = words.get(i + 1).map(|m| m.to_uppercase());
+            i += 2;
+        } else if let Some(m) = w.strip_prefix("-X").filter(|m| !m.is_empty()) {
+            method = Some(m.to_uppercase());
+            i += 1;
+        } else if WITH_BODY.contains(&w) {
+            body = true;
+            i += 2;
+        } else if w == "--url" {
+            url = words.get(i + 1).cloned();
+            i += 2;
+        } else if WITH_VALUE.contains(&w) {
+            i += 2;
+        } else if w == "-G" || w == "--get" {
+            get = true;
+            i += 1;
+        } else if w == "-I" || w == "--head" {
+            method = Some("HEAD".into());
+            i += 1;
+        } else if w.starts_with('-') {
+            i += 1;
+        } else {
+            url.get_or_insert_with(|| w.to_string());
+            i += 1;
+        }
+    }
+    let url = url?;
+    let path = if let Some((_, after_scheme)) = url.split_once("://") {
+        after_scheme.find('/').map_or("/", |at| &after_scheme[at..]).to_string()
+    } else if url.starts_with('$') || url.starts_with('/') {
+        // `$FAULTLINE_SERVER/v1/...` or a bare path.
+        url.find('/').map_or("/", |at| &url[at..]).to_string()
+    } else {
+        // host:port/path without a scheme
+        url.find('/').map_or("/", |at| &url[at..]).to_string()
+    };
+    let path = path.split(['?', '#']).next().unwrap_or("/").to_string();
+    let method = method.unwrap_or_else(|| if body && !get { "POST".into() } else { "GET".into() });
+    Some((method, path))
+}
+
+/// What is wrong with one command of a shell block (None: fine, or not one we check).
+fn command_problem(command: &str, openapi: &Value) -> Option<String> {
+    let mut words = shell_words(command);
+    // Leading `NAME=value` assignments.
+    while words.first().is_some_and(|w| {
+        w.split_once('=')
+            .is_some_and(|(name, _)| !name.is_empty() && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric()))
+    }) {
+        words.remove(0);
+    }
+    let first = words.first()?.as_str();
+    let cli_args: Option<Vec<String>> = if Path::new(first).file_name().is_some_and(|f| f == "faultline") {
+        Some(words[1..].to_vec())
+    } else if words.len() >= 2 && first == "cargo" && words[1] == "run" {
+        let dash = words.iter().position(|w| w == "--")?;
+        Some(words[dash + 1..].to_vec())
+    } else {
+        None
+    };
+    if let Some(args) = cli_args {
+        let argv = std::iter::once("faultline".to_string()).chain(args);
+        return match faultline::cli::Cli::try_parse_from(argv) {
+            Ok(_) => None,
+            Err(e) => {
+                use clap::error::ErrorKind::*;
+                match e.kind() {
+                    // What a reader substitutes (a value, a required token given by the
+                    // environment) is not the document's mistake; a name that does not exist is.
+                    InvalidSubcommand
+                    | UnknownArgument
+                    | MissingSubcommand
+                    | DisplayHelpOnMissingArgumentOrSubcommand => Some(format!(
+                        "`{command}`: {}",
+                        e.render().to_string().lines().next().unwrap_or("")
+                    )),
+                    _ => None,
+                }
+            }
+        };
+    }
+    if first == "curl" {
+        let (method, path) = curl_request(&words)?;
+        if !looks_like_ours(&path) {
+            return None;
+        }
+        if OTHER_ROUTES.contains(&path.as_str()) {
+            return (method != "GET" && method != "HEAD").then(|| format!("`{command}`: {path} answers GET only"));
+        }
+        let paths = openapi["paths"].as_object().unwrap();
+        let Some((template, item)) = paths.iter().find(|(t, _)| template_matches(t, &path)) else {
+            return Some(format!("`{command}`: no route {path} (not in the OpenAPI document)"));
+        };
+        let verb = if method == "HEAD" {
+            "get".to_string()
+        } else {
+            method.to_lowercase()
+        };
+        if item.get(&verb).is_none() {
+            return Some(format!("`{command}`: {template} has no {method}"));
+        }
+    }
+    None
+}
+
+fn openapi() -> Value {
+    serde_json::from_str(&faultline::http::openapi::openapi_json()).unwrap()
+}
+
+/// Problems with the commands of every shell block of `text`.
+fn broken_commands(file: &Path, text: &str, openapi: &Value) -> Vec<String> {
+    let (_, fences) = split_fences(text);
+    let mut broken = Vec::new();
+    for fence in fences
+        .iter()
+        .filter(|f| ["sh", "bash", "shell", "console", "zsh"].contains(&f.lang.as_str()))
+    {
+        for (n, command) in commands(fence) {
+            if let Some(problem) = command_problem(&command, openapi) {
+                broken.push(format!("{}:{n}: {problem}", file.display()));
+            }
+        }
+    }
+    broken
+}
+
+#[test]
+fn every_relative_link_of_the_docs_reaches_a_file_and_heading() {
+    let files = markdown_files();
+    assert!(files.len() > 1, "{files:?}");
+    let broken: Vec<String> = files
+        .iter()
+        .flat_map(|f| broken_links(f, &std::fs::read_to_string(f).unwrap()))
+        .collect();
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// docs/getting-started.md (when it exists) and every other page: the commands shown run.
+#[test]
+fn every_command_of_the_docs_names_a_real_subcommand_or_route() {
+    let openapi = openapi();
+    let mut checked = BTreeSet::new();
+    let mut broken = Vec::new();
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        broken.extend(broken_commands(&file, &text, &openapi));
+        checked.insert(file);
+    }
+    let getting_started = root().join("docs/getting-started.md");
+    assert_eq!(checked.contains(&getting_started), getting_started.exists());
+    assert!(broken.is_empty(), "commands that do not work:\n{}", broken.join("\n"));
+}
+
+/// The checks above catch what they are for (so a pass means something).
+#[test]
+fn the_doc_checks_catch_broken_links_and_commands() {
+    let dir = root().join("docs");
+    let page = dir.join("page.md");
+    let text = "# Getting started\n\n## Run it, `now`!\n\nSee [a](../README.md#quick-start), \
+                [b](missing.md), [c](../README.md#no-such-heading), [d](#local), `[e](nowhere.md)`, \
+                [f](https://example.com/x) and [g](page.md#run-it-now).\n";
+    let broken = broken_links(&page, text);
+    let page_text = text.to_string();
+    // page.md does not exist on disk: [g] is reported as a missing file, which is fine here.
+    assert_eq!(broken.len(), 3, "{broken:#?}");
+    assert!(broken[0].contains("(missing.md): no such file"), "{broken:#?}");
+    assert!(broken[1].contains("no heading #no-such-heading"), "{broken:#?}");
+    assert!(anchors(&page_text).contains("run-it-now"));
+    assert_eq!(
+        slug("Tokens, scopes and the audit log"),
+        "tokens-scopes-and-the-audit-log"
+    );
+    assert_eq!(slug("The [API](x.md) `v1`"), "the-api-v1");
+    assert!(anchors("# A\n# A\n").contains("a-1"));
+
+    let openapi = openapi();
+    let block = "```sh\n\
+                 cargo run -- serve --demo          # start it\n\
+                 cargo run --release -- bench-parse --lines 1000\n\
+                 faultline simulate --token $T --days 7 && faultline report --token $T --out r.html\n\
+                 cargo run -- sreve\n\
+                 faultline serve --no-such-flag\n\
+                 curl -H \"Authorization: Bearer $TOKEN\" http://127.0.0.1:8080/v1/analytics/mtbf\n\
+                 curl -H 'Authorization: Bearer t' -X POST --data-binary @f \\\n  'http://faultline:8080/v1/logs?cluster=c'\n\
+                 curl http://127.0.0.1:8080/v1/failures/0b5e/history\n\
+                 curl http://127.0.0.1:8080/v1/no-such-thing\n\
+                 curl -X DELETE http://127.0.0.1:8080/v1/analytics/mtbf\n\
+                 curl http://127.0.0.1:8080/dashboard\n\
+                 curl -s http://127.0.0.1:8080/healthz\n\
+                 curl https://example.com/elsewhere\n\
+                 ```\n\
+                 ```console\n\
+                 $ faultline nope\n\
+                 faultline nope (output, not a command)\n\
+                 ```\n";
+    let broken = broken_commands(Path::new("x.md"), block, &openapi);
+    let expect = [
+        "`cargo run -- sreve`",
+        "`faultline serve --no-such-flag`",
+        "/v1/no-such-thing",
+        "has no DELETE",
+        "no route /dashboard",
+        "`faultline nope`",
+    ];
+    assert_eq!(broken.len(), expect.len(), "{broken:#?}");
+    for (b, e) in broken.iter().zip(expect) {
+        assert!(b.contains(e), "{b} should mention {e}");
+    }
+}
