@@ -556,7 +556,7 @@ fn every_command_of_the_docs_names_a_real_subcommand_or_route() {
 fn the_doc_checks_catch_broken_links_and_commands() {
     let dir = root().join("docs");
     let page = dir.join("page.md");
-    let text = "# Getting started\n\n## Run it, `now`!\n\nSee [a](../README.md#quick-start), \
+    let text = "# Getting started\n\n## Run it, `now`!\n\nSee [a](../README.md#run-it), \
                 [b](missing.md), [c](../README.md#no-such-heading), [d](#local), `[e](nowhere.md)`, \
                 [f](https://example.com/x) and [g](page.md#run-it-now).\n";
     let broken = broken_links(&page, text);
