@@ -109,14 +109,14 @@ pub async fn edit(
 /// The last catalog loaded, shared by the handlers; reloaded when the stored version moves.
 pub type CatalogCache = Arc<RwLock<Arc<Catalog>>>;
 
-/// Takes the catalog version FOR SHARE (a concurrent catalog change waits for this transaction,
+/// Takes the catalog lock shared (a concurrent catalog change waits for this transaction,
 /// and this one for it) and returns the matching catalog, from the cache when it is current.
 pub async fn lock_shared(conn: &mut PgConnection, cache: &CatalogCache) -> Result<Arc<Catalog>, sqlx::Error> {
     let version = storage::catalog::version_for_share(conn).await?;
     current(conn, cache, version).await
 }
 
-/// Takes the catalog version row FOR UPDATE without changing it: for writes that change what
+/// Takes the catalog lock exclusively without changing the version: for writes that change what
 /// the fold reads besides signals (job records), so no ingest folds half before and half after.
 pub async fn lock_exclusive(conn: &mut PgConnection, cache: &CatalogCache) -> Result<Arc<Catalog>, sqlx::Error> {
     let version = storage::catalog::version_for_update(conn).await?;

@@ -1,6 +1,6 @@
 //! Writing scheduler jobs. A job record decides which job a node-only signal folds under, so an
 //! upsert re-folds, in the same transaction, what the jobs attributed before and attribute now
-//! (their keys and their nodes' keys over their runs). The catalog row held FOR UPDATE keeps
+//! (their keys and their nodes' keys over their runs). The catalog lock held exclusively keeps
 //! ingest from folding against a half-written job table, so the failures do not depend on whether
 //! jobs or signals came first.
 

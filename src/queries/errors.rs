@@ -30,7 +30,7 @@ signals and signal_share = signals / all signals; severity from the current clas
 symptoms such as NCCL timeouts that surface far from their cause.";
 
 /// `db` holds the failures (the read replica, if any); `primary` the catalog, which is read where it
-/// is edited and locked (a standby cannot take `FOR SHARE`).
+/// is edited and locked (a standby cannot take the catalog lock).
 pub async fn top_errors(
     db: &PgPool,
     primary: &PgPool,

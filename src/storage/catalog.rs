@@ -33,23 +33,40 @@ pub async fn rules(conn: &mut PgConnection) -> Result<Vec<RuleRow>, sqlx::Error>
     .await
 }
 
-/// The catalog version, locked FOR SHARE until the transaction ends (a concurrent catalog change
-/// waits for it, and it for the change).
+/// The advisory lock that orders catalog changes with the transactions that fold under a catalog
+/// version. An advisory lock lives on the server the app talks to (the coordinator, on Citus),
+/// where a row lock on `catalog_state` (a Citus reference table) is taken on every node's replica
+/// of it, and concurrent ingest deadlocked on those.
+const CATALOG_LOCK: (i32, i32) = (0x464c_0003, 0);
+
+/// The catalog version, with the catalog lock held shared until the transaction ends (a
+/// concurrent catalog change waits for it, and it for the change).
 pub async fn version_for_share(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar!("SELECT version FROM catalog_state FOR SHARE")
-        .fetch_one(&mut *conn)
-        .await
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock_shared($1, $2)",
+        CATALOG_LOCK.0,
+        CATALOG_LOCK.1
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    version(conn).await
 }
 
-/// The catalog version, locked FOR UPDATE without changing it.
+/// The catalog version, with the catalog lock held exclusively until the transaction ends,
+/// without changing it.
 pub async fn version_for_update(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar!("SELECT version FROM catalog_state FOR UPDATE")
+    sqlx::query!("SELECT pg_advisory_xact_lock($1, $2)", CATALOG_LOCK.0, CATALOG_LOCK.1)
         .fetch_one(&mut *conn)
-        .await
+        .await?;
+    version(conn).await
 }
 
-/// Bumps the version, holding the row lock until commit: ingest waits, then sees the new rules.
+/// Bumps the version under the exclusive catalog lock, held until commit: ingest waits, then sees
+/// the new rules.
 pub async fn bump_version(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query!("SELECT pg_advisory_xact_lock($1, $2)", CATALOG_LOCK.0, CATALOG_LOCK.1)
+        .fetch_one(&mut *conn)
+        .await?;
     sqlx::query_scalar!("UPDATE catalog_state SET version = version + 1 RETURNING version")
         .fetch_one(&mut *conn)
         .await

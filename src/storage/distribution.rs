@@ -95,6 +95,9 @@ async fn distribute_locked(conn: &mut PgConnection) -> Result<Distribution, sqlx
         citus: true,
         ..Distribution::default()
     };
+    // Tables whose rows were copied into shards: their local copies are emptied once every table
+    // is distributed (a local table's foreign key would refuse it before).
+    let mut copied: Vec<&str> = Vec::new();
     for table in REFERENCE_TABLES {
         if !is_citus_table(conn, table).await? {
             let had_rows = has_rows(conn, table).await?;
@@ -103,7 +106,7 @@ async fn distribute_locked(conn: &mut PgConnection) -> Result<Distribution, sqlx
                 .execute(&mut *conn)
                 .await?;
             if had_rows {
-                truncate_local_data(conn, table).await?;
+                copied.push(table);
             }
             done.changed.push((*table).to_string());
         }
@@ -119,10 +122,13 @@ async fn distribute_locked(conn: &mut PgConnection) -> Result<Distribution, sqlx
                 .execute(&mut *conn)
                 .await?;
             if had_rows {
-                truncate_local_data(conn, table).await?;
+                copied.push(table);
             }
             done.changed.push((*table).to_string());
         }
+    }
+    for table in copied.iter().rev() {
+        truncate_local_data(conn, table).await?;
     }
     // Functions the shards call (rollups, job attribution, partitions) must exist on every
     // worker; those created before the extension was are not there yet.

@@ -93,16 +93,22 @@ pub async fn citus_cluster() -> CitusCluster {
 /// A fresh database on the coordinator and both workers, with the `citus` extension in each and
 /// the workers added to the coordinator's metadata; dropped on all three with the guard.
 pub async fn distributed_database() -> TestDatabase {
+    let db = database_on_every_node().await;
+    add_citus(&db).await;
+    db
+}
+
+/// A fresh database on the coordinator and both workers, with the `citus` extension on the
+/// workers only: to the app, until [`add_citus`], a plain Postgres database.
+pub async fn database_on_every_node() -> TestDatabase {
     let cluster = citus_cluster().await;
     let mut db = TestDatabase::create(&cluster.coordinator).await;
     db.worker_urls = cluster.workers.clone();
-    for server in std::iter::once(&cluster.coordinator).chain(&cluster.workers) {
-        if server != &cluster.coordinator {
-            ensure_database(server, &db.name)
-                .await
-                .expect("create the database on a worker");
-        }
-        let mut conn = sqlx::PgConnection::connect(&with_database(server, &db.name))
+    for worker in &cluster.workers {
+        ensure_database(worker, &db.name)
+            .await
+            .expect("create the database on a worker");
+        let mut conn = sqlx::PgConnection::connect(&with_database(worker, &db.name))
             .await
             .unwrap();
         sqlx::query("CREATE EXTENSION IF NOT EXISTS citus")
@@ -110,7 +116,17 @@ pub async fn distributed_database() -> TestDatabase {
             .await
             .unwrap();
     }
+    db
+}
+
+/// Makes the coordinator's database a Citus coordinator: the extension, its own address, and the
+/// two workers.
+pub async fn add_citus(db: &TestDatabase) {
     let mut coordinator = sqlx::PgConnection::connect(&db.url()).await.unwrap();
+    sqlx::query("CREATE EXTENSION IF NOT EXISTS citus")
+        .execute(&mut coordinator)
+        .await
+        .unwrap();
     let port = |url: &str| {
         url.rsplit(':')
             .next()
@@ -120,16 +136,15 @@ pub async fn distributed_database() -> TestDatabase {
             .unwrap()
     };
     sqlx::query("SELECT citus_set_coordinator_host('127.0.0.1', $1)")
-        .bind(port(&cluster.coordinator))
+        .bind(port(&db.server_url))
         .execute(&mut coordinator)
         .await
         .unwrap();
-    for worker in &cluster.workers {
+    for worker in &db.worker_urls {
         sqlx::query("SELECT citus_add_node('127.0.0.1', $1)")
             .bind(port(worker))
             .execute(&mut coordinator)
             .await
             .unwrap();
     }
-    db
 }

@@ -255,6 +255,15 @@ pub async fn spawn_app_in(database: TestDatabase, limits: Limits, edge: EdgeSett
 }
 
 impl TestApp {
+    pub fn test_database(&self) -> &TestDatabase {
+        &self._database
+    }
+
+    /// The URL of the app's database (for a second instance or a direct connection).
+    pub fn database_url(&self) -> String {
+        self._database.url()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.address)
     }
