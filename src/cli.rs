@@ -131,6 +131,11 @@ pub struct BenchArgs {
     /// Database to drop and recreate for the run (one per concurrent run on a shared server).
     #[arg(long, env = "FAULTLINE_BENCH_DB_NAME", default_value = "faultline_bench")]
     pub db_name: String,
+    /// Citus workers (PostgreSQL URLs without a database, comma-separated): the database is then
+    /// created on each of them too and the server's one becomes their coordinator, so the run
+    /// measures Faultline distributed by cluster. Empty: one PostgreSQL.
+    #[arg(long, env = "FAULTLINE_BENCH_CITUS_WORKERS", value_delimiter = ',', default_value = "")]
+    pub citus_workers: Vec<String>,
 }
 
 #[derive(clap::Args)]

@@ -65,6 +65,7 @@ async fn main() -> anyhow::Result<()> {
                 seed: args.seed,
                 nodes: args.nodes,
                 db_name: args.db_name,
+                citus_workers: args.citus_workers.into_iter().filter(|w| !w.is_empty()).collect(),
             })
             .await;
             server.stop().await?;

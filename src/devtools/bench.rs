@@ -31,6 +31,9 @@ pub struct BenchOptions {
     pub nodes: Option<u32>,
     /// Database dropped and recreated for the run.
     pub db_name: String,
+    /// Citus workers (server URLs): the database is created on each, with the extension, and the
+    /// server becomes their coordinator. Empty: one PostgreSQL.
+    pub citus_workers: Vec<String>,
 }
 
 /// The fleet is generated in time slices (one `simulate` per slice, each with its own seed and
@@ -60,17 +63,21 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
         "--db-name must be lower-case letters, digits and underscores: {db_name}"
     );
-    {
+    for server in std::iter::once(&opts.server_url).chain(&opts.citus_workers) {
         use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(&with_database(&opts.server_url, "postgres")).await?;
+        let mut conn = sqlx::PgConnection::connect(&with_database(server, "postgres")).await?;
         // Runtime SQL: a database name is an identifier, which cannot be a bound parameter.
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"
         )))
         .execute(&mut conn)
         .await?;
+        drop(conn);
+        ensure_database(server, db_name).await?;
     }
-    ensure_database(&opts.server_url, db_name).await?;
+    if !opts.citus_workers.is_empty() {
+        make_coordinator(&opts.server_url, &opts.citus_workers, db_name).await?;
+    }
     // Without the per-token rate limit: the bench measures what the server can serve, and its
     // sampler, one token asking as fast as answers come, passed 100 requests/s once the analytics
     // answered from memory (a 429 ended the run).
@@ -296,6 +303,18 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         ));
     }
 
+    let citus = !opts.citus_workers.is_empty();
+    if citus {
+        let shards: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'events'::regclass")
+            .fetch_one(&db)
+            .await?;
+        out.push_str(&format!(
+            "| Citus | a coordinator and {} workers; every per-cluster table in {shards} shards by cluster |\n",
+            opts.citus_workers.len()
+        ));
+        db.close().await;
+        return Ok(out);
+    }
     let storage = storage_per_signal(&db, sent.accepted).await?;
     out.push_str(&format!(
         "| storage, `events` with its {} indexes (primary key included) | {:.0} bytes/signal, {:.0} bytes/row ({} rows, {:.1} MiB) |\n\
@@ -328,6 +347,40 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     ));
     db.close().await;
     Ok(out)
+}
+
+/// Makes the server's `db_name` the coordinator of the same database on `workers`: the `citus`
+/// extension in each, the coordinator's own address, and the workers (as the coordinator reaches
+/// them). The app's migrate then distributes the tables.
+async fn make_coordinator(server_url: &str, workers: &[String], db_name: &str) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let host_port = |url: &str| -> anyhow::Result<(String, i32)> {
+        let parsed = reqwest::Url::parse(url)?;
+        Ok((
+            parsed.host_str().unwrap_or("127.0.0.1").to_string(),
+            i32::from(parsed.port().unwrap_or(5432)),
+        ))
+    };
+    for server in std::iter::once(server_url).chain(workers.iter().map(String::as_str)) {
+        let mut conn = sqlx::PgConnection::connect(&with_database(server, db_name)).await?;
+        sqlx::query("CREATE EXTENSION IF NOT EXISTS citus").execute(&mut conn).await?;
+    }
+    let mut coordinator = sqlx::PgConnection::connect(&with_database(server_url, db_name)).await?;
+    let (host, port) = host_port(server_url)?;
+    sqlx::query("SELECT citus_set_coordinator_host($1, $2)")
+        .bind(host)
+        .bind(port)
+        .execute(&mut coordinator)
+        .await?;
+    for worker in workers {
+        let (host, port) = host_port(worker)?;
+        sqlx::query("SELECT citus_add_node($1, $2)")
+            .bind(host)
+            .bind(port)
+            .execute(&mut coordinator)
+            .await?;
+    }
+    Ok(())
 }
 
 fn add(total: &mut crate::devtools::client::SendTotals, s: crate::devtools::client::SendTotals) {
