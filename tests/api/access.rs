@@ -6,7 +6,7 @@ use faultline::app::edge::EdgeSettings;
 use faultline::http::rate_limit::RateLimitSettings;
 use serde_json::{Value, json};
 
-use crate::helpers::{ADMIN_TOKEN, TestApp, event, spawn_app, spawn_app_on, status_json, uuid_n};
+use crate::helpers::{ADMIN_TOKEN, Backend, TestApp, event, spawn_app_on, spawn_app_on_backend, status_json, uuid_n};
 
 /// Our cluster and the other team's. Names that occur nowhere else, so a body that mentions
 /// `bravo` has leaked the other cluster.
@@ -108,7 +108,16 @@ fn query_string(pairs: &[(String, String)]) -> String {
 /// for `cluster=alpha` (JSON and CSV), with no trace of `bravo`. Admin-only routes refuse it.
 #[tokio::test]
 async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route() {
-    let app = spawn_app().await;
+    a_scoped_reader_sees_only_its_cluster_on_every_read_route_on(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route_on_citus() {
+    a_scoped_reader_sees_only_its_cluster_on_every_read_route_on(Backend::Citus).await;
+}
+
+async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route_on(backend: Backend) {
+    let app = spawn_app_on_backend(backend).await;
     let (own_failure, other_failure) = two_clusters(&app).await;
     let scoped = app.token("reader", Some(OWN)).await;
     let (_, doc) = app.get(ADMIN_TOKEN, "/openapi.json").await;
@@ -254,7 +263,16 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route() {
 /// The report the dashboard shows and a scoped agent reading inventory follow the same scope.
 #[tokio::test]
 async fn a_scoped_agent_reads_only_its_cluster_inventory() {
-    let app = spawn_app().await;
+    a_scoped_agent_reads_only_its_cluster_inventory_on(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn a_scoped_agent_reads_only_its_cluster_inventory_on_citus() {
+    a_scoped_agent_reads_only_its_cluster_inventory_on(Backend::Citus).await;
+}
+
+async fn a_scoped_agent_reads_only_its_cluster_inventory_on(backend: Backend) {
+    let app = spawn_app_on_backend(backend).await;
     two_clusters(&app).await;
     let agent = app.token("agent", Some(OTHER)).await;
     let (status, page) = app.get(&agent, "/v1/nodes").await;
@@ -298,7 +316,16 @@ async fn create_token(app: &TestApp, token: &str, body: Value) -> (u16, Value) {
 /// with its expiry; expiries in the past, too far away or given twice are refused.
 #[tokio::test]
 async fn tokens_expire() {
-    let app = spawn_app().await;
+    tokens_expire_on(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn tokens_expire_on_citus() {
+    tokens_expire_on(Backend::Citus).await;
+}
+
+async fn tokens_expire_on(backend: Backend) {
+    let app = spawn_app_on_backend(backend).await;
     let (status, created) = create_token(
         &app,
         ADMIN_TOKEN,
@@ -432,7 +459,16 @@ async fn the_rate_limit_is_per_token() {
 /// leave none; filters and pages work; only admins read it.
 #[tokio::test]
 async fn admin_actions_are_audited() {
-    let app = spawn_app().await;
+    admin_actions_are_audited_on(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn admin_actions_are_audited_on_citus() {
+    admin_actions_are_audited_on(Backend::Citus).await;
+}
+
+async fn admin_actions_are_audited_on(backend: Backend) {
+    let app = spawn_app_on_backend(backend).await;
     let (status, ops) = create_token(&app, ADMIN_TOKEN, json!({"name": "ops-admin", "role": "admin"})).await;
     assert_eq!(status, 201);
     let ops_token = ops["token"].as_str().unwrap().to_string();

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 
-use crate::helpers::{ADMIN_TOKEN, TestApp, event, join_all, spawn_app, uuid_n};
+use crate::helpers::{ADMIN_TOKEN, Backend, TestApp, event, join_all, spawn_app_on_backend, uuid_n};
 use faultline::analytics::headline::{self, FleetFailures, Inventory, NodeService};
 use faultline::devtools::simulate::{SimConfig, simulate};
 
@@ -131,9 +131,14 @@ async fn assert_top_errors_recount(app: &TestApp, from: DateTime<Utc>, to: DateT
     .unwrap();
     roots.sort();
     assert_eq!(rows("root_signals", true), roots, "top-errors roots {window}");
+    // A failure holds signals of its own cluster: joining on the cluster too changes no row, and
+    // Citus needs it (events and failures are sharded by cluster; a join on the id alone is one it
+    // refuses: "complex joins are only supported when all distributed tables are co-located and
+    // joined on their distribution columns").
     let mut held: Vec<(String, Option<i64>, i64, i64, String)> = sqlx::query_as(
         "SELECT ev.kind, ev.code, count(DISTINCT f.id), count(*), ''
-         FROM failures f CROSS JOIN LATERAL unnest(f.signal_ids) AS s(id) JOIN events ev ON ev.id = s.id
+         FROM failures f CROSS JOIN LATERAL unnest(f.signal_ids) AS s(id)
+              JOIN events ev ON ev.cluster = f.cluster AND ev.id = s.id
          WHERE f.first_at >= $1 AND f.first_at < $2 GROUP BY 1, 2",
     )
     .bind(from)
@@ -304,7 +309,17 @@ fn iso(t: DateTime<Utc>) -> String {
 
 #[tokio::test]
 async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_a_catalog_edit() {
-    let app = spawn_app().await;
+    rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_a_catalog_edit_on(Backend::Postgres).await;
+}
+
+#[tokio::test]
+#[ignore = "on Citus, concurrent ingests deadlock: two batches' `SELECT version FROM catalog_state FOR SHARE` each take a ShareLock on the reference shard, then a RowExclusiveLock on it (the executor lock of a reference-table row lock) and wait for each other: deadlock detected"]
+async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_a_catalog_edit_on_citus() {
+    rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_a_catalog_edit_on(Backend::Citus).await;
+}
+
+async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_a_catalog_edit_on(backend: Backend) {
+    let app = spawn_app_on_backend(backend).await;
     // Over a month boundary, so both periods have several buckets.
     let start = Utc.with_ymd_and_hms(2026, 5, 20, 0, 0, 0).unwrap();
     let fleet = simulate(&SimConfig {
@@ -491,7 +506,16 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
 /// timeline, which keeps a month of day counts in memory, must still see the move.
 #[tokio::test]
 async fn the_timeline_follows_a_failure_moved_to_another_day_of_the_same_month() {
-    let app = spawn_app().await;
+    the_timeline_follows_a_failure_moved_to_another_day_of_the_same_month_on(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn the_timeline_follows_a_failure_moved_to_another_day_of_the_same_month_on_citus() {
+    the_timeline_follows_a_failure_moved_to_another_day_of_the_same_month_on(Backend::Citus).await;
+}
+
+async fn the_timeline_follows_a_failure_moved_to_another_day_of_the_same_month_on(backend: Backend) {
+    let app = spawn_app_on_backend(backend).await;
     let window = "from=2026-05-01T00:00:00Z&to=2026-06-01T00:00:00Z";
     let days = |v: &Value| -> Vec<(String, i64)> {
         v["points"]
