@@ -134,7 +134,12 @@ pub struct BenchArgs {
     /// Citus workers (PostgreSQL URLs without a database, comma-separated): the database is then
     /// created on each of them too and the server's one becomes their coordinator, so the run
     /// measures Faultline distributed by cluster. Empty: one PostgreSQL.
-    #[arg(long, env = "FAULTLINE_BENCH_CITUS_WORKERS", value_delimiter = ',', default_value = "")]
+    #[arg(
+        long,
+        env = "FAULTLINE_BENCH_CITUS_WORKERS",
+        value_delimiter = ',',
+        default_value = ""
+    )]
     pub citus_workers: Vec<String>,
 }
 

@@ -305,9 +305,10 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
 
     let citus = !opts.citus_workers.is_empty();
     if citus {
-        let shards: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'events'::regclass")
-            .fetch_one(&db)
-            .await?;
+        let shards: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'events'::regclass")
+                .fetch_one(&db)
+                .await?;
         out.push_str(&format!(
             "| Citus | a coordinator and {} workers; every per-cluster table in {shards} shards by cluster |\n",
             opts.citus_workers.len()
@@ -363,7 +364,9 @@ async fn make_coordinator(server_url: &str, workers: &[String], db_name: &str) -
     };
     for server in std::iter::once(server_url).chain(workers.iter().map(String::as_str)) {
         let mut conn = sqlx::PgConnection::connect(&with_database(server, db_name)).await?;
-        sqlx::query("CREATE EXTENSION IF NOT EXISTS citus").execute(&mut conn).await?;
+        sqlx::query("CREATE EXTENSION IF NOT EXISTS citus")
+            .execute(&mut conn)
+            .await?;
     }
     let mut coordinator = sqlx::PgConnection::connect(&with_database(server_url, db_name)).await?;
     let (host, port) = host_port(server_url)?;

@@ -94,7 +94,22 @@ pub async fn citus_cluster() -> CitusCluster {
 /// the workers added to the coordinator's metadata; dropped on all three with the guard.
 pub async fn distributed_database() -> TestDatabase {
     let db = database_on_every_node().await;
+    // Distributing tables updates catalogs that the cluster's databases share: two test databases
+    // distributed at once fail with "tuple concurrently updated". One at a time, here (the app's
+    // own migrate then finds everything distributed).
+    let _lock = lock_file(
+        &std::env::temp_dir()
+            .join("faultline-test-citus")
+            .join("distribute.lock"),
+    )
+    .await
+    .unwrap();
     add_citus(&db).await;
+    let pool = sqlx::PgPool::connect(&db.url()).await.unwrap();
+    faultline::storage::migrate(&pool)
+        .await
+        .expect("migrate and distribute");
+    pool.close().await;
     db
 }
 

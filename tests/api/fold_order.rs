@@ -150,7 +150,6 @@ async fn failures_do_not_depend_on_arrival_order_batching_or_bursts() {
 }
 
 #[tokio::test]
-#[ignore = "on Citus, concurrent ingests deadlock: two batches' `SELECT version FROM catalog_state FOR SHARE` each take a ShareLock on the reference shard, then a RowExclusiveLock on it (the executor lock of a reference-table row lock) and wait for each other: deadlock detected"]
 async fn failures_do_not_depend_on_arrival_order_batching_or_bursts_on_citus() {
     failures_do_not_depend_on_arrival_order_batching_or_bursts_on(Backend::Citus).await;
 }
@@ -225,7 +224,6 @@ async fn a_batch_of_ten_thousand_distinct_nodes_takes_bounded_locks() {
 // On Citus the stripes are advisory locks of the coordinator's transaction, so the bound holds
 // there as on one Postgres (the workers take their shards' locks, not one per node).
 #[tokio::test]
-#[ignore = "on Citus, concurrent ingests deadlock: two batches' `SELECT version FROM catalog_state FOR SHARE` each take a ShareLock on the reference shard, then a RowExclusiveLock on it (the executor lock of a reference-table row lock) and wait for each other: deadlock detected"]
 async fn a_batch_of_ten_thousand_distinct_nodes_takes_bounded_locks_on_citus() {
     a_batch_of_ten_thousand_distinct_nodes_takes_bounded_locks_on(Backend::Citus).await;
 }

@@ -313,7 +313,6 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
 }
 
 #[tokio::test]
-#[ignore = "on Citus, concurrent ingests deadlock: two batches' `SELECT version FROM catalog_state FOR SHARE` each take a ShareLock on the reference shard, then a RowExclusiveLock on it (the executor lock of a reference-table row lock) and wait for each other: deadlock detected"]
 async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_a_catalog_edit_on_citus() {
     rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_a_catalog_edit_on(Backend::Citus).await;
 }
