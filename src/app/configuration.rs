@@ -46,7 +46,7 @@ pub struct ServeSettings {
     pub demo: bool,
 }
 
-/// Bounds on what one request may cost. Documented in the OpenAPI description and README.
+/// Bounds on what one request may cost. Documented in the OpenAPI description and docs/operations.md.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Limits {
     /// Largest request body, after gzip decompression (so gzip bombs stop here too).

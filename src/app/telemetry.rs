@@ -51,7 +51,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 }
 
 /// `# HELP` text and unit of every metric the service records. A metric recorded anywhere must be
-/// described here (the README's "Metrics" table lists the same set).
+/// described here (docs/operations.md's "Metrics" table lists the same set).
 fn describe_metrics() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_counter!(

@@ -1,5 +1,5 @@
 //! `faultline bench`: ingest throughput over HTTP and analytics latency over a large simulated
-//! fleet, against a real Postgres. Prints a Markdown table (the README's figures come from it).
+//! fleet, against a real Postgres. Prints a Markdown table (docs/benchmarks.md's figures come from it).
 //!
 //! Besides the HTTP figure it measures, from the same run: throughput of each time slice of the
 //! signals (ingest must not slow down as history grows), the p95 and median of each analytic while

@@ -90,7 +90,7 @@ async fn answers(db: &sqlx::PgPool, which: &'static str) -> Result<(), ApiError>
 }
 
 /// Prometheus metrics: requests and their latency, ingest items by route, outcome and reason, ingest
-/// latency, shed requests, database pool, process and build info (the README's "Metrics" table).
+/// latency, shed requests, database pool, process and build info (docs/operations.md, "Metrics").
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Metrics in the Prometheus text exposition format", body = String, content_type = "text/plain")))]
 pub async fn metrics_text(State(ctx): State<ApiContext>) -> impl IntoResponse {

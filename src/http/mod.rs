@@ -39,7 +39,7 @@ pub struct ApiContext {
     /// catalog, single resources after a change).
     pub db: PgPool,
     /// Analytics, the report and the lists: the read replica when one is configured, else a clone
-    /// of `db`. May lag the primary (see the README's "Read replicas").
+    /// of `db`. May lag the primary (see docs/operations.md, "Read replicas").
     pub read_db: PgPool,
     /// Whether `read_db` is a replica (and not the primary again).
     pub read_replica: bool,

@@ -10,7 +10,7 @@ use faultline::db::database::{ensure_database, with_database};
 use faultline::db::embedded_pg::{PrivateCluster, find_pg_bin, lock_file};
 use sqlx::Connection;
 
-use crate::helpers::{CLUSTER_USER, PG_WATCHDOG, TestDatabase};
+use crate::helpers::{TestDatabase, spawn_watchdog, use_clusters};
 
 /// Shards per distributed table in the test databases: few, so that creating a database's tables
 /// (and each month's partition) stays quick, and more than the two workers, so that every query
@@ -42,19 +42,8 @@ pub async fn citus_cluster() -> CitusCluster {
     let base = std::env::temp_dir().join("faultline-test-citus");
     std::fs::create_dir_all(&base).unwrap();
     let users = base.join("users");
-    if CLUSTER_USER.get().is_none() {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&users)
-            .unwrap();
-        let file = tokio::task::spawn_blocking(move || file.lock_shared().map(|()| file))
-            .await
-            .unwrap()
-            .unwrap();
-        let _ = CLUSTER_USER.set(file);
-    }
+    static CITUS_USER: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+    use_clusters(&users, &CITUS_USER).await.unwrap();
     let _lock = lock_file(&base.join("start.lock")).await.unwrap();
     let options = format!(
         "-c shared_preload_libraries=citus -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
@@ -62,25 +51,10 @@ pub async fn citus_cluster() -> CitusCluster {
     );
     let mut urls = Vec::new();
     for node in ["coordinator", "worker1", "worker2"] {
-        let dir = base.join(node);
-        let cluster = PrivateCluster::start_with(&dir, &options)
+        let cluster = PrivateCluster::start_with(&base.join(node), &options)
             .await
             .unwrap_or_else(|e| panic!("starting the Citus {node}: {e:#}"));
-        if let Some(pg_ctl) = find_pg_bin("pg_ctl") {
-            use std::os::unix::process::CommandExt;
-            let _ = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(PG_WATCHDOG)
-                .arg("faultline-test-citus-watchdog")
-                .arg(&users)
-                .arg(cluster.pgdata())
-                .arg(std::fs::canonicalize(&pg_ctl).unwrap_or(pg_ctl))
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .process_group(0)
-                .spawn();
-        }
+        spawn_watchdog(&users, cluster.pgdata());
         urls.push(cluster.url().to_string());
     }
     let coordinator = urls.remove(0);

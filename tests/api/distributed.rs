@@ -16,16 +16,19 @@ use crate::helpers::{
     ADMIN_TOKEN, Backend, TestApp, join_all, spawn_app, spawn_app_in, spawn_app_on_backend, spawn_app_on_backend_with,
 };
 
-/// The app without the per-token rate limit: the loads below send as fast as the server answers.
-async fn unlimited_app(backend: Backend) -> TestApp {
-    let edge = EdgeSettings {
+/// Without the per-token rate limit: the loads below send as fast as the server answers.
+fn unlimited_edge() -> EdgeSettings {
+    EdgeSettings {
         rate_limit: RateLimitSettings {
             rate_limit_per_token_rps: 0.0,
             rate_limit_per_token_burst: 0,
         },
         ..EdgeSettings::default()
-    };
-    spawn_app_on_backend_with(backend, Limits::default(), edge).await
+    }
+}
+
+async fn unlimited_app(backend: Backend) -> TestApp {
+    spawn_app_on_backend_with(backend, Limits::default(), unlimited_edge()).await
 }
 
 /// Top-level tables of the app's schema (partitions follow their parent).
@@ -105,13 +108,7 @@ async fn on_citus_every_table_is_distributed_by_cluster_or_a_reference_table() {
 /// A second instance of the app on `app`'s database (its own pool), as a site runs several
 /// behind a load balancer; returns its base URL.
 async fn second_instance(app: &TestApp) -> String {
-    let edge = EdgeSettings {
-        rate_limit: RateLimitSettings {
-            rate_limit_per_token_rps: 0.0,
-            rate_limit_per_token_burst: 0,
-        },
-        ..EdgeSettings::default()
-    };
+    let edge = unlimited_edge();
     let pool = faultline::db::pool::connect(&app.database_url(), &edge.pool)
         .await
         .unwrap();
@@ -317,15 +314,8 @@ fn without_volatile(body: &str) -> String {
 /// place. Every answer is the same afterwards, and ingest goes on.
 #[tokio::test]
 async fn a_database_holding_data_distributes_in_place_and_answers_the_same() {
-    let edge = EdgeSettings {
-        rate_limit: RateLimitSettings {
-            rate_limit_per_token_rps: 0.0,
-            rate_limit_per_token_burst: 0,
-        },
-        ..EdgeSettings::default()
-    };
     let database = crate::citus::database_on_every_node().await;
-    let app = spawn_app_in(database, Limits::default(), edge).await;
+    let app = spawn_app_in(database, Limits::default(), unlimited_edge()).await;
     load_fleet(&app).await;
     let before = answers(&app).await;
     let (signals, failures) = (

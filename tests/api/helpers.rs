@@ -118,7 +118,7 @@ impl Drop for TestDatabase {
 /// cluster in the temp directory (fsync off: test data is disposable) that stops by itself once no
 /// test process has used it for a few seconds, i.e. when the run ends (see [`PG_WATCHDOG`]).
 pub async fn test_server_url() -> anyhow::Result<String> {
-    use faultline::db::embedded_pg::{PrivateCluster, find_pg_bin, local_server, lock_file};
+    use faultline::db::embedded_pg::{PrivateCluster, local_server, lock_file};
     if let Ok(url) = std::env::var("DATABASE_URL")
         && !url.is_empty()
     {
@@ -131,27 +131,48 @@ pub async fn test_server_url() -> anyhow::Result<String> {
     // A shared lock for the life of this process marks the cluster in use; the kernel releases it
     // when the process ends, however it ends.
     let users = dir.with_extension("users");
-    if CLUSTER_USER.get().is_none() {
+    use_clusters(&users, &CLUSTER_USER).await?;
+    let _lock = lock_file(&dir.with_extension("lock")).await?;
+    let cluster =
+        PrivateCluster::start_with(&dir, "-c fsync=off -c synchronous_commit=off -c full_page_writes=off").await?;
+    spawn_watchdog(&users, cluster.pgdata());
+    Ok(cluster.url().to_string())
+}
+
+/// This process's shared lock on the private cluster's users file.
+static CLUSTER_USER: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+
+/// Marks private clusters in use by this process for its whole life: a shared lock on `users`,
+/// kept in `slot`, which the kernel releases when the process ends, however it ends.
+pub async fn use_clusters(
+    users: &std::path::Path,
+    slot: &'static std::sync::OnceLock<std::fs::File>,
+) -> anyhow::Result<()> {
+    if slot.get().is_none() {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(&users)?;
+            .open(users)?;
         let file = tokio::task::spawn_blocking(move || file.lock_shared().map(|()| file)).await??;
-        let _ = CLUSTER_USER.set(file);
+        let _ = slot.set(file);
     }
-    let _lock = lock_file(&dir.with_extension("lock")).await?;
-    let cluster =
-        PrivateCluster::start_with(&dir, "-c fsync=off -c synchronous_commit=off -c full_page_writes=off").await?;
+    Ok(())
+}
+
+/// Starts the watchdog ([`PG_WATCHDOG`]) that stops the private cluster in `pgdata` once nobody
+/// holds `users`. Detached (own process group, no stdio): it outlives this test process; a second
+/// one for the same cluster exits.
+pub fn spawn_watchdog(users: &std::path::Path, pgdata: &std::path::Path) {
+    use faultline::db::embedded_pg::find_pg_bin;
+    use std::os::unix::process::CommandExt;
     if let Some(pg_ctl) = find_pg_bin("pg_ctl") {
-        use std::os::unix::process::CommandExt;
-        // Detached (own process group, no stdio): it outlives this test process; a second one exits.
         let _ = std::process::Command::new("sh")
             .arg("-c")
             .arg(PG_WATCHDOG)
             .arg("faultline-test-pg-watchdog")
-            .arg(&users)
-            .arg(cluster.pgdata())
+            .arg(users)
+            .arg(pgdata)
             .arg(std::fs::canonicalize(&pg_ctl).unwrap_or(pg_ctl))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -159,16 +180,12 @@ pub async fn test_server_url() -> anyhow::Result<String> {
             .process_group(0)
             .spawn();
     }
-    Ok(cluster.url().to_string())
 }
-
-/// This process's shared lock on the private cluster's users file.
-pub static CLUSTER_USER: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
 
 /// Stops the private test cluster ($2, with pg_ctl $3) once nobody holds a shared lock on the users
 /// file ($1) for 10 s; it stops under an exclusive lock, so a test process starting meanwhile waits
 /// and then starts the cluster again (with a watchdog of its own). One watchdog per cluster.
-pub const PG_WATCHDOG: &str = r#"
+const PG_WATCHDOG: &str = r#"
 users="$1"; pgdata="$2"; pg_ctl="$3"
 exec 9>"$users.watchdog"
 flock -n 9 || exit 0
