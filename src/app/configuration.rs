@@ -59,6 +59,10 @@ pub struct Limits {
     /// is kept for reads); beyond that the answer is 503 with Retry-After.
     #[arg(long, env = "FAULTLINE_MAX_INFLIGHT_INGEST", default_value_t = 32)]
     pub max_inflight_ingest: usize,
+    /// Correlation keys a catalog rebuild re-folds per transaction: an ingest batch waits for at
+    /// most one such chunk.
+    #[arg(long, env = "FAULTLINE_REBUILD_CHUNK_KEYS", default_value_t = 200)]
+    pub rebuild_chunk_keys: usize,
 }
 
 impl Default for Limits {
@@ -67,6 +71,7 @@ impl Default for Limits {
             max_body_bytes: 16 * 1024 * 1024,
             max_batch_items: 10_000,
             max_inflight_ingest: 32,
+            rebuild_chunk_keys: 200,
         }
     }
 }

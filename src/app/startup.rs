@@ -50,10 +50,16 @@ impl Application {
         crate::app::maintenance::create_ahead(&db, chrono::Utc::now()).await?;
         crate::app::maintenance::spawn(db.clone(), config.retention.clone());
         let listener = TcpListener::bind(addr).await?;
-        Ok(Application {
-            listener,
-            context: api_context(config, db, replica),
-        })
+        let context = api_context(config, db, replica);
+        crate::ingest::rebuild::spawn(
+            context.db.clone(),
+            context.catalog.clone(),
+            crate::ingest::rebuild::RebuildWorker {
+                chunk_keys: context.config.limits.rebuild_chunk_keys.max(1),
+                window: context.config.fold_window(),
+            },
+        );
+        Ok(Application { listener, context })
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
@@ -101,6 +107,7 @@ fn build_router(ctx: ApiContext) -> Router {
     let body_limit = ctx.config.limits.max_body_bytes;
     let budget = http::body_budget::BodyBudget::new(ctx.config.edge.max_inflight_body_bytes, body_limit);
     let api = http::api_router()
+        .layer(middleware::from_fn_with_state(ctx.clone(), http::rebuilds::pin_catalog))
         // Inside decompression, so gzip bodies are counted decompressed, as they arrive.
         .layer(middleware::from_fn_with_state(
             budget,

@@ -48,6 +48,17 @@ impl CorrelationKey {
         }
     }
 
+    /// The key of its stored form ([`as_string`](Self::as_string)).
+    pub fn parse(stored: &str) -> Option<CorrelationKey> {
+        let (kind, rest) = stored.split_once(':')?;
+        match kind {
+            "job" => Some(CorrelationKey::Job(rest.to_string())),
+            "node" => Some(CorrelationKey::Node(rest.to_string())),
+            "alone" => rest.parse().ok().map(CorrelationKey::Alone),
+            _ => None,
+        }
+    }
+
     /// Stored form, e.g. `job:job-17`, `node:gpu-007`, `alone:<uuid>`.
     pub fn as_string(&self) -> String {
         match self {
@@ -203,6 +214,20 @@ mod tests {
         d.classification.root_cause.category
     }
     use crate::classify::tests::small_catalog;
+
+    #[test]
+    fn a_key_parses_from_its_stored_form() {
+        for key in [
+            CorrelationKey::Job("job:with:colons".into()),
+            CorrelationKey::Node("gpu-007".into()),
+            CorrelationKey::Alone(Uuid::from_u128(7)),
+        ] {
+            assert_eq!(CorrelationKey::parse(&key.as_string()), Some(key));
+        }
+        assert_eq!(CorrelationKey::parse("rack:r1"), None);
+        assert_eq!(CorrelationKey::parse("alone:not-a-uuid"), None);
+        assert_eq!(CorrelationKey::parse("job"), None);
+    }
 
     fn at(min: i64) -> DateTime<Utc> {
         "2026-11-02T00:00:00Z".parse::<DateTime<Utc>>().unwrap() + Duration::minutes(min)

@@ -71,6 +71,12 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// A read asked for a catalog version its failures are not all classified under.
+    #[error("{message}")]
+    CatalogPending {
+        message: String,
+        details: serde_json::Value,
+    },
     #[error("{0}")]
     PayloadTooLarge(String),
     #[error("{0}")]
@@ -165,6 +171,7 @@ impl ApiError {
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            ApiError::CatalogPending { .. } => (StatusCode::CONFLICT, "catalog_version_pending"),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
             ApiError::Unprocessable { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
@@ -192,6 +199,7 @@ impl IntoResponse for ApiError {
         };
         let details = match &self {
             ApiError::Unprocessable { details, .. } => details.clone(),
+            ApiError::CatalogPending { details, .. } => Some(details.clone()),
             _ => None,
         };
         let mut response = (

@@ -18,6 +18,7 @@ pub mod nodes;
 pub mod nvsentinel;
 pub mod openapi;
 pub mod rate_limit;
+pub mod rebuilds;
 pub mod report;
 pub mod rules;
 pub mod terms;
@@ -76,6 +77,7 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(tokens::router())
         .merge(rules::router())
         .merge(terms::router())
+        .merge(rebuilds::router())
         .merge(classify::router())
         .merge(failures::router())
         .merge(analytics::router())

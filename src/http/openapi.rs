@@ -4,6 +4,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::http;
+use crate::http::rebuilds::CatalogPin;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -18,6 +19,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
     ),
     servers((url = "http://127.0.0.1:8080", description = "`faultline serve` on its default address (FAULTLINE_ADDR)")),
     paths(
+        http::rebuilds::rebuild_status,
         http::events::ingest_events,
         http::logs::ingest_logs,
         http::nvsentinel::ingest_health_events,
@@ -61,6 +63,8 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::health::metrics_text,
     ),
     components(schemas(
+        crate::queries::rebuilds::RebuildStatus,
+        crate::queries::rebuilds::RebuildProgress,
         crate::http::error::ErrorBody,
         crate::http::error::ErrorDetails,
         crate::ingest::batch::RejectedItem,
@@ -77,7 +81,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         crate::http::report::ReportFormatName,
         crate::domain::event::OptionalText,
     )),
-    modifiers(&BearerAuth, &AccessResponses, &OpenRoutes),
+    modifiers(&BearerAuth, &AccessResponses, &OpenRoutes, &CatalogPin),
     tags(
         (name = "ingest", description = "Signals from node agents, schedulers and frameworks"),
         (name = "inventory", description = "The fleet: nodes, GPU models and generations, 128-GPU groups"),

@@ -2,6 +2,7 @@
 //! all failures in the same transaction, so no analysis ever mixes two versions of the rules.
 
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::routing::{get, put};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
@@ -86,18 +87,20 @@ pub struct RuleInput {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct CatalogChange {
+    /// The catalog's new version: signals ingested from now on fold with it.
     pub catalog_version: i64,
-    /// Failures rebuilt with the new catalog.
-    pub failures: usize,
+    /// The rebuild of the existing failures under the new version, started in the background
+    /// (follow it at `GET /v1/catalog/rebuilds/{version}`).
+    pub rebuild: crate::queries::rebuilds::RebuildStatus,
     pub rule: Option<Rule>,
 }
 
-/// Create or replace a rule (admin); all failures are re-classified before the answer.
+/// Create or replace a rule (admin); the answer comes once the edit is committed; the failures are rebuilt under the new version in the background.
 #[utoipa::path(
     put, path = "/v1/classification-rules/{rule_id}", tag = "classification", request_body = RuleInput,
     params(("rule_id" = String, Path, description = "Rule id, e.g. xid-79")),
     responses(
-        (status = 200, description = "Rule stored; failures re-classified with the new catalog version", body = CatalogChange),
+        (status = 202, description = "Rule stored under a new catalog version; the failures are rebuilt under it in the background (`rebuild`)", body = CatalogChange),
         (status = 409, description = "The rule is already stored exactly so: nothing to change", body = ErrorBody),
         (status = 400, description = "Malformed JSON or a component outside its category, or an unknown action", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
@@ -111,7 +114,7 @@ pub async fn put_rule(
     caller: Caller,
     AppPath(rule_id): AppPath<String>,
     AppJson(input): AppJson<RuleInput>,
-) -> ApiResult<Json<CatalogChange>> {
+) -> ApiResult<(StatusCode, Json<CatalogChange>)> {
     caller.require(Permission::Admin)?;
     let rule = Rule {
         rule_id,
@@ -134,23 +137,29 @@ pub async fn put_rule(
         rule: rule.clone(),
         by: caller.name.clone(),
     };
-    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), &caller.actor(), edit)
+    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, &caller.actor(), edit)
         .await?
         .ok_or_else(|| ApiError::Conflict("nothing to change".into()))?;
-    let (version, failures) = (done.catalog_version, done.failures);
-    Ok(Json(CatalogChange {
-        catalog_version: version,
-        failures,
-        rule: Some(rule),
-    }))
+    let version = done.catalog_version;
+    let rebuild = crate::queries::rebuilds::status(&ctx.db, version)
+        .await?
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the edit's rebuild {version} is not recorded")))?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(CatalogChange {
+            catalog_version: version,
+            rebuild,
+            rule: Some(rule),
+        }),
+    ))
 }
 
-/// Delete a rule (admin); all failures are re-classified before the answer.
+/// Delete a rule (admin); the answer comes once the edit is committed; the failures are rebuilt under the new version in the background.
 #[utoipa::path(
     delete, path = "/v1/classification-rules/{rule_id}", tag = "classification",
     params(("rule_id" = String, Path, description = "Rule id")),
     responses(
-        (status = 200, description = "Rule deleted; failures re-classified", body = CatalogChange),
+        (status = 202, description = "Rule deleted under a new catalog version; the failures are rebuilt under it in the background (`rebuild`)", body = CatalogChange),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Only admins change the catalog", body = ErrorBody),
         (status = 404, description = "No such rule", body = ErrorBody),
@@ -161,18 +170,24 @@ pub async fn delete_rule(
     State(ctx): State<ApiContext>,
     caller: Caller,
     AppPath(rule_id): AppPath<String>,
-) -> ApiResult<Json<CatalogChange>> {
+) -> ApiResult<(StatusCode, Json<CatalogChange>)> {
     caller.require(Permission::Admin)?;
     let edit = RuleEdit::Delete {
         rule_id: rule_id.clone(),
     };
-    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), &caller.actor(), edit)
+    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, &caller.actor(), edit)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no rule '{rule_id}'")))?;
-    let (version, failures) = (done.catalog_version, done.failures);
-    Ok(Json(CatalogChange {
-        catalog_version: version,
-        failures,
-        rule: None,
-    }))
+    let version = done.catalog_version;
+    let rebuild = crate::queries::rebuilds::status(&ctx.db, version)
+        .await?
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the edit's rebuild {version} is not recorded")))?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(CatalogChange {
+            catalog_version: version,
+            rebuild,
+            rule: None,
+        }),
+    ))
 }

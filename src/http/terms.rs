@@ -2,6 +2,7 @@
 //! edit bumps the catalog version and re-classifies all failures in the same transaction.
 
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::routing::{get, put};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
@@ -89,18 +90,20 @@ pub struct TermInput {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TermChange {
+    /// The catalog's new version: signals ingested from now on fold with it.
     pub catalog_version: i64,
-    /// Failures rebuilt with the new catalog.
-    pub failures: usize,
+    /// The rebuild of the existing failures under the new version, started in the background
+    /// (follow it at `GET /v1/catalog/rebuilds/{version}`).
+    pub rebuild: crate::queries::rebuilds::RebuildStatus,
     pub term: Option<Term>,
 }
 
-/// Create or replace a term (admin); all failures are re-classified before the answer.
+/// Create or replace a term (admin); the answer comes once the edit is committed; the failures are rebuilt under the new version in the background.
 #[utoipa::path(
     put, path = "/v1/classification-terms/{term}", tag = "classification", request_body = TermInput,
     params(("term" = String, Path, description = "The phrase, e.g. `vast` or `power supply` (URL-encoded)")),
     responses(
-        (status = 200, description = "Term stored; failures re-classified with the new catalog version", body = TermChange),
+        (status = 202, description = "Term stored under a new catalog version; the failures are rebuilt under it in the background (`rebuild`)", body = TermChange),
         (status = 400, description = "Malformed JSON, a term without words, a weight outside (0, 10], or a component missing or outside the kind", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Only admins change the catalog", body = ErrorBody),
@@ -113,7 +116,7 @@ pub async fn put_term(
     caller: Caller,
     AppPath(term): AppPath<String>,
     AppJson(input): AppJson<TermInput>,
-) -> ApiResult<Json<TermChange>> {
+) -> ApiResult<(StatusCode, Json<TermChange>)> {
     caller.require(Permission::Admin)?;
     let component = input.component.unwrap_or(Component::Unknown);
     let term = Term {
@@ -134,23 +137,29 @@ pub async fn put_term(
         term: term.clone(),
         by: caller.name.clone(),
     };
-    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), &caller.actor(), edit)
+    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, &caller.actor(), edit)
         .await?
         .ok_or_else(|| ApiError::Conflict("nothing to change".into()))?;
-    let (version, failures) = (done.catalog_version, done.failures);
-    Ok(Json(TermChange {
-        catalog_version: version,
-        failures,
-        term: Some(term),
-    }))
+    let version = done.catalog_version;
+    let rebuild = crate::queries::rebuilds::status(&ctx.db, version)
+        .await?
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the edit's rebuild {version} is not recorded")))?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(TermChange {
+            catalog_version: version,
+            rebuild,
+            term: Some(term),
+        }),
+    ))
 }
 
-/// Delete a term (admin); all failures are re-classified before the answer.
+/// Delete a term (admin); the answer comes once the edit is committed; the failures are rebuilt under the new version in the background.
 #[utoipa::path(
     delete, path = "/v1/classification-terms/{term}", tag = "classification",
     params(("term" = String, Path, description = "The phrase as stored")),
     responses(
-        (status = 200, description = "Term deleted; failures re-classified", body = TermChange),
+        (status = 202, description = "Term deleted under a new catalog version; the failures are rebuilt under it in the background (`rebuild`)", body = TermChange),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Only admins change the catalog", body = ErrorBody),
         (status = 404, description = "No such term", body = ErrorBody),
@@ -161,16 +170,22 @@ pub async fn delete_term(
     State(ctx): State<ApiContext>,
     caller: Caller,
     AppPath(term): AppPath<String>,
-) -> ApiResult<Json<TermChange>> {
+) -> ApiResult<(StatusCode, Json<TermChange>)> {
     caller.require(Permission::Admin)?;
     let edit = RuleEdit::DeleteTerm { term: term.clone() };
-    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, ctx.config.fold_window(), &caller.actor(), edit)
+    let done = crate::ingest::catalog::edit(&ctx.db, &ctx.catalog, &caller.actor(), edit)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no term '{term}'")))?;
-    let (version, failures) = (done.catalog_version, done.failures);
-    Ok(Json(TermChange {
-        catalog_version: version,
-        failures,
-        term: None,
-    }))
+    let version = done.catalog_version;
+    let rebuild = crate::queries::rebuilds::status(&ctx.db, version)
+        .await?
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the edit's rebuild {version} is not recorded")))?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(TermChange {
+            catalog_version: version,
+            rebuild,
+            term: None,
+        }),
+    ))
 }

@@ -1,14 +1,13 @@
 //! The classification catalog as the engine uses it: loaded from its rows (rules and lexicon),
-//! cached per version, locked for a transaction, and edited: the edit and the rebuild of every
-//! failure run in one transaction that holds the catalog version row, so ingest waits for it and
-//! then sees the new rules, and no analysis ever mixes two versions.
+//! cached per version, locked for a transaction, and edited: an edit commits a new catalog version
+//! at once (under the catalog lock, held exclusively for the edit only), so the next ingest batch
+//! folds with the new rules, and records the rebuild of the existing failures, which runs in the
+//! background (`super::rebuild`).
 
 use std::sync::Arc;
 
-use chrono::Duration;
 use sqlx::{PgConnection, PgPool};
 
-use super::refold;
 use tokio::sync::RwLock;
 
 use crate::classify::text::{Term, TermKind};
@@ -39,12 +38,10 @@ pub enum RuleEdit {
     },
 }
 
-/// The catalog after an edit.
+/// The catalog after an edit: its new version, which is also the id of the rebuild it started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rebuilt {
+pub struct Edited {
     pub catalog_version: i64,
-    /// Failures after the rebuild.
-    pub failures: usize,
 }
 
 impl RuleEdit {
@@ -67,15 +64,15 @@ impl RuleEdit {
     }
 }
 
-/// Applies `edit` and rebuilds every failure; None when the edit changed nothing (rolled back).
-/// The edit is audited (by `actor`, with the new catalog version) in the same transaction.
+/// Applies `edit` and records the rebuild of the failures under the new version (it runs in the
+/// background); None when the edit changed nothing (rolled back). The edit is audited (by
+/// `actor`, with the new catalog version) in the same transaction.
 pub async fn edit(
     db: &PgPool,
     cache: &CatalogCache,
-    window: Duration,
     actor: &Actor,
     edit: RuleEdit,
-) -> Result<Option<Rebuilt>, sqlx::Error> {
+) -> Result<Option<Edited>, sqlx::Error> {
     let mut tx = db.begin().await?;
     let catalog_version = storage::catalog::bump_version(&mut tx).await?;
     let changed = match &edit {
@@ -93,17 +90,13 @@ pub async fn edit(
         return Ok(None);
     }
     let catalog = Arc::new(load_catalog(&mut tx, catalog_version).await?);
-    let failures = refold::rebuild_all(&mut tx, &catalog, window).await?;
+    storage::rebuilds::start(&mut tx, catalog_version).await?;
     let (action, target, mut details) = edit.audit_entry();
     details["catalog_version"] = catalog_version.into();
-    details["failures_rebuilt"] = failures.into();
     super::audit::record(&mut tx, actor, action, &target, details).await?;
     tx.commit().await?;
     *cache.write().await = catalog;
-    Ok(Some(Rebuilt {
-        catalog_version,
-        failures,
-    }))
+    Ok(Some(Edited { catalog_version }))
 }
 
 /// The last catalog loaded, shared by the handlers; reloaded when the stored version moves.

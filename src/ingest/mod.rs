@@ -8,6 +8,7 @@ pub mod jobs;
 pub mod lifecycle;
 pub mod locks;
 pub mod nvsentinel;
+pub mod rebuild;
 pub mod refold;
 pub mod rollups;
 pub mod timing;

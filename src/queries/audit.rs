@@ -23,8 +23,8 @@ pub struct AuditEntry {
     /// What was acted on: a token id, rule id, lexicon term or failure id.
     pub target: String,
     /// What changed: the token's name, role, cluster and expiry; the rule or term as stored;
-    /// a lifecycle's `{"field": {"from", "to"}}`; for catalog edits the new `catalog_version` and
-    /// `failures_rebuilt`.
+    /// a lifecycle's `{"field": {"from", "to"}}`; for catalog edits the new `catalog_version`
+    /// (also the id of the rebuild it started).
     #[schema(value_type = Object)]
     pub details: serde_json::Value,
 }

@@ -11,6 +11,7 @@ pub mod headline;
 pub mod inputs;
 pub mod job_size;
 mod kept;
+pub mod rebuilds;
 pub mod recovery;
 pub mod report;
 pub mod stragglers;
@@ -35,8 +36,13 @@ pub struct Computed {
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
     pub cluster: Option<String>,
-    /// Version of the classification catalog the failures were classified with.
+    /// The classification catalog's current version: new signals fold with it. Failures are
+    /// classified with it, except while `rebuild` runs: then those not rebuilt yet are still
+    /// classified under an older version (ask with `catalog_version` to wait for a complete one).
     pub catalog_version: i64,
+    /// While a catalog rebuild runs: its version and progress; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebuild: Option<rebuilds::RebuildProgress>,
 }
 
 pub async fn computed(db: &PgPool, w: &Window) -> Result<Computed, sqlx::Error> {
@@ -48,6 +54,7 @@ pub async fn computed(db: &PgPool, w: &Window) -> Result<Computed, sqlx::Error> 
             let mut conn = db.acquire().await?;
             storage::catalog::version(&mut conn).await?
         },
+        rebuild: rebuilds::progress(db).await?,
     })
 }
 

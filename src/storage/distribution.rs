@@ -9,7 +9,7 @@
 use sqlx::{PgConnection, PgPool};
 
 /// Fleet-wide tables, replicated to every worker so that joins to them stay local: the inventory,
-/// the classification catalog, tokens, retention, the audit log and the inventory's version.
+/// the classification catalog, tokens, retention, the audit log and the inventory's version, catalog rebuilds.
 pub const REFERENCE_TABLES: &[&str] = &[
     "nodes",
     "classification_rules",
@@ -19,6 +19,7 @@ pub const REFERENCE_TABLES: &[&str] = &[
     "signal_retention",
     "audit_log",
     "inventory_state",
+    "catalog_rebuilds",
 ];
 
 /// Per-cluster tables, sharded by `cluster` and co-located with `events`, in the order they are

@@ -14,6 +14,7 @@ pub mod locks;
 pub mod migration_checksums;
 pub mod nodes;
 pub mod partitions;
+pub mod rebuilds;
 pub mod rollups;
 pub mod signal_stats;
 pub mod tokens;

@@ -497,17 +497,17 @@ async fn admin_actions_are_audited_on(backend: Backend) {
         let req = app.client.put(app.url(path)).bearer_auth(&ops_token).json(&body);
         async move { req.send().await.unwrap().status().as_u16() }
     };
-    assert_eq!(put("/v1/classification-rules/site-xid-999", rule).await, 200);
+    assert_eq!(put("/v1/classification-rules/site-xid-999", rule).await, 202);
     let del = |path: &'static str| {
         let req = app.client.delete(app.url(path)).bearer_auth(ADMIN_TOKEN);
         async move { req.send().await.unwrap().status().as_u16() }
     };
-    assert_eq!(del("/v1/classification-rules/site-xid-999").await, 200);
+    assert_eq!(del("/v1/classification-rules/site-xid-999").await, 202);
     // A failed action is not audited.
     assert_eq!(del("/v1/classification-rules/no-such-rule").await, 404);
     let term = json!({"kind": "component", "component": "storage", "weight": 4, "source": "site"});
-    assert_eq!(put("/v1/classification-terms/vastdata", term).await, 200);
-    assert_eq!(del("/v1/classification-terms/vastdata").await, 200);
+    assert_eq!(put("/v1/classification-terms/vastdata", term).await, 202);
+    assert_eq!(del("/v1/classification-terms/vastdata").await, 202);
 
     let (status, _) = app
         .post_events(ADMIN_TOKEN, &json!({"events": [event(&uuid_n(1), json!({}))]}))

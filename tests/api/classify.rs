@@ -26,7 +26,7 @@ async fn put_term(app: &TestApp, term: &str, body: &Value) -> (u16, Value) {
         .send()
         .await
         .unwrap();
-    status_json(res).await
+    crate::helpers::catalog_edit(&app.address, res).await
 }
 
 #[tokio::test]
@@ -139,8 +139,12 @@ async fn a_lexicon_edit_reclassifies_every_failure_and_failures_say_why() {
         &json!({"kind": "component", "component": "storage", "weight": 4, "source": "site: our VAST cluster"}),
     )
     .await;
-    assert_eq!(status, 200, "{change}");
-    assert_eq!(change["failures"], 1);
+    assert_eq!(status, 202, "{change}");
+    assert_eq!(
+        (change["rebuild"]["state"].as_str(), change["rebuild"]["done"].as_i64()),
+        (Some("done"), Some(1)),
+        "{change}"
+    );
     assert_eq!(change["catalog_version"].as_i64(), Some(before_version + 1));
     let (_, list) = app.get(ADMIN_TOKEN, "/v1/failures").await;
     let f = &list["failures"][0];
@@ -163,7 +167,7 @@ async fn a_lexicon_edit_reclassifies_every_failure_and_failures_say_why() {
         &json!({"kind": "fault", "component": "network", "weight": 10, "source": "site"}),
     )
     .await;
-    assert_eq!(status, 200);
+    assert_eq!(status, 202);
     let (_, list) = app.get(ADMIN_TOKEN, "/v1/failures").await;
     assert_eq!(list["failures"][0]["root_cause"]["component"], "network");
 
@@ -174,7 +178,7 @@ async fn a_lexicon_edit_reclassifies_every_failure_and_failures_say_why() {
         &json!({"kind": "failure", "weight": 1, "source": "faultline: domain vocabulary"}),
     )
     .await;
-    assert_eq!(status, 200);
+    assert_eq!(status, 202);
     let (_, list) = app.get(ADMIN_TOKEN, "/v1/failures").await;
     assert_eq!(list["failures"][0]["root_cause"]["component"], "storage");
 
@@ -186,9 +190,9 @@ async fn a_lexicon_edit_reclassifies_every_failure_and_failures_say_why() {
             .send()
     };
     let res = del("vastdata").await.unwrap();
-    assert_eq!(res.status(), 200);
-    let (_, change) = status_json(res).await;
-    assert_eq!(change["failures"], 1);
+    let (status, change) = crate::helpers::catalog_edit(&app.address, res).await;
+    assert_eq!(status, 202);
+    assert_eq!(change["rebuild"]["done"], 1);
     assert_eq!(del("vastdata").await.unwrap().status(), 404);
     let (_, list) = app.get(ADMIN_TOKEN, "/v1/failures").await;
     let why = list["failures"][0]["explanation"].as_str().unwrap();

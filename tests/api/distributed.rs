@@ -179,7 +179,12 @@ async fn load_fleet(app: &TestApp) {
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), 200);
+    let (status, change) = crate::helpers::catalog_edit(&instances[1], res).await;
+    assert_eq!(
+        (status, change["rebuild"]["state"].as_str()),
+        (202, Some("done")),
+        "{change}"
+    );
 }
 
 /// Every read a user makes of the fleet, as (path, body) pairs.

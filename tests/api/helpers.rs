@@ -336,6 +336,39 @@ impl TestApp {
     }
 }
 
+/// The answer to a catalog edit once its rebuild is done: a 202 waits for the rebuild (at
+/// `base`) and carries its final status in `rebuild`; any other answer as it came.
+pub async fn catalog_edit(base: &str, res: reqwest::Response) -> (u16, Value) {
+    let (status, mut change) = status_json(res).await;
+    if status == 202 {
+        let version = change["catalog_version"]
+            .as_i64()
+            .expect("a catalog edit answers its version");
+        change["rebuild"] = rebuilt(base, version).await;
+    }
+    (status, change)
+}
+
+/// Waits until the catalog rebuild of `version` (at `base`) is no longer running; its status.
+pub async fn rebuilt(base: &str, version: i64) -> Value {
+    let client = reqwest::Client::new();
+    for _ in 0..1200 {
+        let res = client
+            .get(format!("{base}/v1/catalog/rebuilds/{version}"))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = status_json(res).await;
+        assert_eq!(status, 200, "{body}");
+        if body["state"] != "running" {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the rebuild of catalog version {version} did not end within a minute");
+}
+
 /// Status and JSON body; panics when an error answer is not JSON (the contract says it must be).
 pub async fn status_json(res: reqwest::Response) -> (u16, Value) {
     let status = res.status().as_u16();

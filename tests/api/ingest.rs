@@ -197,6 +197,7 @@ async fn oversize_bodies_batches_and_gzip_bombs_get_413() {
         max_body_bytes: 64 * 1024,
         max_batch_items: 50,
         max_inflight_ingest: 4,
+        ..Default::default()
     })
     .await;
     let big = json!({"events": (0..51).map(|i| event(&uuid_n(i), json!({}))).collect::<Vec<_>>()});

@@ -448,7 +448,12 @@ async fn rollups_equal_a_recount_after_random_ingest_inventory_post_mortems_and_
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), 200);
+    let (status, change) = crate::helpers::catalog_edit(&app.address, res).await;
+    assert_eq!(
+        (status, change["rebuild"]["state"].as_str()),
+        (202, Some("done")),
+        "{change}"
+    );
     assert_rollups_recount(&app, "a catalog edit").await;
     assert_mtbf_recount(&app, &kept, "a catalog edit").await;
     assert_timeline_recount(&app, &kept, "a catalog edit").await;

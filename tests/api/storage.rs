@@ -7,21 +7,7 @@ use serde_json::{Value, json};
 use crate::helpers::{ADMIN_TOKEN, TestApp, event, join_all, spawn_app, spawn_app_on, test_server_url, uuid_n};
 use faultline::app::configuration::{Limits, RetentionSettings};
 use faultline::app::edge::EdgeSettings;
-
-/// Tables that are the same for every cluster (Citus reference tables, or local bookkeeping):
-/// everything else is per-cluster and distributed by `cluster`.
-const REFERENCE_TABLES: &[&str] = &[
-    "_sqlx_migrations",
-    "api_tokens",
-    // Admin actions of the whole fleet (token and catalog edits are not per cluster).
-    "audit_log",
-    "catalog_state",
-    "classification_rules",
-    "classification_terms",
-    // The inventory's version (one row for the fleet).
-    "inventory_state",
-    "signal_retention",
-];
+use faultline::storage::distribution::{LOCAL_TABLES, REFERENCE_TABLES};
 
 /// Every primary key and unique index of a per-cluster table includes `cluster`, and every such
 /// table has a primary key (Citus requires the distribution column in each unique constraint).
@@ -51,7 +37,10 @@ async fn every_unique_key_of_a_per_cluster_table_includes_cluster() {
     .await
     .unwrap();
     let mut problems = Vec::new();
-    for table in tables.iter().filter(|t| !REFERENCE_TABLES.contains(&t.as_str())) {
+    // Tables that are the same for every cluster (Citus reference tables, or local bookkeeping):
+    // everything else is per-cluster and distributed by `cluster`.
+    let fleet_wide = |t: &str| REFERENCE_TABLES.contains(&t) || LOCAL_TABLES.contains(&t);
+    for table in tables.iter().filter(|t| !fleet_wide(t.as_str())) {
         let keys: Vec<_> = unique.iter().filter(|u| &u.0 == table).collect();
         if !keys.iter().any(|u| u.2) {
             problems.push(format!("{table}: no primary key"));
@@ -64,7 +53,7 @@ async fn every_unique_key_of_a_per_cluster_table_includes_cluster() {
     }
     assert!(problems.is_empty(), "{problems:#?}");
     // The constraint the migration relies on: the listed reference tables exist.
-    for t in &REFERENCE_TABLES[1..] {
+    for t in REFERENCE_TABLES {
         assert!(
             tables.iter().any(|x| x == t),
             "reference table {t} is gone: update the list"
@@ -238,7 +227,12 @@ async fn an_old_partition_is_dropped_and_the_analyses_of_its_window_are_unchange
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), 200);
+    let (status, change) = crate::helpers::catalog_edit(&app.address, res).await;
+    assert_eq!(
+        (status, change["rebuild"]["state"].as_str()),
+        (202, Some("done")),
+        "{change}"
+    );
     // The same answers; only what is defined by the current catalog follows it: the version
     // reported and top-errors' severity of each signal kind.
     let without_version = |mut v: Value| {
