@@ -230,8 +230,8 @@ pub fn document() -> serde_json::Value {
 /// - a root cause's component belongs to its category (from the taxonomy);
 /// - component and fault lexicon terms name a component, the other kinds none;
 /// - a new token has `expires_at` or `ttl_seconds`, not both, and an admin token no cluster;
-/// - an NVSentinel event names a check or a component;
-/// - a text/plain log body is not blank.
+/// - an NVSentinel event names a check or a component; a rule names a kind;
+/// - a text/plain log body is not blank; a lexicon term has a word.
 ///
 /// What no schema can state stays in the operations' 400/422 descriptions (a window's order, an
 /// `end` before `start`, a signal more than 24 h ahead, an expiry in the past).
@@ -296,6 +296,16 @@ fn schema_rules(doc: &mut serde_json::Value) {
         {"required": ["checkName"], "properties": {"checkName": named}},
         {"required": ["componentClass"], "properties": {"componentClass": named}}
     ]);
+    // A rule's kind is not blank (`*` matches any kind).
+    schemas["RuleInput"]["properties"]["kind"]["pattern"] = json!(format!("[^{}]", white_space_class()));
+    // A lexicon term has a word: a run of ASCII letters and digits, as `normalise` reads words
+    // (400 `invalid_term` otherwise).
+    let put_term = &mut doc["paths"]["/v1/classification-terms/{term}"]["put"]["parameters"];
+    for p in put_term.as_array_mut().into_iter().flatten() {
+        if p["name"] == "term" {
+            p["schema"]["pattern"] = json!("[A-Za-z0-9]");
+        }
+    }
     // A text/plain log body is not only white space (`u8::is_ascii_whitespace`: 400 `empty_body`).
     let logs = &mut doc["paths"]["/v1/logs"]["post"]["requestBody"]["content"]["text/plain"]["schema"];
     logs["pattern"] = json!("[^\\t\\n\\f\\r ]");
@@ -332,25 +342,32 @@ fn white_space_class() -> String {
         .collect()
 }
 
-/// A root cause's component belongs to its category: one `oneOf` branch per category listing its
-/// components, built from the taxonomy, on every schema whose `category` and `component` are the
-/// taxonomy's enums (the inputs, which the server checks with `RootCause::new`, and the outputs
-/// built the same way).
+/// A root cause's component belongs to its category: for each category, if `category` is it then
+/// `component` is one of its components (built from the taxonomy), on every schema whose `category`
+/// and `component` are the taxonomy's enums (the inputs, which the server checks with
+/// `RootCause::new`, and the outputs built the same way).
+///
+/// `allOf` of `if`/`then` rather than `oneOf` of branches: client generators (openapi-python-client)
+/// read `oneOf` branches with a `const` as a union type and lose the enums; they ignore `if`/`then`.
 fn root_cause_rules(schemas: &mut serde_json::Value) {
     use serde_json::json;
-    let branches: Vec<serde_json::Value> = Category::ALL
+    let rules: Vec<serde_json::Value> = Category::ALL
         .into_iter()
-        .filter_map(|category| {
+        .map(|category| {
             let components: Vec<&str> = Component::ALL
                 .into_iter()
                 .filter(|c| c.category() == category)
                 .map(Component::as_str)
                 .collect();
-            (!components.is_empty()).then(|| {
-                json!({"properties": {
-                    "category": {"const": category.as_str()},
-                    "component": {"enum": components}
-                }})
+            // A category without components (none today) takes no root cause at all.
+            let then = if components.is_empty() {
+                json!(false)
+            } else {
+                json!({"properties": {"component": {"enum": components}}})
+            };
+            json!({
+                "if": {"properties": {"category": {"const": category.as_str()}}, "required": ["category"]},
+                "then": then
             })
         })
         .collect();
@@ -365,10 +382,10 @@ fn root_cause_rules(schemas: &mut serde_json::Value) {
         };
         if refers("category", "Category") && refers("component", "Component") {
             assert!(
-                required("category") && required("component") && schema.get("oneOf").is_none(),
+                required("category") && required("component") && schema.get("allOf").is_none(),
                 "a root cause whose category and component may be absent needs another rule"
             );
-            schema["oneOf"] = json!(branches);
+            schema["allOf"] = json!(rules);
         }
     }
 }
@@ -448,7 +465,7 @@ mod tests {
         }
     }
 
-    /// The `oneOf` branches accept exactly the pairs `RootCause::new` accepts.
+    /// The `if`/`then` pairs accept exactly the pairs `RootCause::new` accepts.
     #[test]
     fn root_cause_branches_are_the_taxonomy() {
         let doc = document();
@@ -461,24 +478,19 @@ mod tests {
             "Term",
             "ClassifyResult",
         ] {
-            let branches = doc["components"]["schemas"][name]["oneOf"]
+            let rules = doc["components"]["schemas"][name]["allOf"]
                 .as_array()
                 .unwrap_or_else(|| panic!("{name} has no root-cause rule"));
             for category in Category::ALL {
                 for component in Component::ALL {
-                    let matching = branches
-                        .iter()
-                        .filter(|b| {
-                            b["properties"]["category"]["const"] == category.as_str()
-                                && b["properties"]["component"]["enum"]
-                                    .as_array()
-                                    .unwrap()
-                                    .iter()
-                                    .any(|c| c == component.as_str())
-                        })
-                        .count();
+                    let valid = rules.iter().all(|r| {
+                        r["if"]["properties"]["category"]["const"] != category.as_str()
+                            || r["then"]["properties"]["component"]["enum"]
+                                .as_array()
+                                .is_some_and(|e| e.iter().any(|c| c == component.as_str()))
+                    });
                     assert_eq!(
-                        matching == 1,
+                        valid,
                         RootCause::new(category, component).is_ok(),
                         "{name}: {category:?} {component:?}"
                     );
