@@ -39,7 +39,9 @@ pub struct HealthEventsQuery {
 #[derive(ToSchema)]
 #[allow(dead_code)] // the schema of a body read as JSON values
 pub struct HealthEvents {
-    pub version: Option<i64>,
+    /// The message's version (1 today); not read, so any value is accepted.
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub version: Option<serde_json::Value>,
     /// 1 to `FAULTLINE_MAX_BATCH_ITEMS` (10,000 by default) events.
     #[schema(min_items = 1, max_items = 10000)]
     pub events: Vec<HealthEvent>,

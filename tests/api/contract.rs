@@ -8,8 +8,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use faultline::domain::taxonomy::Component;
-
 use crate::helpers::{ADMIN_TOKEN, spawn_app, spawn_app_on, test_server_url};
 use faultline::app::configuration::Limits;
 use faultline::app::edge::EdgeSettings;
@@ -70,16 +68,6 @@ async fn run(what: &str, cmd: &mut tokio::process::Command) -> String {
     text
 }
 
-/// Category of each component, for the schemathesis hooks (a root cause's component must
-/// belong to its category: a rule JSON Schema cannot state).
-fn taxonomy_json() -> String {
-    let map: serde_json::Map<String, serde_json::Value> = Component::ALL
-        .iter()
-        .map(|c| (c.as_str().to_string(), c.category().as_str().into()))
-        .collect();
-    serde_json::Value::Object(map).to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schemathesis_finds_no_failure() {
     let Some(st) = require_tool("schemathesis") else { return };
@@ -102,7 +90,6 @@ async fn schemathesis_finds_no_failure() {
             .env("PATH", path_with(&st))
             .env("SCHEMATHESIS_HOOKS", "schemathesis_hooks")
             .env("PYTHONPATH", format!("{REPO}/tests/contract"))
-            .env("FAULTLINE_TAXONOMY", taxonomy_json())
             .current_dir(&report)
             .args(["--config-file", &format!("{REPO}/tests/contract/schemathesis.toml")])
             .arg("run")
@@ -117,8 +104,8 @@ async fn schemathesis_finds_no_failure() {
             .args(["--generation-database", "none", "--no-color"])
             // Postgres text cannot hold NUL; the server refuses it with a 400 naming the field.
             .args(["--generation-allow-x00", "false"])
-            // The hooks drop generated cases that break rules no schema can state (an NVSentinel
-            // event needs a checkName or componentClass); on some seeds hypothesis then calls the
+            // The hooks drop generated cases that break rules no schema can state (a window's
+            // order, a job's end before its start); on some seeds hypothesis then calls the
             // operation "filtered too much" before it has the examples. That is the generator's
             // limit, not a server answer: the checks still run on every case generated.
             .args(["--suppress-health-check", "filter_too_much"]),
