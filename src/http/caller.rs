@@ -78,6 +78,11 @@ impl FromRequestParts<ApiContext> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, ctx: &ApiContext) -> Result<Self, Self::Rejection> {
+        // Authenticated (and counted against the rate limit) once per request, should a
+        // middleware have needed the caller before the handler.
+        if let Some(caller) = parts.extensions.get::<Caller>() {
+            return Ok(caller.clone());
+        }
         let header = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -105,6 +110,7 @@ impl FromRequestParts<ApiContext> for Caller {
                 }
             };
         caller.rate_limit(ctx)?;
+        parts.extensions.insert(caller.clone());
         Ok(caller)
     }
 }

@@ -67,8 +67,18 @@ pub async fn pin_catalog(State(ctx): State<ApiContext>, request: Request, next: 
     let Some(pinned) = pinned else {
         return next.run(request).await;
     };
+    // Who asks comes first: an unauthenticated or unauthorised read learns nothing of the catalog.
+    let (mut parts, body) = request.into_parts();
+    let caller =
+        match <Caller as axum::extract::FromRequestParts<ApiContext>>::from_request_parts(&mut parts, &ctx).await {
+            Ok(caller) => caller,
+            Err(e) => return e.into_response(),
+        };
+    if let Err(e) = caller.require(Permission::Query) {
+        return e.into_response();
+    }
     match check(&ctx, &pinned).await {
-        Ok(()) => next.run(request).await,
+        Ok(()) => next.run(Request::from_parts(parts, body)).await,
         Err(e) => e.into_response(),
     }
 }

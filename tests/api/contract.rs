@@ -70,6 +70,8 @@ async fn run(what: &str, cmd: &mut tokio::process::Command) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schemathesis_finds_no_failure() {
+    // The server's log goes to this test's output: a 500 there names its cause.
+    faultline::app::telemetry::init_tracing();
     let Some(st) = require_tool("schemathesis") else { return };
     // Without the per-token rate limit: the fuzzer sends as fast as the server answers, and a 429
     // to a valid request is the limiter doing its job (tested in access.rs), not a contract

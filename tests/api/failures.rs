@@ -751,3 +751,24 @@ async fn a_catalog_rebuild_attributes_like_incremental_folding() {
         (Some("n07"), Some(16))
     );
 }
+
+/// A signal's attributes come back as they were sent, extreme numbers included: jsonb prints a
+/// number in plain decimal notation (309 digits for the largest double), which must parse back
+/// to the same number.
+#[tokio::test]
+async fn extreme_numbers_in_attributes_come_back_in_the_failure_detail() {
+    let app = spawn_app().await;
+    let attributes =
+        json!({"largest": f64::MAX, "smallest": f64::MIN_POSITIVE, "tiny": 5e-324, "big_int": 18446744073709551615u64});
+    let (status, body) = app
+        .post_events(
+            ADMIN_TOKEN,
+            &json!({"events": [event(&uuid_n(1), json!({"attributes": attributes}))]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let id = failures(&app, "").await[0]["id"].as_str().unwrap().to_string();
+    let (status, detail) = app.get(ADMIN_TOKEN, &format!("/v1/failures/{id}")).await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["signals"][0]["attributes"], attributes);
+}
