@@ -348,3 +348,77 @@ async fn another_database_is_unaffected_by_wide_batches() {
     assert_eq!(other.count("SELECT count(*) FROM events").await, i64::from(rounds));
     assert_eq!(busy.count("SELECT count(*) FROM events").await, 40_000);
 }
+
+/// Maintenance under a long read: an analytics-sized transaction holds `events` open while a
+/// batch needs a new month's partition and while retention drops an old month. Ingest goes on:
+/// creating a partition (CREATE + ATTACH) never waits for readers, and the drop, which must wait
+/// for the reader, gives up after its lock_timeout instead of queueing every insert behind it
+/// until the reader ends; the next pass drops the month.
+#[tokio::test]
+async fn ingest_goes_on_while_a_long_read_holds_events_open_during_maintenance() {
+    let app = spawn_app().await;
+    let old = |id: u32| {
+        event(
+            &uuid_n(id),
+            json!({"occurred_at": "2024-03-10T00:00:00Z", "node": format!("o{id}")}),
+        )
+    };
+    let (status, body) = app.post_events(ADMIN_TOKEN, &json!({"events": [old(1)]})).await;
+    assert_eq!(status, 200, "{body}");
+
+    // The long read: a transaction that has read every partition of `events`.
+    let mut reader = app.db.begin().await.unwrap();
+    let _: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+        .fetch_one(&mut *reader)
+        .await
+        .unwrap();
+
+    // A late batch in a month that has no partition yet: created while the read is open.
+    let started = std::time::Instant::now();
+    let fresh = event(
+        &uuid_n(2),
+        json!({"occurred_at": "2025-02-10T00:00:00Z", "node": "n-late"}),
+    );
+    let (status, body) = app.post_events(ADMIN_TOKEN, &json!({"events": [fresh]})).await;
+    assert_eq!(status, 200, "{body}");
+    let creation = started.elapsed();
+
+    // Retention drops March 2024 while the read is open, and batches keep coming meanwhile.
+    let cutoff: DateTime<Utc> = "2024-05-01T00:00:00Z".parse().unwrap();
+    let db = app.db.clone();
+    let drop = tokio::spawn(async move { faultline::storage::partitions::drop_before(&db, cutoff).await });
+    let mut slowest = std::time::Duration::ZERO;
+    for i in 0..10u32 {
+        let t = std::time::Instant::now();
+        let e = event(
+            &uuid_n(100 + i),
+            json!({"occurred_at": "2026-11-02T10:00:00Z", "node": format!("n{i}")}),
+        );
+        let (status, body) = app.post_events(ADMIN_TOKEN, &json!({"events": [e]})).await;
+        assert_eq!(status, 200, "{body}");
+        slowest = slowest.max(t.elapsed());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let first_try = drop.await.unwrap();
+    assert!(
+        first_try.is_err(),
+        "the drop cannot have its lock while the read is open: {first_try:?}"
+    );
+    reader.rollback().await.unwrap();
+    // The next pass, with the reader gone, drops the month.
+    assert_eq!(
+        faultline::storage::partitions::drop_before(&app.db, cutoff)
+            .await
+            .unwrap(),
+        1
+    );
+    // Bounds far above the drop's lock_timeout (2 s), far below "until the reader ends".
+    assert!(
+        creation < std::time::Duration::from_secs(5),
+        "creating a partition took {creation:?}"
+    );
+    assert!(
+        slowest < std::time::Duration::from_secs(5),
+        "a batch waited {slowest:?} behind the drop"
+    );
+}
