@@ -259,6 +259,15 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
             idle[q].push(sample(path.clone()).await?);
         }
     }
+    // A catalog edit under ingest: more signals of the last weeks (a slice of its own seed), half
+    // sent quietly, half while the edit's rebuild runs.
+    let extra = simulate(&SimConfig {
+        seed: opts.seed.wrapping_add(999_983),
+        start: end - chrono::Duration::days(21),
+        days: 20,
+        nodes,
+    });
+    let edit = catalog_edit_under_ingest(&base, &token, &extra.events).await?;
     server.abort();
 
     let failures: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM failures"#)
@@ -303,6 +312,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         ));
     }
 
+    out.push_str(&edit.table_rows());
     let citus = !opts.citus_workers.is_empty();
     if citus {
         let shards: i64 =
@@ -348,6 +358,121 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     ));
     db.close().await;
     Ok(out)
+}
+
+/// Signals per batch of the catalog-edit probe: an agent's batch, not the bulk loader's.
+const PROBE_BATCH: usize = 500;
+
+/// Ingest latency and rate without and with a catalog rebuild running, and the rebuild's rate.
+struct EditProbe {
+    quiet: Vec<f64>,
+    quiet_signals: usize,
+    quiet_secs: f64,
+    during: Vec<f64>,
+    during_signals: usize,
+    during_secs: f64,
+    edit_ms: f64,
+    rebuild: serde_json::Value,
+    rebuild_ran_throughout: bool,
+}
+
+impl EditProbe {
+    fn table_rows(&self) -> String {
+        let line = |lat: &[f64], signals: usize, secs: f64| {
+            let mut lat = lat.to_vec();
+            lat.sort_by(f64::total_cmp);
+            let at = |q: f64| lat[((q * lat.len() as f64).ceil() as usize).clamp(1, lat.len()) - 1];
+            format!(
+                "{:.0} signals/s; batch p50 {:.0} ms, p99 {:.0} ms ({} batches)",
+                signals as f64 / secs.max(1e-9),
+                at(0.5),
+                at(0.99),
+                lat.len()
+            )
+        };
+        let r = &self.rebuild;
+        format!(
+            "| ingest, batches of {PROBE_BATCH} one after the other, no edit | {} |\n\
+             | catalog edit (a lexicon term) answered | {:.0} ms (202; the rebuild runs in the background) |\n\
+             | ingest, the same batches while the rebuild runs{} | {} |\n\
+             | catalog rebuild | {} failures ({} changed) in {} chunks, {:.0} failures/s |\n",
+            line(&self.quiet, self.quiet_signals, self.quiet_secs),
+            self.edit_ms,
+            if self.rebuild_ran_throughout {
+                ""
+            } else {
+                " (it ended before the last batch)"
+            },
+            line(&self.during, self.during_signals, self.during_secs),
+            r["done"],
+            r["changed"],
+            r["chunks"],
+            r["failures_per_second"].as_f64().unwrap_or(f64::NAN),
+        )
+    }
+}
+
+/// Sends `events` in [`PROBE_BATCH`]es one after the other; each batch's latency in ms.
+async fn timed_batches(client: &Client, events: &[serde_json::Value]) -> anyhow::Result<(Vec<f64>, f64)> {
+    let t = Instant::now();
+    let mut latencies = Vec::new();
+    for batch in events.chunks(PROBE_BATCH) {
+        let b = Instant::now();
+        client.post_events(batch, PROBE_BATCH, 1, false).await?;
+        latencies.push(b.elapsed().as_secs_f64() * 1000.0);
+    }
+    Ok((latencies, t.elapsed().as_secs_f64()))
+}
+
+async fn catalog_edit_under_ingest(base: &str, token: &str, events: &[serde_json::Value]) -> anyhow::Result<EditProbe> {
+    let client = Client::new(base, token)?;
+    let (quiet_events, during_events) = events.split_at(events.len() / 2);
+    let (quiet, quiet_secs) = timed_batches(&client, quiet_events).await?;
+    let http = reqwest::Client::new();
+    let t = Instant::now();
+    let res = http
+        .put(format!("{base}/v1/classification-terms/benchfs"))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"kind": "component", "component": "storage", "weight": 4, "source": "bench"}))
+        .send()
+        .await?;
+    let edit_ms = t.elapsed().as_secs_f64() * 1000.0;
+    anyhow::ensure!(
+        res.status().as_u16() == 202,
+        "the catalog edit answered {}",
+        res.status()
+    );
+    let version = res.json::<serde_json::Value>().await?["catalog_version"]
+        .as_i64()
+        .unwrap_or_default();
+    let status = |http: reqwest::Client| async move {
+        let res = http
+            .get(format!("{base}/v1/catalog/rebuilds/{version}"))
+            .bearer_auth(token)
+            .send()
+            .await?;
+        Ok::<serde_json::Value, anyhow::Error>(res.json::<serde_json::Value>().await?)
+    };
+    let (during, during_secs) = timed_batches(&client, during_events).await?;
+    let rebuild_ran_throughout = status(http.clone()).await?["state"] == "running";
+    let rebuild = loop {
+        let s = status(http.clone()).await?;
+        if s["state"] != "running" {
+            break s;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    Ok(EditProbe {
+        quiet,
+        quiet_signals: quiet_events.len(),
+        quiet_secs,
+        during,
+        during_signals: during_events.len(),
+        during_secs,
+        edit_ms,
+        rebuild,
+        rebuild_ran_throughout,
+    })
 }
 
 /// Makes the server's `db_name` the coordinator of the same database on `workers`: the `citus`
