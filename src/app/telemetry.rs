@@ -99,6 +99,26 @@ fn describe_metrics() {
         Unit::Count,
         "Log lines ingested, by outcome: `signal` (matched a pattern and became a signal) or `unmatched`"
     );
+    describe_counter!(
+        "faultline_rebuild_chunks_total",
+        Unit::Count,
+        "Chunks of a catalog rebuild committed by this instance (one transaction of correlation keys each)"
+    );
+    describe_counter!(
+        "faultline_rebuild_failures_total",
+        Unit::Count,
+        "Failures a catalog rebuild re-folded under the new catalog version, on this instance"
+    );
+    describe_counter!(
+        "faultline_rebuild_failures_changed_total",
+        Unit::Count,
+        "Of the rebuilt failures, those whose category, component or severity changed"
+    );
+    describe_gauge!(
+        "faultline_rebuild_failures_remaining",
+        Unit::Count,
+        "Failures the running catalog rebuild still has to rebuild (the lag; 0 when none runs), as seen by the instance doing it"
+    );
     describe_gauge!(
         "faultline_db_pool_connections",
         Unit::Count,

@@ -1,5 +1,6 @@
-//! The classification catalog: readable by readers, editable by admins. Every edit re-classifies
-//! all failures in the same transaction, so no analysis ever mixes two versions of the rules.
+//! The classification catalog: readable by readers, editable by admins. Every edit commits a new
+//! catalog version at once and starts the background rebuild of the failures under it
+//! (`ingest::rebuild`); answers say which version they were computed with.
 
 use axum::extract::State;
 use axum::http::StatusCode;

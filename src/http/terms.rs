@@ -1,5 +1,5 @@
 //! The free-text lexicon: readable by readers, editable by admins. Like a rule edit, every term
-//! edit bumps the catalog version and re-classifies all failures in the same transaction.
+//! edit commits a new catalog version and starts the background rebuild of the failures under it.
 
 use axum::extract::State;
 use axum::http::StatusCode;
