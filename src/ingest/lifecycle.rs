@@ -71,11 +71,9 @@ pub async fn patch(
             anchor: f.clone(),
             patch,
         };
-        let done = match write_cluster(&mut tx, actor, &f.cluster, &[&target], now)
-            .await?
-            .pop()
-            .expect("one outcome per item")
-        {
+        let (mut outcomes, audits) = write_cluster(&mut tx, &actor.name, &f.cluster, &[&target], now).await?;
+        record_audits(&mut tx, actor, audits).await?;
+        let done = match outcomes.pop().expect("one outcome per item") {
             Ok(done) => done,
             Err((_, e)) => return Err(PatchError::Invalid(e)),
         };
@@ -132,7 +130,7 @@ pub struct ImportOutcome {
 /// entries, audit rows and rollup moves as one `patch` per item in order, in a bounded number of
 /// statements (two to find the failures, then per cluster: one read of the lifecycles in force, and
 /// when anything changes two reads of the failures' facts, one upsert of the lifecycles, one insert
-/// of history entries, one of audit rows, and the rollup upserts). An item that names no failure,
+/// of history entries and the rollup upserts; then one insert of the audit rows, in item order). An item that names no failure,
 /// a cluster the caller may not write, or an invalid value is rejected with its index and reason;
 /// the others are applied. Items naming the same failure apply in order.
 pub async fn import(
@@ -168,9 +166,11 @@ pub async fn import(
         for t in &targets {
             by_cluster.entry(t.anchor.cluster.as_str()).or_default().push(t);
         }
-        let mut imported = Vec::new();
+        let (mut imported, mut audits) = (Vec::new(), Vec::new());
         for (cluster, targets) in by_cluster {
-            for outcome in write_cluster(&mut tx, actor, cluster, &targets, now).await? {
+            let (outcomes, cluster_audits) = write_cluster(&mut tx, &actor.name, cluster, &targets, now).await?;
+            audits.extend(cluster_audits);
+            for outcome in outcomes {
                 match outcome {
                     Ok(item) => imported.push(item),
                     Err((index, e)) => rejected.push(RejectedItem {
@@ -182,6 +182,7 @@ pub async fn import(
                 }
             }
         }
+        record_audits(&mut tx, actor, audits).await?;
         tx.commit().await?;
         imported.sort_by_key(|i| i.index);
         rejected.sort_by_key(|r| r.index);
@@ -319,17 +320,27 @@ struct State {
     dirty: bool,
 }
 
+/// An audit row to write: (item index, target, details).
+type AuditEntry = (usize, String, serde_json::Value);
+
+/// Writes the audit rows of a request in item order, whatever their clusters (one statement).
+async fn record_audits(conn: &mut PgConnection, actor: &Actor, mut rows: Vec<AuditEntry>) -> Result<(), sqlx::Error> {
+    rows.sort_by_key(|r| r.0);
+    let (targets, details): (Vec<String>, Vec<serde_json::Value>) = rows.into_iter().map(|(_, t, d)| (t, d)).unzip();
+    audit::record_many(conn, actor, AuditAction::FailureLifecycle, &targets, &details).await
+}
+
 /// Applies the post-mortems of failures of `cluster` (their sessions locked), in order: each is
-/// applied to the lifecycle as the ones before left it. Returns each item's outcome, or its index
-/// and the invalid field.
+/// applied to the lifecycle as the ones before left it. Returns each item's outcome (or its index
+/// and the invalid field), and the audit rows to write.
 #[allow(clippy::type_complexity)]
 async fn write_cluster(
     conn: &mut PgConnection,
-    actor: &Actor,
+    by: &str,
     cluster: &str,
     targets: &[&Target<'_>],
     now: DateTime<Utc>,
-) -> Result<Vec<Result<ImportedItem, (usize, FieldError)>>, sqlx::Error> {
+) -> Result<(Vec<Result<ImportedItem, (usize, FieldError)>>, Vec<AuditEntry>), sqlx::Error> {
     // The distinct failures, and the lifecycle in force in each one's span.
     let mut failures: Vec<&FailureAnchor> = Vec::new();
     let mut pos: HashMap<Uuid, usize> = HashMap::new();
@@ -360,7 +371,7 @@ async fn write_cluster(
     }
     let mut out = Vec::with_capacity(targets.len());
     let (mut history_ids, mut history) = (Vec::new(), Vec::new());
-    let (mut audit_targets, mut audit_rows) = (Vec::new(), Vec::new());
+    let mut audits = Vec::new();
     for t in targets {
         let s = &mut states[pos[&t.anchor.id]];
         let (after, changes) = match lifecycle::apply(&s.lifecycle, t.patch, t.anchor.first_at, now) {
@@ -376,8 +387,11 @@ async fn write_cluster(
         if write {
             history_ids.push(s.lifecycle_id);
             history.push(changes_json(&changes));
-            audit_targets.push(t.anchor.id.to_string());
-            audit_rows.push(audit_details(&t.anchor, s.lifecycle_id, &changes));
+            audits.push((
+                t.index,
+                t.anchor.id.to_string(),
+                audit_details(&t.anchor, s.lifecycle_id, &changes),
+            ));
             s.lifecycle = after;
             s.exists = true;
             s.dirty = true;
@@ -396,7 +410,7 @@ async fn write_cluster(
         .map(|(i, s)| (s.lifecycle_id, i))
         .collect();
     if dirty.is_empty() {
-        return Ok(out);
+        return Ok((out, audits));
     }
     dirty.sort();
     let mut ids: Vec<Uuid> = dirty.iter().map(|&(_, i)| failures[i].id).collect();
@@ -407,12 +421,11 @@ async fn write_cluster(
     for &(id, i) in &dirty {
         columns.push(id, failures[i], &states[i].lifecycle);
     }
-    store::save_many(conn, cluster, &columns, &actor.name).await?;
-    store::insert_changes(conn, cluster, &history_ids, &history, &actor.name).await?;
-    audit::record_many(conn, actor, AuditAction::FailureLifecycle, &audit_targets, &audit_rows).await?;
+    store::save_many(conn, cluster, &columns, by).await?;
+    store::insert_changes(conn, cluster, &history_ids, &history, by).await?;
     let after = rollups::facts_of_failures(conn, cluster, &ids).await?;
     rollups::Delta::between(&before, &after).apply(conn).await?;
-    Ok(out)
+    Ok((out, audits))
 }
 
 /// A history entry: each field's `{"from", "to"}`.

@@ -29,15 +29,19 @@ pub async fn failure_anchor(conn: &mut PgConnection, id: Uuid) -> Result<Option<
     .await
 }
 
-/// The write path reads by index only: a lifecycle write touches one failure and the lifecycles
-/// anchored in its span, which the primary key of `failures` and `failure_lifecycle_anchor_idx`
-/// reach directly. Without this, a plan made while `failure_lifecycle` was small (a prepared
-/// statement's generic plan is kept for the connection's life) scans the table on every write,
-/// a cost that grows with the history until an ANALYZE replaces the plan. Transaction-scoped.
+/// The write path reads by index only, planned for the tables as they are now: a lifecycle write
+/// touches one failure and the lifecycles anchored in its span, which the primary key of `failures`
+/// and `failure_lifecycle_anchor_idx` reach directly. Without this, a plan made while
+/// `failure_lifecycle` was small or empty (a prepared statement's generic plan, kept for the
+/// connection's life; or statistics from an ANALYZE of the empty table) scans the table, or all of
+/// a cluster's lifecycles by the primary key, on every write: a cost that grows with the history
+/// until an ANALYZE replaces the plan. Transaction-scoped (the settings end with the transaction).
 pub async fn plan_by_index(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query_scalar!("SELECT set_config('enable_seqscan', 'off', true)")
-        .fetch_one(conn)
-        .await?;
+    sqlx::query!(
+        "SELECT set_config('enable_seqscan', 'off', true) AS seqscan, set_config('plan_cache_mode', 'force_custom_plan', true) AS plans"
+    )
+    .fetch_one(conn)
+    .await?;
     Ok(())
 }
 

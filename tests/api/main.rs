@@ -24,6 +24,7 @@ mod logs;
 mod metrics;
 mod migrations;
 mod openapi;
+mod postmortems;
 mod replica;
 mod report;
 mod reporting;
