@@ -162,6 +162,23 @@ pub async fn import(
         if targets.iter().any(|t| stored.get(&t.anchor.id) != Some(&t.anchor)) && attempt < ATTEMPTS {
             continue;
         }
+        // The last attempt goes on with the failures as stored now (their keys, hence the locks,
+        // are the same); one that a re-fold replaced again meanwhile is not found.
+        let targets: Vec<Target> = targets
+            .into_iter()
+            .filter_map(|t| match stored.get(&t.anchor.id) {
+                Some(f) => Some(Target { anchor: f.clone(), ..t }),
+                None => {
+                    rejected.push(RejectedItem {
+                        index: t.index,
+                        reason: RejectReason::NotFound,
+                        field: None,
+                        message: format!("failure {} was replaced by a re-fold; send the item again", t.anchor.id),
+                    });
+                    None
+                }
+            })
+            .collect();
         let mut by_cluster: BTreeMap<&str, Vec<&Target>> = BTreeMap::new();
         for t in &targets {
             by_cluster.entry(t.anchor.cluster.as_str()).or_default().push(t);
