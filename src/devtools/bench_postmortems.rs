@@ -130,11 +130,11 @@ async fn start(opts: &PostmortemBenchOptions, db_name: &str) -> anyhow::Result<R
 /// The post-mortem of the `i`th failure: repair time and phases, and for every other one a cause.
 fn post_mortem(i: usize, first_at: DateTime<Utc>) -> Value {
     let mut p = json!({
-        "resolution": if i % 3 == 0 { "drained" } else { "transient_restart" },
+        "resolution": if i.is_multiple_of(3) { "drained" } else { "transient_restart" },
         "resolved_at": (first_at + chrono::Duration::minutes(45)).to_rfc3339_opts(SecondsFormat::Secs, true),
         "recovery_minutes": {"detection": 2.0 + (i % 7) as f64, "setup": 12.5},
     });
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         p["root_cause"] = json!({"category": "platform", "component": "driver"});
         p["note"] = json!(format!("ticket PM-{i}: driver reset"));
     }
