@@ -36,6 +36,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Measure ingest throughput and analytics latency on a large simulated fleet.
     Bench(BenchArgs),
+    /// Measure recording post-mortems on nodes with over a thousand failures each: in bulk, and
+    /// one PATCH at a time (the rate over the first and the last thousand).
+    BenchPostmortems(BenchPostmortemsArgs),
     /// Measure the log-line parsers on one core (99 % noise, 1 % signals) and print lines/s.
     BenchParse(BenchParseArgs),
 }
@@ -141,6 +144,27 @@ pub struct BenchArgs {
         default_value = ""
     )]
     pub citus_workers: Vec<String>,
+}
+
+#[derive(clap::Args)]
+pub struct BenchPostmortemsArgs {
+    #[command(flatten)]
+    pub database: DatabaseSettings,
+    /// Nodes of the history (one cluster).
+    #[arg(long, env = "FAULTLINE_BENCH_PM_NODES", default_value_t = 15)]
+    pub nodes: u32,
+    /// Failures on each node (6 h apart: one correlation key per node).
+    #[arg(long, env = "FAULTLINE_BENCH_PM_FAILURES_PER_NODE", default_value_t = 1_334)]
+    pub failures_per_node: u32,
+    /// Clients sending PATCHes at once.
+    #[arg(long, env = "FAULTLINE_BENCH_PM_CLIENTS", default_value_t = 8)]
+    pub clients: usize,
+    /// Post-mortems per import request (at most 1,000).
+    #[arg(long, env = "FAULTLINE_BENCH_PM_BATCH", default_value_t = 1_000)]
+    pub batch: usize,
+    /// Prefix of the two databases to drop and recreate for the run (`_bulk`, `_patch`).
+    #[arg(long, env = "FAULTLINE_BENCH_PM_DB_NAME", default_value = "faultline_bench_pm")]
+    pub db_name: String,
 }
 
 #[derive(clap::Args)]

@@ -17,6 +17,26 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", faultline::http::openapi::openapi_json());
             Ok(())
         }
+        Command::BenchPostmortems(args) => {
+            telemetry::init_tracing();
+            let server =
+                faultline::db::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir)
+                    .await?;
+            let report = faultline::devtools::bench_postmortems::run(
+                faultline::devtools::bench_postmortems::PostmortemBenchOptions {
+                    server_url: server.url().to_string(),
+                    nodes: args.nodes,
+                    failures_per_node: args.failures_per_node,
+                    clients: args.clients,
+                    batch: args.batch,
+                    db_name: args.db_name,
+                },
+            )
+            .await;
+            server.stop().await?;
+            println!("{}", report?);
+            Ok(())
+        }
         Command::BenchParse(faultline::cli::BenchParseArgs { lines }) => {
             let r = faultline::logparse::bench::bench_parse(lines);
             println!(

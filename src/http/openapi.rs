@@ -44,6 +44,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::analytics::headline::mtbf,
         http::analytics::headline::root_causes,
         http::failures::lifecycle::patch_failure,
+        http::failures::lifecycle::import_lifecycles,
         http::failures::lifecycle::failure_history,
         http::nodes::state::record_node_state,
         http::nodes::state::node_state,

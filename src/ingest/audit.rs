@@ -26,3 +26,14 @@ pub async fn record(
     .await?;
     Ok(())
 }
+
+/// One row per (target, details) of the same action, in order (one statement).
+pub async fn record_many(
+    conn: &mut PgConnection,
+    actor: &Actor,
+    action: AuditAction,
+    targets: &[String],
+    details: &[serde_json::Value],
+) -> Result<(), sqlx::Error> {
+    storage::audit::insert_many(conn, actor.token_id, &actor.name, action.as_str(), targets, details).await
+}

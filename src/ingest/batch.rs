@@ -61,6 +61,8 @@ pub enum RejectReason {
     DuplicateInBatch,
     /// A log line that parsed as a signal with an invalid value.
     InvalidSignal,
+    /// The item names a failure that does not exist.
+    NotFound,
 }
 
 impl RejectReason {
@@ -73,6 +75,7 @@ impl RejectReason {
             RejectReason::ForbiddenCluster => "forbidden_cluster",
             RejectReason::DuplicateInBatch => "duplicate_in_batch",
             RejectReason::InvalidSignal => "invalid_signal",
+            RejectReason::NotFound => "not_found",
         }
     }
 }

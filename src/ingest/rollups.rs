@@ -168,34 +168,24 @@ impl Delta {
     }
 }
 
-/// Before a lifecycle write to a failure session (its post-mortem cause, or which of two merged
-/// lifecycles is the latest, changes what its failure counts under): takes the catalog row FOR
-/// SHARE and the session's fold-key stripe (the order ingest takes them: neither a re-fold of the
-/// key nor an inventory change runs beside it) and returns the key's facts.
-pub async fn before_lifecycle_write(
-    conn: &mut PgConnection,
-    cluster: &str,
-    correlation_key: &str,
-) -> Result<Facts, sqlx::Error> {
+/// Before lifecycle writes to failure sessions (a post-mortem cause, or which of two merged
+/// lifecycles is the latest, changes what its failure counts under): takes the catalog lock shared
+/// and the sessions' fold-key stripes (the order ingest takes them: neither a re-fold of these keys
+/// nor an inventory change runs beside it, and writes of the same session wait for each other).
+/// `keys` are "cluster\ncorrelation_key".
+pub async fn lock_for_lifecycle_write(conn: &mut PgConnection, keys: &[String]) -> Result<(), sqlx::Error> {
     crate::storage::catalog::version_for_share(conn).await?;
-    super::locks::lock(
-        conn,
-        super::locks::LockSpace::FoldKeys,
-        &[format!("{cluster}\n{correlation_key}")],
-    )
-    .await?;
-    store::facts_of_key(conn, cluster, correlation_key).await
+    super::locks::lock(conn, super::locks::LockSpace::FoldKeys, keys).await
 }
 
-/// After the write: adds the difference to the rollups.
-pub async fn after_lifecycle_write(
+/// What the failures of `cluster` with these ids count under (before and after a lifecycle write
+/// to their sessions: a lifecycle moves only the failure whose span holds its anchor).
+pub async fn facts_of_failures(
     conn: &mut PgConnection,
     cluster: &str,
-    correlation_key: &str,
-    before: &Facts,
-) -> Result<(), sqlx::Error> {
-    let after = store::facts_of_key(conn, cluster, correlation_key).await?;
-    Delta::between(before, &after).apply(conn).await
+    ids: &[uuid::Uuid],
+) -> Result<Facts, sqlx::Error> {
+    store::facts_of_failures(conn, cluster, ids).await
 }
 
 /// Recounts the three tables from every failure (after a catalog rebuild, in its transaction).

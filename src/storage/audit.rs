@@ -26,6 +26,33 @@ pub async fn insert(conn: &mut PgConnection, row: &NewAuditRow<'_>) -> Result<i6
     .await
 }
 
+/// Rows of one actor and action, one per (target, details), in the given order (one statement).
+pub async fn insert_many(
+    conn: &mut PgConnection,
+    actor_token_id: Option<Uuid>,
+    actor_name: &str,
+    action: &str,
+    targets: &[String],
+    details: &[serde_json::Value],
+) -> Result<(), sqlx::Error> {
+    if targets.is_empty() {
+        return Ok(());
+    }
+    sqlx::query!(
+        "INSERT INTO audit_log (actor_token_id, actor_name, action, target, details)
+         SELECT $1, $2, $3, u.target, u.details FROM UNNEST($4::text[], $5::jsonb[]) WITH ORDINALITY AS u(target, details, n)
+         ORDER BY u.n",
+        actor_token_id,
+        actor_name,
+        action,
+        targets,
+        details,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 #[derive(Debug, sqlx::FromRow)]
 pub struct AuditRow {
     pub id: i64,

@@ -172,22 +172,38 @@ pub async fn facts_of_nodes(
     })
 }
 
-/// Facts of the failures of one (cluster, correlation key), for a lifecycle write (which moves
-/// failures in `rollup_causes` only).
-pub async fn facts_of_key(conn: &mut PgConnection, cluster: &str, key: &str) -> Result<Facts, sqlx::Error> {
+/// Facts of the failures of `cluster` with these ids, for a lifecycle write (which moves only the
+/// failure whose span holds the lifecycle's anchor, in `rollup_causes` only). Each failure is read by
+/// its primary key and its lifecycles by `failure_lifecycle_anchor_idx` within its own span: the
+/// cost does not grow with the rest of its key's history.
+pub async fn facts_of_failures(
+    conn: &mut PgConnection,
+    cluster: &str,
+    ids: &[uuid::Uuid],
+) -> Result<Facts, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(Facts::default());
+    }
     let causes = sqlx::query_as!(
         Fact,
         r#"SELECT (f.first_at AT TIME ZONE 'UTC')::date AS "day!", f.cluster AS "cluster!",
                   COALESCE(n.gpu_generation, f.signal_generation) AS "generation!", COALESCE(n.gpu_model, 'unknown') AS "model!",
-                  f.effective_category AS "category!", f.effective_component AS "component!",
+                  COALESCE(l.pm_category, f.category) AS "category!", COALESCE(l.pm_component, f.component) AS "component!",
                   COALESCE(f.symptom, 'unspecified') AS "symptom!", COALESCE(n.group_label, '') AS "node_group!",
                   CASE WHEN n.group_label IS NULL THEN COALESCE(f.root_node, '') ELSE '' END AS "root_node!",
                   count(*) AS "failures!", sum(f.signal_count)::bigint AS "signals!"
-           FROM failures_effective f LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node
-           WHERE f.cluster = $1 AND f.correlation_key = $2
+           FROM failures f
+           LEFT JOIN LATERAL (
+               SELECT l.pm_category, l.pm_component FROM failure_lifecycle l
+               WHERE l.cluster = $1 AND l.correlation_key = f.correlation_key AND l.anchor_at BETWEEN f.first_at AND f.last_at
+               ORDER BY l.updated_at DESC, l.failure_id
+               LIMIT 1
+           ) l ON true
+           LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node
+           WHERE f.cluster = $1 AND f.id = ANY($2)
            GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9"#,
         cluster,
-        key,
+        ids,
     )
     .fetch_all(&mut *conn)
     .await?;

@@ -24,6 +24,7 @@ mod logs;
 mod metrics;
 mod migrations;
 mod openapi;
+mod postmortems;
 mod rebuild;
 mod replica;
 mod report;
