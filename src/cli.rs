@@ -144,6 +144,10 @@ pub struct BenchArgs {
         default_value = ""
     )]
     pub citus_workers: Vec<String>,
+    /// Correlation keys per transaction of the catalog rebuild the bench triggers (as
+    /// FAULTLINE_REBUILD_CHUNK_KEYS for `serve`).
+    #[arg(long, env = "FAULTLINE_BENCH_REBUILD_CHUNK_KEYS", default_value_t = crate::app::configuration::DEFAULT_REBUILD_CHUNK_KEYS)]
+    pub rebuild_chunk_keys: usize,
 }
 
 #[derive(clap::Args)]

@@ -86,6 +86,7 @@ async fn main() -> anyhow::Result<()> {
                 nodes: args.nodes,
                 db_name: args.db_name,
                 citus_workers: args.citus_workers.into_iter().filter(|w| !w.is_empty()).collect(),
+                rebuild_chunk_keys: args.rebuild_chunk_keys,
             })
             .await;
             server.stop().await?;

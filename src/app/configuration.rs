@@ -46,6 +46,11 @@ pub struct ServeSettings {
     pub demo: bool,
 }
 
+/// Correlation keys a catalog rebuild re-folds per transaction: small enough that an ingest batch
+/// waiting for a chunk's fold-key stripes waits tens of milliseconds, not the whole chunk of a
+/// node with a thousand failures.
+pub const DEFAULT_REBUILD_CHUNK_KEYS: usize = 32;
+
 /// Bounds on what one request may cost. Documented in the OpenAPI description and docs/operations.md.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Limits {
@@ -61,7 +66,7 @@ pub struct Limits {
     pub max_inflight_ingest: usize,
     /// Correlation keys a catalog rebuild re-folds per transaction: an ingest batch waits for at
     /// most one such chunk.
-    #[arg(long, env = "FAULTLINE_REBUILD_CHUNK_KEYS", default_value_t = 200)]
+    #[arg(long, env = "FAULTLINE_REBUILD_CHUNK_KEYS", default_value_t = DEFAULT_REBUILD_CHUNK_KEYS)]
     pub rebuild_chunk_keys: usize,
 }
 
@@ -71,7 +76,7 @@ impl Default for Limits {
             max_body_bytes: 16 * 1024 * 1024,
             max_batch_items: 10_000,
             max_inflight_ingest: 32,
-            rebuild_chunk_keys: 200,
+            rebuild_chunk_keys: DEFAULT_REBUILD_CHUNK_KEYS,
         }
     }
 }

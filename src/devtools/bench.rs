@@ -34,6 +34,8 @@ pub struct BenchOptions {
     /// Citus workers (server URLs): the database is created on each, with the extension, and the
     /// server becomes their coordinator. Empty: one PostgreSQL.
     pub citus_workers: Vec<String>,
+    /// Correlation keys per transaction of the catalog rebuild.
+    pub rebuild_chunk_keys: usize,
 }
 
 /// The fleet is generated in time slices (one `simulate` per slice, each with its own seed and
@@ -127,7 +129,10 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     let token = crate::domain::auth::generate_admin_token();
     let config = AppConfig {
         admin_token: token.clone(),
-        limits: Limits::default(),
+        limits: Limits {
+            rebuild_chunk_keys: opts.rebuild_chunk_keys.max(1),
+            ..Limits::default()
+        },
         correlation_window: Duration::from_secs(600),
         edge,
         // The simulated year lies partly beyond the default retention: keep all of it.
