@@ -146,6 +146,10 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     let base = format!("http://{}", app.local_addr()?);
     let server = tokio::spawn(app.run_until(std::future::pending()));
     let client = Client::new(&base, &token)?;
+    // The history's monthly partitions first, as a site loading years of history would: created
+    // on demand instead, each month's DDL waits for the open ingest transactions (on Citus, on
+    // every shard), and ingest queues behind it.
+    crate::storage::partitions::ensure_range(&db, start, end + chrono::Duration::days(1)).await?;
 
     // Slices are sent in time order, each in batches, one after the other; the last one while the
     // analytics are measured. The inventory is the first slice's, in service all year (hostnames
@@ -320,10 +324,10 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     out.push_str(&edit.table_rows());
     let citus = !opts.citus_workers.is_empty();
     if citus {
-        let shards: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'events'::regclass")
-                .fetch_one(&db)
-                .await?;
+        let shards = crate::storage::distribution::distribute(&db)
+            .await?
+            .shard_count
+            .unwrap_or(0);
         out.push_str(&format!(
             "| Citus | a coordinator and {} workers; every per-cluster table in {shards} shards by cluster |\n",
             opts.citus_workers.len()
@@ -493,26 +497,17 @@ async fn make_coordinator(server_url: &str, workers: &[String], db_name: &str) -
         ))
     };
     for server in std::iter::once(server_url).chain(workers.iter().map(String::as_str)) {
-        let mut conn = sqlx::PgConnection::connect(&with_database(server, db_name)).await?;
-        sqlx::query("CREATE EXTENSION IF NOT EXISTS citus")
-            .execute(&mut conn)
-            .await?;
+        let pool = crate::db::pool::connect(&with_database(server, db_name), &Default::default()).await?;
+        crate::storage::distribution::create_citus_extension(&pool).await?;
+        pool.close().await;
     }
     let mut coordinator = sqlx::PgConnection::connect(&with_database(server_url, db_name)).await?;
     let (host, port) = host_port(server_url)?;
-    sqlx::query("SELECT citus_set_coordinator_host($1, $2)")
-        .bind(host)
-        .bind(port)
-        .execute(&mut coordinator)
-        .await?;
-    for worker in workers {
-        let (host, port) = host_port(worker)?;
-        sqlx::query("SELECT citus_add_node($1, $2)")
-            .bind(host)
-            .bind(port)
-            .execute(&mut coordinator)
-            .await?;
-    }
+    let workers = workers
+        .iter()
+        .map(|w| host_port(w))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    crate::storage::distribution::add_workers(&mut coordinator, (&host, port), &workers).await?;
     Ok(())
 }
 

@@ -114,9 +114,12 @@ async fn start(opts: &PostmortemBenchOptions, db_name: &str) -> anyhow::Result<R
     let ingest_secs = t.elapsed().as_secs_f64();
     sqlx::raw_sql("VACUUM (ANALYZE)").execute(&db).await?;
     let failures: Vec<(uuid::Uuid, DateTime<Utc>)> =
-        sqlx::query_as("SELECT id, first_at FROM failures ORDER BY first_at, id")
+        sqlx::query!("SELECT id, first_at FROM failures ORDER BY first_at, id")
             .fetch_all(&db)
-            .await?;
+            .await?
+            .into_iter()
+            .map(|r| (r.id, r.first_at))
+            .collect();
     Ok(Running {
         base,
         token,

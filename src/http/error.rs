@@ -120,9 +120,17 @@ pub fn unavailable_retry_after(e: &sqlx::Error) -> Option<u32> {
             let code = db.code()?;
             // 08xxx connection exception; 57P01-57P03 admin/crash shutdown, cannot connect
             // now (starting up / shutting down); 53300 too many connections; 40001 also what a
-            // read replica answers when replay cancels a query ("conflict with recovery").
-            (code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300" | "40001"))
-                .then_some(RETRY_AFTER_OUTAGE_SECS)
+            // read replica answers when replay cancels a query ("conflict with recovery"); 55P03
+            // a lock not granted within lock_timeout (a month's partition being created while
+            // other transactions hold the table, as on Citus under concurrent ingest), and 40P01
+            // a deadlock Postgres (or Citus' distributed detector) broke by cancelling this one:
+            // both are gone on a retry.
+            (code.starts_with("08")
+                || matches!(
+                    &*code,
+                    "57P01" | "57P02" | "57P03" | "53300" | "40001" | "55P03" | "40P01"
+                ))
+            .then_some(RETRY_AFTER_OUTAGE_SECS)
         }
         _ => None,
     }

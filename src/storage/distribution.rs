@@ -66,7 +66,29 @@ pub async fn citus_installed(conn: &mut PgConnection) -> Result<bool, sqlx::Erro
 
 /// `CREATE EXTENSION citus` (the server must preload the library: `shared_preload_libraries`).
 pub async fn create_citus_extension(db: &PgPool) -> Result<(), sqlx::Error> {
-    sqlx::query("CREATE EXTENSION IF NOT EXISTS citus").execute(db).await?;
+    sqlx::query!("CREATE EXTENSION IF NOT EXISTS citus").execute(db).await?;
+    Ok(())
+}
+
+/// Makes this database the coordinator of the same database on `workers` ((host, port) as the
+/// coordinator reaches them), with `coordinator` its own address as the workers reach it. The
+/// extension must be in every one of them.
+pub async fn add_workers(
+    conn: &mut PgConnection,
+    coordinator: (&str, i32),
+    workers: &[(String, i32)],
+) -> Result<(), sqlx::Error> {
+    let (hosts, ports): (Vec<&str>, Vec<i32>) = workers.iter().map(|(h, p)| (h.as_str(), *p)).unzip();
+    sqlx::query(
+        "SELECT citus_set_coordinator_host($1, $2),
+                (SELECT count(citus_add_node(h, p)) FROM UNNEST($3::text[], $4::int[]) AS w(h, p))",
+    )
+    .bind(coordinator.0)
+    .bind(coordinator.1)
+    .bind(&hosts)
+    .bind(&ports)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
@@ -81,12 +103,12 @@ pub async fn distribute(db: &PgPool) -> Result<Distribution, sqlx::Error> {
         return Ok(Distribution::default());
     }
     // Held on the coordinator for this session: the other instances wait, then find nothing to do.
-    sqlx::query("SELECT pg_advisory_lock(1179385859, 2)")
-        .execute(&mut *conn)
+    sqlx::query!("SELECT pg_advisory_lock(1179385859, 2)")
+        .fetch_one(&mut *conn)
         .await?;
     let result = distribute_locked(&mut conn).await;
-    sqlx::query("SELECT pg_advisory_unlock(1179385859, 2)")
-        .execute(&mut *conn)
+    sqlx::query!("SELECT pg_advisory_unlock(1179385859, 2)")
+        .fetch_one(&mut *conn)
         .await?;
     result
 }

@@ -50,7 +50,7 @@ const REWORDED: &[(i64, &str)] = &[
 /// instances start at once (each update matches only the old checksum). Returns the rows updated.
 pub async fn adopt_reworded(db: &PgPool) -> Result<u64, sqlx::Error> {
     // The same unqualified name sqlx uses, so the same search_path resolves it.
-    let migrated: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+    let migrated: bool = sqlx::query_scalar!(r#"SELECT to_regclass('_sqlx_migrations') IS NOT NULL AS "migrated!""#)
         .fetch_one(db)
         .await?;
     if !migrated {
@@ -68,13 +68,15 @@ pub async fn adopt_reworded(db: &PgPool) -> Result<u64, sqlx::Error> {
         if old.as_slice() == &*current.checksum {
             continue;
         }
-        updated += sqlx::query("UPDATE _sqlx_migrations SET checksum = $1 WHERE version = $2 AND checksum = $3")
-            .bind(&*current.checksum)
-            .bind(version)
-            .bind(old)
-            .execute(db)
-            .await?
-            .rows_affected();
+        updated += sqlx::query!(
+            "UPDATE _sqlx_migrations SET checksum = $1 WHERE version = $2 AND checksum = $3",
+            &*current.checksum,
+            version,
+            &old,
+        )
+        .execute(db)
+        .await?
+        .rows_affected();
     }
     if updated > 0 {
         tracing::info!(

@@ -124,16 +124,12 @@ pub async fn add_citus(db: &TestDatabase) {
             .parse::<i32>()
             .unwrap()
     };
-    sqlx::query("SELECT citus_set_coordinator_host('127.0.0.1', $1)")
-        .bind(port(&db.server_url))
-        .execute(&mut coordinator)
+    let workers: Vec<(String, i32)> = db
+        .worker_urls
+        .iter()
+        .map(|w| ("127.0.0.1".to_string(), port(w)))
+        .collect();
+    faultline::storage::distribution::add_workers(&mut coordinator, ("127.0.0.1", port(&db.server_url)), &workers)
         .await
         .unwrap();
-    for worker in &db.worker_urls {
-        sqlx::query("SELECT citus_add_node('127.0.0.1', $1)")
-            .bind(port(worker))
-            .execute(&mut coordinator)
-            .await
-            .unwrap();
-    }
 }
