@@ -1,5 +1,6 @@
 //! `GET /v1/failures` and `GET /v1/failures/{id}`; the lifecycle routes (PATCH, history) in [`lifecycle`].
 
+pub mod import;
 pub mod lifecycle;
 
 use axum::extract::State;
@@ -24,6 +25,7 @@ pub fn router() -> Router<ApiContext> {
         .route("/v1/failures", get(list_failures))
         .route("/v1/failures/{id}", get(get_failure))
         .merge(lifecycle::router())
+        .merge(import::router())
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
