@@ -54,6 +54,7 @@ mod tests {
             job_id: None,
             first_at: t("2026-11-02T10:00:00Z"),
             category: category.into(),
+            component: "unknown".into(),
             catalog_transient: transient,
             resolution: resolution.map(Into::into),
             resolved_at: None,
@@ -99,6 +100,95 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(downtime_minutes(&partial, t("2026-11-02T10:00:00Z"), None), Some(45.0));
+    }
+
+    /// A failure of `category`/`component` whose downtime is `minutes` (None: unknown).
+    fn of(category: &str, component: &str, minutes: Option<f64>) -> RecoveryFailure {
+        RecoveryFailure {
+            component: component.into(),
+            ..failure(
+                category,
+                false,
+                None,
+                Phases {
+                    detection: minutes,
+                    ..Default::default()
+                },
+                None,
+            )
+        }
+    }
+
+    #[test]
+    fn downtime_by_cause_by_hand() {
+        let mut fs = vec![
+            of("user", "oom", Some(60.0)),
+            of("hardware", "gpu", Some(20.0)),
+            of("hardware", "network", Some(30.0)),
+            of("hardware", "gpu", Some(10.0)),
+            of("hardware", "gpu", None),
+            of("hardware", "gpu", Some(50.0)),
+        ];
+        // A resolution time instead of phases (the same downtime definition): 20 minutes, a tie.
+        let mut resolved = of("hardware", "gpu", None);
+        resolved.resolved_at = Some(t("2026-11-02T10:20:00Z"));
+        fs.push(resolved);
+        let rows = by_cause(&fs);
+        let keys: Vec<(&str, Option<&str>)> = rows
+            .iter()
+            .map(|r| (r.category.as_str(), r.component.as_deref()))
+            .collect();
+        // Subtotal first, then components in the taxonomy's order; categories in theirs.
+        assert_eq!(
+            keys,
+            vec![
+                ("hardware", None),
+                ("hardware", Some("gpu")),
+                ("hardware", Some("network")),
+                ("user", None),
+                ("user", Some("oom")),
+            ]
+        );
+        // hardware: 10, 20, 20, 30, 50 (one unknown): mean 130/5 = 26, median 20, p90 at rank
+        // 0.9 x 4 = 3.6: 30 + 0.6 x (50 - 30) = 42.
+        let hw = &rows[0];
+        assert_eq!((hw.failures, hw.failures_without_downtime), (6, 1));
+        assert_eq!(hw.downtime_minutes.count, 5);
+        assert_eq!(hw.downtime_minutes.mean, Some(26.0));
+        assert_eq!(hw.downtime_minutes.median, Some(20.0));
+        assert_eq!(hw.downtime_minutes.p90, Some(42.0));
+        assert_eq!(hw.downtime_minutes.total, 130.0);
+        // hardware/gpu: 10, 20, 20, 50: mean 25, median (20 + 20) / 2 = 20, p90 at rank 2.7:
+        // 20 + 0.7 x (50 - 20) = 41.
+        let gpu = &rows[1];
+        assert_eq!((gpu.failures, gpu.failures_without_downtime), (5, 1));
+        assert_eq!(gpu.downtime_minutes.count, 4);
+        assert_eq!(gpu.downtime_minutes.mean, Some(25.0));
+        assert_eq!(gpu.downtime_minutes.median, Some(20.0));
+        assert_eq!(gpu.downtime_minutes.p90, Some(41.0));
+        // One failure: every statistic is its value.
+        let net = &rows[2];
+        assert_eq!((net.failures, net.downtime_minutes.count), (1, 1));
+        assert_eq!(net.downtime_minutes.mean, Some(30.0));
+        assert_eq!(net.downtime_minutes.median, Some(30.0));
+        assert_eq!(net.downtime_minutes.p90, Some(30.0));
+        assert_eq!(rows[3].downtime_minutes, rows[4].downtime_minutes);
+        assert_eq!(rows[4].downtime_minutes.median, Some(60.0));
+        // The subtotals add up to the whole window's figure.
+        let all = recovery(&fs).downtime_minutes;
+        assert_eq!(
+            all.count,
+            rows[0].downtime_minutes.count + rows[3].downtime_minutes.count
+        );
+        // A cause without a known downtime still has its row, statistics null.
+        let none = by_cause(&[of("platform", "storage", None)]);
+        assert_eq!(none.len(), 2);
+        assert_eq!((none[1].failures, none[1].downtime_minutes.count), (1, 0));
+        assert_eq!(none[1].downtime_minutes.median, None);
+        // The filters keep the failures of the cause.
+        assert_eq!(of_cause(fs.clone(), Some("hardware"), None).len(), 6);
+        assert_eq!(of_cause(fs.clone(), Some("hardware"), Some("network")).len(), 1);
+        assert_eq!(of_cause(fs, None, Some("oom")).len(), 1);
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub struct RecoveryFailure {
     pub first_at: DateTime<Utc>,
     /// Effective category (post-mortem, else automatic).
     pub category: String,
+    /// Effective component (post-mortem, else automatic).
+    pub component: String,
     /// The catalog's transient flag for the root signal.
     pub catalog_transient: bool,
     /// transient_restart | drained | other, from the lifecycle.
@@ -180,6 +182,80 @@ pub fn recovery(failures: &[RecoveryFailure]) -> RecoverySummary {
         gpu_hours_lost: round6(gpu_hours_lost),
         failures_without_gpus: without_gpus,
     }
+}
+
+/// Repair time by effective root cause: one row per (category, component) and, before its
+/// components, one subtotal row per category with `component` null.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct CauseRecovery {
+    /// Effective root-cause category (post-mortem, else automatic).
+    #[schema(value_type = crate::domain::taxonomy::Category)]
+    pub category: String,
+    /// Effective component; null on the category's subtotal row.
+    #[schema(value_type = Option<crate::domain::taxonomy::Component>)]
+    pub component: Option<String>,
+    /// Failures of this cause in the window.
+    pub failures: u64,
+    /// Downtime (repair time) per failure in minutes, over the failures of this cause whose
+    /// downtime is known (the same definition as `summary.downtime_minutes`).
+    pub downtime_minutes: Distribution,
+    /// failures - downtime_minutes.count.
+    pub failures_without_downtime: u64,
+}
+
+/// The position of a name in a vocabulary order (unknown names last, then by name).
+fn rank(order: &[&str], name: &str) -> usize {
+    order.iter().position(|o| *o == name).unwrap_or(order.len())
+}
+
+/// Downtime per effective root cause: a subtotal row per category (component None) followed by
+/// its components, in the taxonomy's order; only causes with failures appear.
+pub fn by_cause(failures: &[RecoveryFailure]) -> Vec<CauseRecovery> {
+    use crate::domain::taxonomy::{Category, Component};
+    use std::collections::BTreeMap;
+    let cats: Vec<&str> = Category::ALL.iter().map(|c| c.as_str()).collect();
+    let comps: Vec<&str> = Component::ALL.iter().map(|c| c.as_str()).collect();
+    // (category rank, category, component rank or None for the subtotal, component)
+    type Key = (usize, String, Option<(usize, String)>);
+    let mut groups: BTreeMap<Key, (u64, Vec<f64>)> = BTreeMap::new();
+    for f in failures {
+        let c = rank(&cats, &f.category);
+        let keys = [
+            (c, f.category.clone(), None),
+            (
+                c,
+                f.category.clone(),
+                Some((rank(&comps, &f.component), f.component.clone())),
+            ),
+        ];
+        for k in keys {
+            let g = groups.entry(k).or_default();
+            g.0 += 1;
+            g.1.extend(f.downtime_minutes());
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((_, category, component), (n, minutes))| CauseRecovery {
+            category,
+            component: component.map(|(_, c)| c),
+            failures: n,
+            failures_without_downtime: n - minutes.len() as u64,
+            downtime_minutes: distribution(&minutes),
+        })
+        .collect()
+}
+
+/// Failures of a root cause: `category` and/or `component` (effective), None = any.
+pub fn of_cause(
+    failures: Vec<RecoveryFailure>,
+    category: Option<&str>,
+    component: Option<&str>,
+) -> Vec<RecoveryFailure> {
+    failures
+        .into_iter()
+        .filter(|f| category.is_none_or(|c| f.category == c) && component.is_none_or(|c| f.component == c))
+        .collect()
 }
 
 // Node service state: drained / returned transitions into out-of-service intervals

@@ -430,6 +430,7 @@ pub async fn recovery_failures(
             job_id: r.job_id,
             first_at: r.first_at,
             category: r.category,
+            component: r.component,
             catalog_transient: r.transient,
             resolution: r.resolution,
             resolved_at: r.resolved_at,

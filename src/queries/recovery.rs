@@ -8,9 +8,10 @@ use sqlx::PgPool;
 use utoipa::ToSchema;
 
 use super::{Computed, computed, inputs};
-use crate::analytics::cost::{self as c, FleetEttr, JobEttr, RecoveryFailure, RecoverySummary};
+use crate::analytics::cost::{self as c, CauseRecovery, FleetEttr, JobEttr, RecoveryFailure, RecoverySummary};
 use crate::analytics::headline::NodeService;
 use crate::analytics::headline::round6;
+use crate::domain::taxonomy::{Category, Component};
 use crate::domain::window::Window;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -32,10 +33,29 @@ pub struct EttrReport {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RecoveryResponse {
     pub window: Computed,
+    /// The root cause the figures are restricted to (the `category` / `component` filters); null: all.
+    pub cause: CauseFilter,
     pub summary: RecoverySummary,
-    pub out_of_service: OutOfService,
+    /// Downtime per effective root cause: per category a subtotal row (component null) followed by
+    /// one row per component of that category with failures.
+    pub by_cause: Vec<CauseRecovery>,
+    /// Null when a cause filter is set: node drains are not attributed to a root cause.
+    pub out_of_service: Option<OutOfService>,
     pub ettr: EttrReport,
     pub definitions: String,
+}
+
+/// A restriction to the failures of one effective root cause.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, ToSchema)]
+pub struct CauseFilter {
+    pub category: Option<Category>,
+    pub component: Option<Component>,
+}
+
+impl CauseFilter {
+    pub fn is_any(&self) -> bool {
+        self.category.is_none() && self.component.is_none()
+    }
 }
 
 const RECOVERY_DEFINITIONS: &str = "Failures are those whose first signal is in [from, to), with their lifecycle (PATCH \
@@ -51,11 +71,15 @@ inventory GPUs of the failure's nodes). Out of service: drained-to-returned time
 training time ratio, Meta 2024): productive time / available wall-clock time of a job, i.e. (wall-clock - downtime) / wall-clock, \
 with wall-clock from the scheduler's start (queueing excluded) to its end, clipped to the window, and downtime that of the failures \
 naming the job (capped at its wall-clock). Fleet ETTR weights jobs by GPUs: sum(GPUs x productive) / sum(GPUs x wall-clock). Failures \
-of unknown downtime count 0, so an ETTR with failures_without_downtime > 0 is an upper bound.";
+of unknown downtime count 0, so an ETTR with failures_without_downtime > 0 is an upper bound. by_cause: the same downtime per \
+effective root cause (post-mortem over automatic), one subtotal row per category (component null) then a row per component; \
+count is the failures of the cause with a known downtime. category / component restrict every failure figure (summary, by_cause, \
+ETTR's downtime) to the failures of that effective cause; out_of_service is then null (drains are not attributed to a cause).";
 
 pub struct RecoveryData {
     pub failures: Vec<RecoveryFailure>,
     pub summary: RecoverySummary,
+    pub by_cause: Vec<CauseRecovery>,
     pub jobs: Vec<JobEttr>,
     pub fleet: FleetEttr,
     pub out: OutOfService,
@@ -68,8 +92,24 @@ pub async fn recovery_data(
     nodes: &[NodeService],
     horizon: Duration,
 ) -> Result<RecoveryData, sqlx::Error> {
-    let failures = inputs::recovery_failures(db, w, horizon).await?;
+    recovery_data_of(db, w, nodes, horizon, CauseFilter::default()).await
+}
+
+/// [`recovery_data`] over the failures of one effective root cause.
+pub async fn recovery_data_of(
+    db: &PgPool,
+    w: &Window,
+    nodes: &[NodeService],
+    horizon: Duration,
+    cause: CauseFilter,
+) -> Result<RecoveryData, sqlx::Error> {
+    let failures = c::of_cause(
+        inputs::recovery_failures(db, w, horizon).await?,
+        cause.category.map(Category::as_str),
+        cause.component.map(Component::as_str),
+    );
     let summary = c::recovery(&failures);
+    let by_cause = c::by_cause(&failures);
     let jobs = inputs::jobs_in_window(db, w).await?;
     let (rows, fleet) = c::ettr(&jobs, &failures, w.from, w.to);
     let gpus: HashMap<(&str, &str), u32> = nodes
@@ -93,6 +133,7 @@ pub async fn recovery_data(
     Ok(RecoveryData {
         failures,
         summary,
+        by_cause,
         jobs: rows,
         fleet,
         out,
@@ -105,13 +146,16 @@ pub async fn recovery(
     w: &Window,
     horizon: Duration,
     jobs_limit: usize,
+    cause: CauseFilter,
 ) -> Result<(RecoveryResponse, Vec<RecoveryFailure>), sqlx::Error> {
-    let mut d = recovery_data(db, w, &inputs::node_service(db, w).await?, horizon).await?;
+    let mut d = recovery_data_of(db, w, &inputs::node_service(db, w).await?, horizon, cause).await?;
     d.jobs.truncate(jobs_limit);
     let body = RecoveryResponse {
         window: computed(db, w).await?,
+        cause,
         summary: d.summary,
-        out_of_service: d.out,
+        by_cause: d.by_cause,
+        out_of_service: cause.is_any().then_some(d.out),
         ettr: EttrReport {
             fleet: d.fleet,
             jobs: d.jobs,

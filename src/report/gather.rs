@@ -59,8 +59,8 @@ pub async fn gather(db: &PgPool, w: &Window) -> Result<ReportData, sqlx::Error> 
     })
 }
 
-/// Downtime by recovery phase, from the failure lifecycles (PATCH /v1/failures/{id}); None when
-/// no failure of the window recorded a phase.
+/// Downtime by recovery phase and by root cause, from the failure lifecycles (PATCH
+/// /v1/failures/{id}); None when no failure of the window recorded a phase or a downtime.
 async fn recovery(db: &PgPool, w: &Window) -> Result<Option<RecoverySection>, sqlx::Error> {
     let inventory = queries::inputs::node_service(db, w).await?;
     let data = queries::recovery::recovery_data(db, w, &inventory, Duration::hours(24)).await?;
@@ -82,8 +82,10 @@ async fn recovery(db: &PgPool, w: &Window) -> Result<Option<RecoverySection>, sq
         .iter()
         .filter(|f| (0..4).any(|i| f.phases.get(i).is_some()))
         .count() as u64;
-    Ok((recorded > 0).then_some(RecoverySection {
+    let repaired = data.summary.downtime_minutes.count;
+    Ok((recorded > 0 || repaired > 0).then_some(RecoverySection {
         failures: recorded,
         phases,
+        by_cause: data.by_cause,
     }))
 }

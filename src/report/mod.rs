@@ -163,8 +163,11 @@ pub fn fill_timeline(
 /// Downtime by recovery phase, from the failure lifecycles.
 #[derive(Debug, Clone)]
 pub struct RecoverySection {
+    /// Failures with at least one recorded phase.
     pub failures: u64,
     pub phases: Vec<PhaseMinutes>,
+    /// Downtime (repair time) per effective root cause, as `GET /v1/analytics/recovery` answers it.
+    pub by_cause: Vec<crate::analytics::cost::CauseRecovery>,
 }
 
 #[derive(Debug, Clone)]

@@ -487,43 +487,96 @@ fn recovery(d: &ReportData) -> Section {
         y_label: "downtime, minutes (total)",
     };
     match &d.recovery {
-        Some(r) if r.failures > 0 => Section {
-            id: "recovery",
-            title: "Downtime by recovery phase".into(),
-            lead: format!("{} failures with recovery records.", fmt::int(r.failures)),
-            charts: vec![svg::grouped_bars(
-                &frame,
-                &[Series {
-                    name: "total minutes".into(),
-                    color: palette::ORANGE,
-                }],
-                &r.phases
-                    .iter()
-                    .map(|p| Bar {
-                        label: p.phase.clone(),
-                        values: vec![p.total_minutes],
-                        notes: vec![format!("{} failures", fmt::int(p.failures))],
-                    })
-                    .collect::<Vec<_>>(),
-            )],
-            tables: vec![Table {
-                caption: "Downtime by recovery phase".into(),
-                headers: strings(["Phase", "Failures", "Total minutes", "Median minutes"]),
+        Some(r) => {
+            let repaired: u64 = r
+                .by_cause
+                .iter()
+                .filter(|c| c.component.is_none())
+                .map(|c| c.downtime_minutes.count)
+                .sum();
+            let stat = |v: Option<f64>| v.map_or_else(|| "n/a".into(), fmt::number);
+            let mut tables = vec![];
+            if !r.phases.is_empty() {
+                tables.push(Table {
+                    caption: "Downtime by recovery phase".into(),
+                    headers: strings(["Phase", "Failures", "Total minutes", "Median minutes"]),
+                    rows: r
+                        .phases
+                        .iter()
+                        .map(|p| {
+                            vec![
+                                p.phase.clone(),
+                                fmt::int(p.failures),
+                                fmt::number(p.total_minutes),
+                                stat(p.median_minutes),
+                            ]
+                        })
+                        .collect(),
+                });
+            }
+            tables.push(Table {
+                caption: "Repair time by root cause".into(),
+                headers: strings([
+                    "Category",
+                    "Component",
+                    "Failures",
+                    "With repair time",
+                    "Median minutes",
+                    "Mean minutes",
+                    "p90 minutes",
+                ]),
                 rows: r
-                    .phases
+                    .by_cause
                     .iter()
-                    .map(|p| {
+                    .map(|c| {
                         vec![
-                            p.phase.clone(),
-                            fmt::int(p.failures),
-                            fmt::number(p.total_minutes),
-                            p.median_minutes.map_or_else(|| "n/a".into(), fmt::number),
+                            c.category.clone(),
+                            c.component.clone().unwrap_or_else(|| "(all)".into()),
+                            fmt::int(c.failures),
+                            fmt::int(c.downtime_minutes.count),
+                            stat(c.downtime_minutes.median),
+                            stat(c.downtime_minutes.mean),
+                            stat(c.downtime_minutes.p90),
                         ]
                     })
                     .collect(),
-            }],
-            notes: vec![],
-        },
+            });
+            Section {
+                id: "recovery",
+                title: "Downtime by recovery phase".into(),
+                lead: format!(
+                    "{} failures with recovery records; {} with a repair time.",
+                    fmt::int(r.failures),
+                    fmt::int(repaired)
+                ),
+                charts: vec![if r.phases.is_empty() {
+                    svg::no_data(&frame, "No recovery phases recorded in this window")
+                } else {
+                    svg::grouped_bars(
+                        &frame,
+                        &[Series {
+                            name: "total minutes".into(),
+                            color: palette::ORANGE,
+                        }],
+                        &r.phases
+                            .iter()
+                            .map(|p| Bar {
+                                label: p.phase.clone(),
+                                values: vec![p.total_minutes],
+                                notes: vec![format!("{} failures", fmt::int(p.failures))],
+                            })
+                            .collect::<Vec<_>>(),
+                    )
+                }],
+                tables,
+                notes: vec![
+                    "Repair time: a failure's downtime, the sum of its recorded recovery phases, else resolved_at - first signal; \
+                     failures without either are counted but not in the statistics. Root cause: the post-mortem's, else the \
+                     automatic one; (all) is the category's subtotal. p90 interpolates linearly between ranks."
+                        .into(),
+                ],
+            }
+        }
         _ => Section {
             id: "recovery",
             title: "Downtime by recovery phase".into(),

@@ -195,6 +195,7 @@ pub struct RecoveryRow {
     pub job_id: Option<String>,
     pub first_at: DateTime<Utc>,
     pub category: String,
+    pub component: String,
     pub transient: bool,
     pub resolution: Option<String>,
     pub resolved_at: Option<DateTime<Utc>>,
@@ -217,7 +218,8 @@ pub async fn with_recovery(
     sqlx::query_as!(
         RecoveryRow,
         r#"SELECT f.id AS "id!", f.cluster AS "cluster!", f.job_id, f.first_at AS "first_at!",
-                  f.effective_category AS "category!", f.transient AS "transient!", f.resolution, f.resolved_at,
+                  f.effective_category AS "category!", f.effective_component AS "component!",
+                  f.transient AS "transient!", f.resolution, f.resolved_at,
                   f.detection_minutes, f.resubmission_minutes, f.setup_minutes, f.recomputation_minutes,
                   COALESCE(j.gpus::bigint, (SELECT sum(n.gpu_count) FROM nodes n
                                             WHERE n.cluster = f.cluster AND n.hostname = ANY(f.nodes))::bigint) AS gpus,

@@ -737,3 +737,122 @@ async fn job_size_stragglers_and_efficiency_by_hand() {
     // The six causes of the taxonomy always, `unspecified` because one incident named none; 3 coarse rows.
     assert_eq!(rows.len(), 1 + 7 + 3);
 }
+
+#[tokio::test]
+async fn recovery_by_cause_by_hand_and_filtered() {
+    let app = spawn_app().await;
+    fixture(&app).await;
+    // F2 (ECC) repaired in 40 min; F3 (ECC) in 10 min, its post-mortem moving it to hardware/gpu.
+    let f2 = id_at(&app, "2026-11-03T10:00:00Z").await;
+    let (status, body) = patch(&app, ADMIN_TOKEN, &f2, json!({"resolved_at": "2026-11-03T10:40:00Z"})).await;
+    assert_eq!(status, 200, "{body}");
+    let f3 = id_at(&app, "2026-11-04T10:00:00Z").await;
+    let (status, body) = patch(
+        &app,
+        ADMIN_TOKEN,
+        &f3,
+        json!({"resolved_at": "2026-11-04T10:10:00Z", "root_cause": {"category": "hardware", "component": "gpu"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, r) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/recovery?{WINDOW}")).await;
+    assert_eq!(status, 200, "{r}");
+    let row = |cat: &str, comp: Option<&str>| -> Value {
+        r["by_cause"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["category"] == cat && x["component"].as_str() == comp)
+            .cloned()
+            .unwrap_or_else(|| panic!("no row {cat}/{comp:?} in {}", r["by_cause"]))
+    };
+    // hardware/gpu: F1 68 (phases) and F3 10 (moved by its post-mortem from gpu_memory): mean and
+    // median 39, p90 = 10 + 0.9 x (68 - 10) = 62.2.
+    assert_eq!(
+        row("hardware", Some("gpu")),
+        json!({"category": "hardware", "component": "gpu", "failures": 2, "failures_without_downtime": 0,
+               "downtime_minutes": {"count": 2, "mean": 39.0, "median": 39.0, "p90": 62.2, "total": 78.0}})
+    );
+    // hardware/gpu_memory: F2 alone, 40.
+    assert_eq!(
+        row("hardware", Some("gpu_memory"))["downtime_minutes"],
+        json!({"count": 1, "mean": 40.0, "median": 40.0, "p90": 40.0, "total": 40.0})
+    );
+    // hardware subtotal: F1, F2, F3, F5 (F5 unresolved): 10, 40, 68: mean 118/3 = 39.333333,
+    // median 40, p90 at rank 1.8 = 40 + 0.8 x (68 - 40) = 62.4.
+    assert_eq!(
+        row("hardware", None),
+        json!({"category": "hardware", "component": null, "failures": 4, "failures_without_downtime": 1,
+               "downtime_minutes": {"count": 3, "mean": 39.333333, "median": 40.0, "p90": 62.4, "total": 118.0}})
+    );
+    // F4: the GPU OOM the post-mortem moved to platform/framework, 20 min; no user row is left.
+    assert_eq!(row("platform", Some("framework"))["downtime_minutes"]["median"], 20.0);
+    assert_eq!(row("platform", None)["failures"], 1);
+    assert!(
+        r["by_cause"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["category"] != "user")
+    );
+    // Subtotals first, categories in the taxonomy's order.
+    assert_eq!(r["by_cause"][0]["component"], Value::Null);
+    assert_eq!(r["by_cause"][0]["category"], "hardware");
+
+    // Filters restrict every failure figure.
+    let (status, h) = app
+        .get(
+            ADMIN_TOKEN,
+            &format!("/v1/analytics/recovery?{WINDOW}&category=hardware"),
+        )
+        .await;
+    assert_eq!(status, 200, "{h}");
+    assert_eq!(h["cause"], json!({"category": "hardware", "component": null}));
+    assert_eq!(h["summary"]["failures"], 4);
+    assert_eq!(
+        h["summary"]["downtime_minutes"],
+        row("hardware", None)["downtime_minutes"]
+    );
+    assert_eq!(h["by_cause"].as_array().unwrap().len(), 4);
+    assert_eq!(h["out_of_service"], Value::Null);
+    // j1's downtime is F1's (hardware): (10 - 68/60) / 10.
+    assert_eq!(h["ettr"]["jobs"][0]["ettr"], 0.886667);
+    let (status, p) = app
+        .get(
+            ADMIN_TOKEN,
+            &format!("/v1/analytics/recovery?{WINDOW}&category=platform&component=framework"),
+        )
+        .await;
+    assert_eq!(status, 200, "{p}");
+    assert_eq!(p["summary"]["failures"], 1);
+    assert_eq!(p["summary"]["downtime_minutes"]["total"], 20.0);
+    // No platform failure names a job: every job's ETTR is 1.
+    assert_eq!(p["ettr"]["jobs"][0]["ettr"], 1.0);
+    let (status, g) = app
+        .get(ADMIN_TOKEN, &format!("/v1/analytics/recovery?{WINDOW}&component=gpu"))
+        .await;
+    assert_eq!(status, 200, "{g}");
+    assert_eq!(
+        g["summary"]["downtime_minutes"],
+        row("hardware", Some("gpu"))["downtime_minutes"]
+    );
+    // CSV: the failures of the cause, their component in the last column.
+    let (_, text) = csv(&app, &format!("/v1/analytics/recovery?{WINDOW}&component=gpu")).await;
+    let rows = parse_csv(&text);
+    assert_eq!(rows.len(), 1 + 2, "{text}");
+    assert_eq!(rows[0].last().map(String::as_str), Some("component"));
+    assert!(rows[1..].iter().all(|x| x.last().map(String::as_str) == Some("gpu")));
+
+    // Bad filters: 400 naming the parameter.
+    for (q, name) in [
+        ("category=hardware&component=oom", "component"),
+        ("category=bogus", "category"),
+        ("component=bogus", "component"),
+    ] {
+        let (status, e) = app
+            .get(ADMIN_TOKEN, &format!("/v1/analytics/recovery?{WINDOW}&{q}"))
+            .await;
+        assert_eq!(status, 400, "{q}: {e}");
+        assert!(e.to_string().contains(&format!("`{name}`")), "{q}: {e}");
+    }
+}

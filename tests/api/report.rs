@@ -428,4 +428,14 @@ async fn recorded_recovery_phases_are_reported() {
     );
     let (_, _, html) = report(&app, ADMIN_TOKEN, q, "text/html").await;
     assert_eq!(html_table(&html, "Downtime by recovery phase"), rows);
+    // The repair time by root cause: the XID 79 (hardware/gpu), 30 + 9 + 14 + 15 = 68 minutes; the
+    // category's subtotal first.
+    let by_cause = md_table(&md, "Repair time by root cause");
+    let want = |comp: &str| -> Vec<String> {
+        ["hardware", comp, "1", "1", "68.0", "68.0", "68.0"]
+            .map(String::from)
+            .to_vec()
+    };
+    assert_eq!(by_cause, vec![want("(all)"), want("gpu")], "{md}");
+    assert_eq!(html_table(&html, "Repair time by root cause"), by_cause);
 }

@@ -9,12 +9,13 @@ use utoipa::IntoParams;
 use super::{WindowQuery, bad};
 use crate::analytics::headline::round6;
 use crate::domain::auth::Permission;
+use crate::domain::taxonomy::{Category, Component, RootCause};
 use crate::http::ApiContext;
 use crate::http::caller::Caller;
 use crate::http::csv::{Csv, FormatQuery, Negotiated, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::AppQuery;
-use crate::queries::recovery::{self as queries, RecoveryResponse};
+use crate::queries::recovery::{self as queries, CauseFilter, RecoveryResponse};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -26,6 +27,22 @@ pub struct RecoveryQuery {
     /// How many jobs to list, worst ETTR first (default 100, at most 10,000).
     #[param(minimum = 0, maximum = 10000, example = 100)]
     pub jobs_limit: Option<usize>,
+    /// Only failures of this effective root-cause category (post-mortem, else automatic); applies to
+    /// every failure figure (summary, by_cause, ETTR's downtime).
+    pub category: Option<Category>,
+    /// Only failures of this effective component; it must belong to `category` when both are given.
+    pub component: Option<Component>,
+}
+
+/// The cause filter, refusing a component of another category (naming the parameter).
+fn cause(q: &RecoveryQuery) -> ApiResult<CauseFilter> {
+    if let (Some(cat), Some(comp)) = (q.category, q.component) {
+        RootCause::new(cat, comp).map_err(|e| bad(format!("query parameter `component`: {e}")))?;
+    }
+    Ok(CauseFilter {
+        category: q.category,
+        component: q.component,
+    })
 }
 
 fn horizon(hours: Option<f64>) -> ApiResult<Duration> {
@@ -36,15 +53,16 @@ fn horizon(hours: Option<f64>) -> ApiResult<Duration> {
     Ok(Duration::milliseconds((h * 3_600_000.0) as i64))
 }
 
-/// Downtime per failure and by recovery phase, transient share, drains, GPU-hours lost and ETTR.
+/// Downtime per failure, by recovery phase and by root cause, transient share, drains, GPU-hours lost and ETTR.
 ///
-/// CSV (`Accept: text/csv`): one row per failure of the window with its lifecycle and cost.
+/// `category` / `component` restrict the failure figures to one effective root cause.
+/// CSV (`Accept: text/csv`): one row per failure of the window (of the cause, when filtered) with its lifecycle and cost.
 #[utoipa::path(
     get, path = "/v1/analytics/recovery", tag = "analytics", params(WindowQuery, RecoveryQuery, FormatQuery),
     responses(
-        (status = 200, description = "Downtime statistics (mean, median, p90) overall and by phase, transient share, share of hardware failures that needed a drain, GPU-hours lost, out-of-service time and ETTR per job and fleet-wide. CSV: one row per failure.",
+        (status = 200, description = "Downtime statistics (mean, median, p90) overall, by phase and by effective root cause (category subtotals and components), transient share, share of hardware failures that needed a drain, GPU-hours lost, out-of-service time and ETTR per job and fleet-wide. CSV: one row per failure.",
          content((RecoveryResponse = "application/json"), (String = "text/csv"))),
-        (status = 400, description = "Invalid window or parameter", body = ErrorBody),
+        (status = 400, description = "Invalid window or parameter (a category or component outside the taxonomy, a component of another category)", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not query", body = ErrorBody),
     ),
@@ -63,7 +81,8 @@ pub async fn recovery(
         return Err(bad("jobs_limit must be at most 10,000"));
     }
     let h = horizon(rq.drain_horizon_hours)?;
-    let (body, failures) = queries::recovery(&ctx.read_db, &wq.window(&caller)?, h, limit).await?;
+    let cause = cause(&rq)?;
+    let (body, failures) = queries::recovery(&ctx.read_db, &wq.window(&caller)?, h, limit, cause).await?;
     Ok(respond(format, "recovery", body, |_| {
         let mut csv = Csv::new(&[
             "failure_id",
@@ -81,6 +100,7 @@ pub async fn recovery(
             "recomputation_minutes",
             "gpus",
             "gpu_hours_lost",
+            "component",
         ]);
         for f in &failures {
             let down = f.downtime_minutes();
@@ -101,6 +121,7 @@ pub async fn recovery(
                 o(f.phases.recomputation),
                 o(f.gpus),
                 o(lost),
+                f.component.clone(),
             ]);
         }
         csv.finish()
