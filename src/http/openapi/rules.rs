@@ -63,6 +63,7 @@ pub(super) fn schema_rules(doc: &mut serde_json::Value) {
     job["else"] = json!({"properties": {"end": {"type": "string"}}, "required": ["end"]});
     root_cause_rules(schemas);
     term_rules(schemas);
+    import_item_rule(schemas);
     let token = &mut schemas["CreateToken"];
     // `expires_at` or `ttl_seconds`, not both (null is absent); an admin token names no cluster
     // (a blank one is absent, as `optional_text` reads it).
@@ -178,6 +179,22 @@ fn root_cause_rules(schemas: &mut serde_json::Value) {
 
 /// Component and fault terms name a component (not `unknown`); the other kinds name none (absent,
 /// null or `unknown`), as `Term::validate` reads them.
+/// A post-mortem of an import names its failure one way: by `id` (and nothing else), or by
+/// `cluster`, `first_at` and `job_id` or `node` (and no `id`), as `import_item` checks. A field
+/// set to null counts as absent.
+fn import_item_rule(schemas: &mut serde_json::Value) {
+    use serde_json::json;
+    let given = |f: &str| json!({"required": [f], "properties": {f: {"not": {"type": "null"}}}});
+    let absent = |f: &str| json!({"anyOf": [{"not": {"required": [f]}}, {"properties": {f: {"type": "null"}}}]});
+    let by_id =
+        json!({"allOf": [given("id"), absent("cluster"), absent("first_at"), absent("job_id"), absent("node")]});
+    let described = json!({"allOf": [absent("id"), given("cluster"), given("first_at"),
+                                     {"anyOf": [given("job_id"), given("node")]}]});
+    if let Some(item) = schemas.get_mut("LifecycleImportItem").and_then(|s| s.as_object_mut()) {
+        item.insert("anyOf".into(), json!([by_id, described]));
+    }
+}
+
 fn term_rules(schemas: &mut serde_json::Value) {
     use serde_json::json;
     let kinds: Vec<&str> = TermKind::ALL
