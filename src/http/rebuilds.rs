@@ -46,6 +46,13 @@ pub async fn rebuild_status(
         .ok_or_else(|| ApiError::NotFound(format!("no rebuild of catalog version {version}")))
 }
 
+/// The rebuild an edit of the catalog started (recorded in the edit's transaction).
+pub async fn started(ctx: &ApiContext, version: i64) -> ApiResult<RebuildStatus> {
+    rebuilds::status(&ctx.db, version)
+        .await?
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the edit's rebuild {version} is not recorded")))
+}
+
 /// The reads that take `catalog_version`: everything computed from failures.
 fn pins_catalog(method: &axum::http::Method, path: &str) -> bool {
     method == axum::http::Method::GET

@@ -142,9 +142,7 @@ pub async fn put_rule(
         .await?
         .ok_or_else(|| ApiError::Conflict("nothing to change".into()))?;
     let version = done.catalog_version;
-    let rebuild = crate::queries::rebuilds::status(&ctx.db, version)
-        .await?
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the edit's rebuild {version} is not recorded")))?;
+    let rebuild = crate::http::rebuilds::started(&ctx, version).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(CatalogChange {
@@ -180,9 +178,7 @@ pub async fn delete_rule(
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no rule '{rule_id}'")))?;
     let version = done.catalog_version;
-    let rebuild = crate::queries::rebuilds::status(&ctx.db, version)
-        .await?
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the edit's rebuild {version} is not recorded")))?;
+    let rebuild = crate::http::rebuilds::started(&ctx, version).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(CatalogChange {

@@ -141,9 +141,7 @@ pub async fn put_term(
         .await?
         .ok_or_else(|| ApiError::Conflict("nothing to change".into()))?;
     let version = done.catalog_version;
-    let rebuild = crate::queries::rebuilds::status(&ctx.db, version)
-        .await?
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the edit's rebuild {version} is not recorded")))?;
+    let rebuild = crate::http::rebuilds::started(&ctx, version).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(TermChange {
@@ -177,9 +175,7 @@ pub async fn delete_term(
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no term '{term}'")))?;
     let version = done.catalog_version;
-    let rebuild = crate::queries::rebuilds::status(&ctx.db, version)
-        .await?
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the edit's rebuild {version} is not recorded")))?;
+    let rebuild = crate::http::rebuilds::started(&ctx, version).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(TermChange {
