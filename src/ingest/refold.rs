@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
-use futures_util::TryStreamExt;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -182,42 +181,6 @@ async fn refold_cluster(
     let counts = rollups_store::facts_in_ranges(conn, cluster, &keys, &starts, &ends).await?;
     rollups::Delta::between(&counted, &counts).apply(conn).await?;
     Ok(drafts.len())
-}
-
-/// Rebuilds every failure from every signal with `catalog` (after a catalog change, in the same
-/// transaction, which holds the catalog row exclusively). Returns the number of failures.
-pub async fn rebuild_all(conn: &mut PgConnection, catalog: &Catalog, window: Duration) -> Result<usize, sqlx::Error> {
-    // Failures that start before the retention horizon stay as they are (their early signals are
-    // gone), and so do their signals still stored.
-    store::delete_rebuildable(conn).await?;
-    let frozen: std::collections::HashSet<Uuid> = store::frozen_signal_ids(conn).await?.into_iter().collect();
-    let mut pending: Vec<Folded> = Vec::new();
-    for cluster in store::signal_clusters(conn).await? {
-        let mut rows = store::all_signals(conn, &cluster);
-        let mut current: Option<(String, CorrelationKey)> = None;
-        let mut batch: Vec<Signal> = Vec::new();
-        while let Some(row) = rows.try_next().await? {
-            if frozen.contains(&row.id) {
-                continue;
-            }
-            let this = (row.cluster.clone(), key_of(&row));
-            if current.as_ref() != Some(&this) {
-                if let Some((c, k)) = current.take() {
-                    pending.extend(fold_key(c, k, std::mem::take(&mut batch), window));
-                }
-                current = Some(this);
-            }
-            batch.push(signal(row, catalog));
-        }
-        if let Some((c, k)) = current.take() {
-            pending.extend(fold_key(c, k, batch, window));
-        }
-    }
-    for chunk in pending.chunks(5_000) {
-        store::insert(conn, columns(chunk), catalog.version).await?;
-    }
-    rollups::rebuild(conn).await?;
-    Ok(pending.len())
 }
 
 /// A failure to store: its cluster, key, draft and its signals' (kind, code) column.

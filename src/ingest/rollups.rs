@@ -188,15 +188,6 @@ pub async fn facts_of_failures(
     store::facts_of_failures(conn, cluster, ids).await
 }
 
-/// Recounts the three tables from every failure (after a catalog rebuild, in its transaction).
-pub async fn rebuild(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    store::clear(conn).await?;
-    let facts = store::facts_all(conn).await?;
-    let mut d = Delta::default();
-    d.add(&facts, 1);
-    d.apply(conn).await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

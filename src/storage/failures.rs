@@ -3,7 +3,6 @@
 //! lives in `crate::ingest::refold`.
 
 use chrono::{DateTime, Utc};
-use futures_util::stream::BoxStream;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -217,61 +216,6 @@ pub async fn signals_of_keys(
         max_span.num_milliseconds() as f64 / 1000.0,
         lowest,
         highest,
-    )
-    .fetch_all(&mut *conn)
-    .await
-}
-
-/// The clusters that have stored signals, in order: a rebuild goes through them one at a time.
-pub async fn signal_clusters(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar!(r#"SELECT DISTINCT cluster AS "cluster!" FROM events ORDER BY 1"#)
-        .fetch_all(&mut *conn)
-        .await
-}
-
-/// Every signal of `cluster` with its attributed job, ordered by correlation key, then time: the
-/// input of a full rebuild, streamed.
-pub fn all_signals<'c>(conn: &'c mut PgConnection, cluster: &'c str) -> BoxStream<'c, Result<SignalRow, sqlx::Error>> {
-    sqlx::query_as!(
-        SignalRow,
-        r#"SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at) AS "last_at!", e.cluster, e.node,
-                e.job_id, e.gpu_model, e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
-                a.job_id AS "attributed_job?"
-         FROM events e
-         LEFT JOIN LATERAL (
-             SELECT r.job_id FROM job_node_runs r
-             WHERE e.job_id IS NULL AND r.cluster = $1 AND r.node = e.node
-               AND tstzrange(r.started_at, r.ended_at, '[]') @> e.occurred_at
-             ORDER BY r.started_at DESC, r.job_id
-             LIMIT 1) a ON true
-         WHERE e.cluster = $1
-         ORDER BY (CASE WHEN COALESCE(e.job_id, a.job_id) IS NOT NULL THEN 'job:' || COALESCE(e.job_id, a.job_id)
-                        WHEN e.node IS NOT NULL THEN 'node:' || e.node
-                        ELSE 'alone:' || e.id::text END),
-                  e.occurred_at, e.id"#,
-        cluster,
-    )
-    .fetch(conn)
-}
-
-/// Deletes every failure a rebuild recomputes: all but the frozen ones (starting before the
-/// retention horizon, whose early signals are gone).
-pub async fn delete_rebuildable(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
-    Ok(
-        sqlx::query!("DELETE FROM failures WHERE first_at >= (SELECT retained_from FROM signal_retention)",)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected(),
-    )
-}
-
-/// The signals of frozen failures that are still stored (a failure that straddles the horizon):
-/// a rebuild leaves them to the frozen failure instead of folding them again.
-pub async fn frozen_signal_ids(conn: &mut PgConnection) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT s.id AS "id!" FROM failures f CROSS JOIN LATERAL unnest(f.signal_ids) AS s(id)
-           WHERE f.first_at < (SELECT retained_from FROM signal_retention)
-             AND f.last_at >= (SELECT retained_from FROM signal_retention)"#,
     )
     .fetch_all(&mut *conn)
     .await

@@ -88,7 +88,7 @@ pub async fn facts_in_ranges(
 }
 
 /// `rollup_errors` facts of the failures whose first signal is in `[from, to)` (of `cluster`, or
-/// all): the partial days of a window, and with the widest bounds the rebuild.
+/// all): the partial days of a window.
 pub async fn error_facts_between<'e>(
     db: impl sqlx::PgExecutor<'e>,
     from: DateTime<Utc>,
@@ -211,30 +211,6 @@ pub async fn facts_of_failures(
         causes,
         errors: Vec::new(),
     })
-}
-
-/// Facts of every failure (a full rebuild).
-pub async fn facts_all(conn: &mut PgConnection) -> Result<Facts, sqlx::Error> {
-    let causes = sqlx::query_as!(
-        Fact,
-        r#"SELECT (f.first_at AT TIME ZONE 'UTC')::date AS "day!", f.cluster AS "cluster!",
-                  COALESCE(n.gpu_generation, f.signal_generation) AS "generation!", COALESCE(n.gpu_model, 'unknown') AS "model!",
-                  f.effective_category AS "category!", f.effective_component AS "component!",
-                  COALESCE(f.symptom, 'unspecified') AS "symptom!", COALESCE(n.group_label, '') AS "node_group!",
-                  CASE WHEN n.group_label IS NULL THEN COALESCE(f.root_node, '') ELSE '' END AS "root_node!",
-                  count(*) AS "failures!", sum(f.signal_count)::bigint AS "signals!"
-           FROM failures_effective f LEFT JOIN nodes n ON n.cluster = f.cluster AND n.hostname = f.root_node
-           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9"#,
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    // Every representable first_at (Postgres timestamps span 4713 BC to 294276 AD).
-    let (from, to) = (
-        Utc.with_ymd_and_hms(1, 1, 1, 0, 0, 0).unwrap(),
-        Utc.with_ymd_and_hms(100_000, 1, 1, 0, 0, 0).unwrap(),
-    );
-    let errors = error_facts_between(&mut *conn, from, to, None).await?;
-    Ok(Facts { causes, errors })
 }
 
 /// The (cluster, hostname)s of an inventory write whose generation, model or group would change
@@ -380,16 +356,6 @@ pub async fn add_errors(conn: &mut PgConnection, c: &ErrorColumns) -> Result<(),
     )
     .execute(&mut *conn)
     .await?;
-    Ok(())
-}
-
-/// Empties the three tables (a full rebuild, which holds the catalog row exclusively).
-pub async fn clear(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query!("DELETE FROM rollup_causes").execute(&mut *conn).await?;
-    sqlx::query!("DELETE FROM rollup_groups").execute(&mut *conn).await?;
-    sqlx::query!("DELETE FROM rollup_errors").execute(&mut *conn).await?;
-    // No bucket has rows now: each cached bucket reads as moved.
-    sqlx::query!("DELETE FROM rollup_versions").execute(&mut *conn).await?;
     Ok(())
 }
 
