@@ -66,31 +66,25 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         "--db-name must be lower-case letters, digits and underscores: {db_name}"
     );
     for server in std::iter::once(&opts.server_url).chain(&opts.citus_workers) {
-        use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(&with_database(server, "postgres")).await?;
-        // Runtime SQL: a database name is an identifier, which cannot be a bound parameter.
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"
-        )))
-        .execute(&mut conn)
-        .await?;
-        drop(conn);
-        ensure_database(server, db_name).await?;
+        recreate_database(server, db_name).await?;
     }
     if !opts.citus_workers.is_empty() {
         make_coordinator(&opts.server_url, &opts.citus_workers, db_name).await?;
     }
-    // Without the per-token rate limit: the bench measures what the server can serve, and its
-    // sampler, one token asking as fast as answers come, passed 100 requests/s once the analytics
-    // answered from memory (a 429 ended the run).
-    let edge = crate::app::edge::EdgeSettings {
-        rate_limit: crate::http::rate_limit::RateLimitSettings {
-            rate_limit_per_token_rps: 0.0,
-            ..Default::default()
+    let BenchServer {
+        base,
+        token,
+        db,
+        server,
+    } = serve(
+        &opts.server_url,
+        db_name,
+        Limits {
+            rebuild_chunk_keys: opts.rebuild_chunk_keys.max(1),
+            ..Limits::default()
         },
-        ..Default::default()
-    };
-    let db = crate::db::pool::connect(&with_database(&opts.server_url, db_name), &edge.pool).await?;
+    )
+    .await?;
 
     // Scale the simulated fleet (or, for a fixed fleet, the years of history) to the requested
     // number of signals: measure a small year first. The history ends at the same instant either
@@ -126,25 +120,6 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
         }
     };
 
-    let token = crate::domain::auth::generate_admin_token();
-    let config = AppConfig {
-        admin_token: token.clone(),
-        limits: Limits {
-            rebuild_chunk_keys: opts.rebuild_chunk_keys.max(1),
-            ..Limits::default()
-        },
-        correlation_window: Duration::from_secs(600),
-        edge,
-        // The simulated year lies partly beyond the default retention: keep all of it.
-        retention: crate::app::configuration::RetentionSettings {
-            signal_retention_days: 0,
-            ..Default::default()
-        },
-    };
-    // The same app as `faultline serve` (it migrates the database), on a free port.
-    let app = startup::Application::build(config, db.clone(), "127.0.0.1:0".parse()?).await?;
-    let base = format!("http://{}", app.local_addr()?);
-    let server = tokio::spawn(app.run_until(std::future::pending()));
     let client = Client::new(&base, &token)?;
     // The history's monthly partitions first, as a site loading years of history would: created
     // on demand instead, each month's DDL waits for the open ingest transactions (on Citus, on
@@ -367,6 +342,65 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     ));
     db.close().await;
     Ok(out)
+}
+
+/// Drops database `db_name` of `server_url` if it exists and creates it empty.
+pub(crate) async fn recreate_database(server_url: &str, db_name: &str) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&with_database(server_url, "postgres")).await?;
+    // Runtime SQL: a database name is an identifier, which cannot be a bound parameter.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"
+    )))
+    .execute(&mut conn)
+    .await?;
+    drop(conn);
+    ensure_database(server_url, db_name).await?;
+    Ok(())
+}
+
+/// The app a benchmark measures, serving on a free port.
+pub(crate) struct BenchServer {
+    pub base: String,
+    pub token: String,
+    pub db: sqlx::PgPool,
+    pub server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// The same app as `faultline serve` (it migrates the database) on `db_name`, with a generated
+/// admin token. Without the per-token rate limit: a benchmark measures what the server can serve
+/// (its sampler, one token asking as fast as answers come, passed 100 requests/s once the analytics
+/// answered from memory). Signals are kept forever: simulated histories lie partly beyond the
+/// default retention.
+pub(crate) async fn serve(server_url: &str, db_name: &str, limits: Limits) -> anyhow::Result<BenchServer> {
+    let edge = crate::app::edge::EdgeSettings {
+        rate_limit: crate::http::rate_limit::RateLimitSettings {
+            rate_limit_per_token_rps: 0.0,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let db = crate::db::pool::connect(&with_database(server_url, db_name), &edge.pool).await?;
+    let token = crate::domain::auth::generate_admin_token();
+    let config = AppConfig {
+        admin_token: token.clone(),
+        limits,
+        correlation_window: Duration::from_secs(600),
+        edge,
+        retention: crate::app::configuration::RetentionSettings {
+            signal_retention_days: 0,
+            ..Default::default()
+        },
+    };
+    let app = startup::Application::build(config, db.clone(), "127.0.0.1:0".parse()?).await?;
+    let base = format!("http://{}", app.local_addr()?);
+    let server = tokio::spawn(app.run_until(std::future::pending()));
+    Ok(BenchServer {
+        base,
+        token,
+        db,
+        server,
+    })
 }
 
 /// Signals per batch of the catalog-edit probe: an agent's batch, not the bulk loader's.

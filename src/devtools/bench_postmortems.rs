@@ -7,14 +7,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde_json::{Value, json};
 
-use crate::app::configuration::{AppConfig, Limits};
-use crate::app::startup;
-use crate::db::database::{ensure_database, with_database};
+use crate::app::configuration::Limits;
 
 pub struct PostmortemBenchOptions {
     pub server_url: String,
@@ -43,39 +41,13 @@ struct Running {
 /// A fresh database with the history: `nodes` nodes of one cluster, each with
 /// `failures_per_node` XID 79 failures 6 h apart; then VACUUM ANALYZE (no lifecycle yet).
 async fn start(opts: &PostmortemBenchOptions, db_name: &str) -> anyhow::Result<Running> {
-    {
-        use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(&with_database(&opts.server_url, "postgres")).await?;
-        // Runtime SQL: a database name is an identifier, which cannot be a bound parameter.
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"
-        )))
-        .execute(&mut conn)
-        .await?;
-    }
-    ensure_database(&opts.server_url, db_name).await?;
-    let edge = crate::app::edge::EdgeSettings {
-        rate_limit: crate::http::rate_limit::RateLimitSettings {
-            rate_limit_per_token_rps: 0.0,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let db = crate::db::pool::connect(&with_database(&opts.server_url, db_name), &edge.pool).await?;
-    let token = crate::domain::auth::generate_admin_token();
-    let config = AppConfig {
-        admin_token: token.clone(),
-        limits: Limits::default(),
-        correlation_window: Duration::from_secs(600),
-        edge,
-        retention: crate::app::configuration::RetentionSettings {
-            signal_retention_days: 0,
-            ..Default::default()
-        },
-    };
-    let app = startup::Application::build(config, db.clone(), "127.0.0.1:0".parse()?).await?;
-    let base = format!("http://{}", app.local_addr()?);
-    let server = tokio::spawn(app.run_until(std::future::pending()));
+    crate::devtools::bench::recreate_database(&opts.server_url, db_name).await?;
+    let crate::devtools::bench::BenchServer {
+        base,
+        token,
+        db,
+        server,
+    } = crate::devtools::bench::serve(&opts.server_url, db_name, Limits::default()).await?;
     let http = reqwest::Client::new();
 
     let nodes: Vec<Value> = (0..opts.nodes)

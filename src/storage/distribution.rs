@@ -121,8 +121,10 @@ async fn distribute_locked(conn: &mut PgConnection) -> Result<Distribution, sqlx
     // Tables whose rows were copied into shards: their local copies are emptied once every table
     // is distributed (a local table's foreign key would refuse it before).
     let mut copied: Vec<&str> = Vec::new();
+    let placed: Vec<String> = citus_tables(conn).await?.into_iter().map(|(t, _)| t).collect();
+    let is_citus_table = |table: &str| placed.iter().any(|t| t == table);
     for table in REFERENCE_TABLES {
-        if !is_citus_table(conn, table).await? {
+        if !is_citus_table(table) {
             let had_rows = has_rows(conn, table).await?;
             sqlx::query("SELECT create_reference_table($1::regclass)")
                 .bind(table)
@@ -135,7 +137,7 @@ async fn distribute_locked(conn: &mut PgConnection) -> Result<Distribution, sqlx
         }
     }
     for (i, table) in DISTRIBUTED_TABLES.iter().enumerate() {
-        if !is_citus_table(conn, table).await? {
+        if !is_citus_table(table) {
             let colocate_with = if i == 0 { "default" } else { DISTRIBUTED_TABLES[0] };
             let had_rows = has_rows(conn, table).await?;
             sqlx::query("SELECT create_distributed_table($1::regclass, $2, colocate_with => $3)")
@@ -155,36 +157,33 @@ async fn distribute_locked(conn: &mut PgConnection) -> Result<Distribution, sqlx
     }
     // Functions the shards call (rollups, job attribution, partitions) must exist on every
     // worker; those created before the extension was are not there yet.
-    let functions: Vec<String> = sqlx::query_scalar(
-        "SELECT p.oid::regprocedure::text FROM pg_proc p
+    sqlx::query(
+        "SELECT count(create_distributed_function(p.oid::regprocedure)) FROM pg_proc p
          WHERE p.pronamespace = 'public'::regnamespace
            AND NOT EXISTS (SELECT 1 FROM pg_extension e JOIN pg_depend d ON d.refobjid = e.oid
                            WHERE d.objid = p.oid AND d.deptype = 'e')
            AND NOT EXISTS (SELECT 1 FROM pg_dist_object o
-                           WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)
-         ORDER BY 1",
+                           WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)",
     )
-    .fetch_all(&mut *conn)
+    .execute(&mut *conn)
     .await?;
-    for function in functions {
-        sqlx::query("SELECT create_distributed_function($1::regprocedure)")
-            .bind(&function)
-            .execute(&mut *conn)
-            .await?;
-    }
-    done.shard_count = sqlx::query_scalar("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = $1::regclass")
-        .bind(DISTRIBUTED_TABLES[0])
-        .fetch_one(&mut *conn)
-        .await
-        .ok();
+    done.shard_count = citus_tables(conn)
+        .await?
+        .into_iter()
+        .find(|(t, _)| t == DISTRIBUTED_TABLES[0])
+        .map(|(_, shards)| shards);
     Ok(done)
 }
 
-async fn is_citus_table(conn: &mut PgConnection, table: &str) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = $1::regclass)")
-        .bind(table)
-        .fetch_one(conn)
-        .await
+/// The tables Citus knows (distributed or reference), each with its number of shards.
+async fn citus_tables(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT p.logicalrelid::regclass::text,
+                (SELECT count(*) FROM pg_dist_shard s WHERE s.logicalrelid = p.logicalrelid)
+         FROM pg_dist_partition p",
+    )
+    .fetch_all(conn)
+    .await
 }
 
 /// Whether a table not yet distributed holds rows (in itself or, for `events`, its partitions).
