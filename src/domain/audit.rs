@@ -29,10 +29,16 @@ pub enum AuditAction {
     /// A failure's lifecycle (resolution, recovery phases, post-mortem root cause, note) changed.
     #[serde(rename = "failure.lifecycle")]
     FailureLifecycle,
+    /// A GPU part was retired (failed, RMA, decommissioned, upgraded).
+    #[serde(rename = "gpu.removal")]
+    GpuRemoval,
+    /// GPU history (parts, placements, removals) was imported.
+    #[serde(rename = "gpu.import")]
+    GpuImport,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 7] = [
+    pub const ALL: [AuditAction; 9] = [
         AuditAction::TokenCreate,
         AuditAction::TokenRevoke,
         AuditAction::RuleUpsert,
@@ -40,6 +46,8 @@ impl AuditAction {
         AuditAction::TermUpsert,
         AuditAction::TermDelete,
         AuditAction::FailureLifecycle,
+        AuditAction::GpuRemoval,
+        AuditAction::GpuImport,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -51,6 +59,8 @@ impl AuditAction {
             AuditAction::TermUpsert => "term.upsert",
             AuditAction::TermDelete => "term.delete",
             AuditAction::FailureLifecycle => "failure.lifecycle",
+            AuditAction::GpuRemoval => "gpu.removal",
+            AuditAction::GpuImport => "gpu.import",
         }
     }
 

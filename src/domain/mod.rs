@@ -6,5 +6,6 @@ pub mod gpu;
 pub mod job;
 pub mod lifecycle;
 pub mod node;
+pub mod part;
 pub mod taxonomy;
 pub mod window;

@@ -86,10 +86,21 @@ pub struct Signal {
     pub last_at: DateTime<Utc>,
     pub node: Option<String>,
     pub gpu_model: Option<String>,
+    /// The GPU the signal names, if any.
+    pub gpu: GpuRef,
     pub kind: String,
     pub code: Option<i64>,
     pub symptom: Option<Symptom>,
     pub classification: Classification,
+}
+
+/// How a signal names a GPU: its index on the node, its UUID, the PCI bus id of a log line. The
+/// part placed there at the signal's time is resolved when read (see `storage::gpus`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuRef {
+    pub index: Option<i32>,
+    pub uuid: Option<String>,
+    pub bus: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +115,7 @@ pub struct FailureDraft {
     pub root_signal: Uuid,
     pub root_node: Option<String>,
     pub root_gpu_model: Option<String>,
+    pub root_gpu: GpuRef,
     pub root_kind: String,
     pub root_code: Option<i64>,
     pub classification: Classification,
@@ -195,6 +207,7 @@ fn draft(cluster: &str, key: &CorrelationKey, session: &[Signal]) -> FailureDraf
         root_signal: root.id,
         root_node: root.node.clone(),
         root_gpu_model: root.gpu_model.clone(),
+        root_gpu: root.gpu.clone(),
         root_kind: root.kind.clone(),
         root_code: root.code,
         classification: root.classification.clone(),
@@ -241,6 +254,7 @@ mod tests {
             last_at: at(min),
             node: Some(node.into()),
             gpu_model: Some("H100".into()),
+            gpu: GpuRef::default(),
             kind: kind.into(),
             code,
             symptom: (kind == "nccl_timeout").then_some(Symptom::JobHang),

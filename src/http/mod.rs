@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod failures;
+pub mod gpus;
 pub mod health;
 pub mod jobs;
 pub mod logs;
@@ -74,6 +75,7 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(logs::router())
         .merge(nvsentinel::router())
         .merge(nodes::router())
+        .merge(gpus::router())
         .merge(tokens::router())
         .merge(rules::router())
         .merge(terms::router())

@@ -19,6 +19,10 @@ pub enum Route {
     Nvsentinel,
     Nodes,
     Jobs,
+    /// Nodes' GPU sets (`/v1/gpus/inventory`, `/v1/nodes/{cluster}/{hostname}/gpus`).
+    GpuInventory,
+    /// History of GPU parts (`/v1/gpus/history`).
+    GpuHistory,
 }
 
 impl Route {
@@ -29,6 +33,8 @@ impl Route {
             Route::Nvsentinel => "nvsentinel",
             Route::Nodes => "nodes",
             Route::Jobs => "jobs",
+            Route::GpuInventory => "gpu_inventory",
+            Route::GpuHistory => "gpu_history",
         }
     }
 
@@ -37,8 +43,9 @@ impl Route {
         match self {
             Route::Events | Route::Nvsentinel => "events",
             Route::Logs => "records",
-            Route::Nodes => "nodes",
+            Route::Nodes | Route::GpuInventory => "nodes",
             Route::Jobs => "jobs",
+            Route::GpuHistory => "records",
         }
     }
 }

@@ -19,6 +19,9 @@ pub enum LockSpace {
     BurstSources,
     /// (cluster, correlation key) of failures a batch re-folds.
     FoldKeys,
+    /// GPU parts (by identity) and nodes (cluster, hostname) whose placements a write changes;
+    /// taken alone, never with the spaces above.
+    GpuParts,
 }
 
 impl LockSpace {
@@ -27,6 +30,7 @@ impl LockSpace {
         match self {
             LockSpace::BurstSources => 0x464c_0001,
             LockSpace::FoldKeys => 0x464c_0002,
+            LockSpace::GpuParts => 0x464c_0005,
         }
     }
 }

@@ -4,6 +4,7 @@ pub mod audit;
 pub mod batch;
 pub mod catalog;
 pub mod inventory;
+pub mod gpus;
 pub mod jobs;
 pub mod lifecycle;
 pub mod locks;

@@ -236,6 +236,11 @@ fn signal(row: SignalRow, catalog: &Catalog) -> Signal {
         last_at: row.last_at,
         node: row.node,
         gpu_model: row.gpu_model,
+        gpu: crate::fold::GpuRef {
+            index: row.gpu_index,
+            uuid: row.gpu_uuid,
+            bus: row.gpu_bus,
+        },
         kind: row.kind,
         code: row.code,
         symptom: row.symptom.as_deref().and_then(Symptom::parse),
@@ -259,6 +264,9 @@ fn columns(drafts: &[Folded]) -> FailureColumns {
         c.count.push(d.signal_ids.len() as i32);
         c.root.push(d.root_signal);
         c.root_node.push(d.root_node.clone());
+        c.root_gpu_index.push(d.root_gpu.index);
+        c.root_gpu_uuid.push(d.root_gpu.uuid.clone());
+        c.root_gpu_bus.push(d.root_gpu.bus.clone());
         c.root_kind.push(d.root_kind.clone());
         c.root_code.push(d.root_code);
         c.generation.push(

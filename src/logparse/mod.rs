@@ -21,9 +21,16 @@ pub mod bench;
 mod hw;
 mod kernel;
 mod nccl;
+pub mod nvidia_smi;
 mod prefix;
 pub mod records;
 mod scan;
+
+/// A PCI bus id in the one form signals and inventory share (`0000:3b:00.0`), from any of the
+/// forms tools print (`00000000:3B:00.0`, `PCI:0000:3b:00`, `3b:00.0`); None if it is not one.
+pub fn normalise_pci_bus_id(raw: &str) -> Option<String> {
+    scan::normalise_pci(raw.trim())
+}
 
 /// Messages longer than this are cut (on a char boundary) and flagged with
 /// `attributes.message_truncated = true`.

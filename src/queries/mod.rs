@@ -6,6 +6,7 @@ pub mod baselines;
 pub mod concentration;
 pub mod decisions;
 pub mod efficiency;
+pub mod gpus;
 pub mod errors;
 pub mod headline;
 pub mod inputs;

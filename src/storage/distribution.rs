@@ -38,6 +38,9 @@ pub const DISTRIBUTED_TABLES: &[&str] = &[
     "rollup_groups",
     "rollup_errors",
     "rollup_versions",
+    "gpu_parts",
+    "gpu_placements",
+    "gpu_removals",
 ];
 
 /// Tables that are Faultline's bookkeeping, not data: they stay on the coordinator.

@@ -17,6 +17,10 @@ pub struct SignalRow {
     pub node: Option<String>,
     pub job_id: Option<String>,
     pub gpu_model: Option<String>,
+    pub gpu_index: Option<i32>,
+    pub gpu_uuid: Option<String>,
+    /// The normalised PCI bus id a log line named (`attributes.pci_bus_id`).
+    pub gpu_bus: Option<String>,
     pub kind: String,
     pub code: Option<i64>,
     pub symptom: Option<String>,
@@ -153,7 +157,8 @@ pub async fn signals_of_keys(
         r#"WITH k AS (SELECT * FROM UNNEST($2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::uuid[])
                     AS k(job, node, s, e, alone))
          SELECT e.id AS "id!", e.occurred_at AS "occurred_at!", COALESCE(e.last_occurred_at, e.occurred_at) AS "last_at!",
-                e.cluster AS "cluster!", e.node, e.job_id, e.gpu_model, e.kind AS "kind!", e.code, e.symptom,
+                e.cluster AS "cluster!", e.node, e.job_id, e.gpu_model, e.gpu_index, e.gpu_uuid,
+                e.attributes->>'pci_bus_id' AS gpu_bus, e.kind AS "kind!", e.code, e.symptom,
                 e.rc_category, e.rc_component, e.message, NULL::text AS "attributed_job?"
          FROM k CROSS JOIN LATERAL (
              SELECT * FROM events e
@@ -165,7 +170,7 @@ pub async fn signals_of_keys(
          WHERE k.job IS NOT NULL
          UNION ALL
          SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at), e.cluster, e.node,
-                e.job_id, e.gpu_model, e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
+                e.job_id, e.gpu_model, e.gpu_index, e.gpu_uuid, e.attributes->>'pci_bus_id', e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
                 k.job
          FROM k
              JOIN jobs j ON j.cluster = $1 AND j.job_id = k.job
@@ -184,7 +189,7 @@ pub async fn signals_of_keys(
                 ORDER BY r.started_at DESC, r.job_id LIMIT 1) = k.job
          UNION ALL
          SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at), e.cluster, e.node,
-                e.job_id, e.gpu_model, e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
+                e.job_id, e.gpu_model, e.gpu_index, e.gpu_uuid, e.attributes->>'pci_bus_id', e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
                 NULL
          FROM k CROSS JOIN LATERAL (
              SELECT * FROM events e
@@ -199,7 +204,7 @@ pub async fn signals_of_keys(
                 ORDER BY r.started_at DESC, r.job_id LIMIT 1) IS NULL
          UNION ALL
          SELECT e.id, e.occurred_at, COALESCE(e.last_occurred_at, e.occurred_at), e.cluster, e.node,
-                e.job_id, e.gpu_model, e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
+                e.job_id, e.gpu_model, e.gpu_index, e.gpu_uuid, e.attributes->>'pci_bus_id', e.kind, e.code, e.symptom, e.rc_category, e.rc_component, e.message,
                 NULL
          FROM k CROSS JOIN LATERAL (
              SELECT * FROM events e
@@ -239,6 +244,9 @@ pub struct FailureColumns {
     pub count: Vec<i32>,
     pub root: Vec<Uuid>,
     pub root_node: Vec<Option<String>>,
+    pub root_gpu_index: Vec<Option<i32>>,
+    pub root_gpu_uuid: Vec<Option<String>>,
+    pub root_gpu_bus: Vec<Option<String>>,
     pub root_kind: Vec<String>,
     pub root_code: Vec<Option<i64>>,
     pub generation: Vec<String>,
@@ -263,19 +271,19 @@ pub async fn insert(conn: &mut PgConnection, c: FailureColumns, catalog_version:
         "INSERT INTO failures (id, cluster, correlation_key, job_id, first_at, last_at, nodes, signal_ids, signal_count,
                                root_signal, root_node, root_kind, root_code, signal_generation, category, component,
                                severity, transient, action, rule_id, explicit_cause, symptom, catalog_version, explanation,
-                               signal_kinds)
+                               signal_kinds, root_gpu_index, root_gpu_uuid, root_gpu_bus)
          SELECT id, cluster, key, job, first_at, last_at,
                 CASE WHEN nodes = '' THEN '{}'::text[] ELSE string_to_array(nodes, E'\\x1f') END,
                 string_to_array(signals, ',')::uuid[], cnt, root, root_node, root_kind, root_code, generation,
                 category, component, severity, transient, action, rule_id, explicit, symptom, $23, explanation,
-                string_to_array(kinds, E'\\x1e')
+                string_to_array(kinds, E'\\x1e'), gpu_index, gpu_uuid, gpu_bus
          FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[],
                      $8::text[], $9::int[], $10::uuid[], $11::text[], $12::text[], $13::bigint[], $14::text[],
                      $15::text[], $16::text[], $17::text[], $18::bool[], $19::text[], $20::text[], $21::bool[],
-                     $22::text[], $24::text[], $25::text[])
+                     $22::text[], $24::text[], $25::text[], $26::int[], $27::text[], $28::text[])
               AS t(id, cluster, key, job, first_at, last_at, nodes, signals, cnt, root, root_node, root_kind,
                    root_code, generation, category, component, severity, transient, action, rule_id, explicit, symptom,
-                   explanation, kinds)",
+                   explanation, kinds, gpu_index, gpu_uuid, gpu_bus)",
         &c.id,
         &c.cluster,
         &c.key,
@@ -301,6 +309,9 @@ pub async fn insert(conn: &mut PgConnection, c: FailureColumns, catalog_version:
         catalog_version,
         &c.explanation,
         &c.signal_kinds,
+        &c.root_gpu_index as &[Option<i32>],
+        &c.root_gpu_uuid as &[Option<String>],
+        &c.root_gpu_bus as &[Option<String>],
     )
     .execute(&mut *conn)
     .await?;

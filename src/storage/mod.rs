@@ -7,6 +7,7 @@ pub mod events;
 pub mod failure_queries;
 pub mod failure_stats;
 pub mod failures;
+pub mod gpus;
 pub mod jobs;
 pub mod lexicon;
 pub mod lifecycle;

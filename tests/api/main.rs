@@ -16,6 +16,7 @@ mod docs;
 mod edge;
 mod failures;
 mod fold_order;
+mod gpus;
 mod helpers;
 mod ingest;
 mod instances;

@@ -1,0 +1,356 @@
+//! GPU parts as readers see them: the parts with their state, installed time and failures; one
+//! part's timeline; a node's slots over time. Also the per-part lives the parts analytics use.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use utoipa::ToSchema;
+
+use crate::analytics::part_life::{self, Interval, PartState};
+use crate::domain::gpu::GpuGeneration;
+use crate::storage;
+use crate::storage::gpus::{Part, PartFailure, Placement, Removal};
+
+/// Everything stored about the parts of a cluster (or all clusters).
+#[derive(Debug, Default)]
+pub struct Fleet {
+    pub parts: Vec<Part>,
+    pub placements: Vec<Placement>,
+    pub removals: Vec<Removal>,
+    pub failures: Vec<PartFailure>,
+}
+
+impl Fleet {
+    pub async fn load(db: &PgPool, cluster: Option<&str>, part: Option<&str>) -> Result<Self, sqlx::Error> {
+        let placements = storage::gpus::placements(db, cluster, part, None).await?;
+        // A part named by a UUID it had: the rest by its identity.
+        let identity = part.map(|p| placements.first().map_or(p.to_string(), |pl| pl.part.clone()));
+        Ok(Fleet {
+            parts: storage::gpus::parts(db, cluster, identity.as_deref()).await?,
+            removals: storage::gpus::removals(db, cluster, identity.as_deref()).await?,
+            failures: storage::gpus::part_failures(db, cluster, identity.as_deref()).await?,
+            placements,
+        })
+    }
+
+    /// One life per part identity (across the clusters it served in).
+    pub fn lives(&self, now: DateTime<Utc>) -> Vec<PartLife> {
+        let mut lives: BTreeMap<&str, PartLife> = BTreeMap::new();
+        for p in &self.parts {
+            let life = lives.entry(&p.part).or_insert_with(|| PartLife::new(p));
+            // The latest-updated row's facts describe the part; attributes merge.
+            if p.updated_at >= life.updated_at {
+                life.model = p.model.clone().or(life.model.take());
+                if p.model.is_some() {
+                    life.generation = p.generation.clone();
+                }
+                life.updated_at = p.updated_at;
+            }
+            if let (Some(into), Some(from)) = (life.attributes.as_object_mut(), p.attributes.as_object()) {
+                into.extend(from.clone());
+            }
+        }
+        for pl in &self.placements {
+            if let Some(life) = lives.get_mut(pl.part.as_str()) {
+                life.intervals.push(Interval {
+                    from: pl.installed_at,
+                    to: pl.removed_at,
+                });
+                if pl.removed_at.is_none() {
+                    life.node = Some(pl.hostname.clone());
+                    life.cluster = pl.cluster.clone();
+                }
+            }
+        }
+        for r in &self.removals {
+            if let Some(life) = lives.get_mut(r.part.as_str()) {
+                life.removals.push((r.removed_at, r.reason.clone()));
+            }
+        }
+        for f in &self.failures {
+            if let Some(life) = f.part.as_deref().and_then(|p| lives.get_mut(p)) {
+                life.failures += 1;
+                if f.category == "hardware" {
+                    life.hardware_failures.push(f.first_at);
+                }
+            }
+        }
+        lives
+            .into_values()
+            .map(|mut l| {
+                l.intervals.sort_by_key(|i| i.from);
+                l.removals.sort();
+                l.hardware_failures.sort();
+                let removals: Vec<(DateTime<Utc>, &str)> = l.removals.iter().map(|(t, r)| (*t, r.as_str())).collect();
+                l.state = part_life::state(&l.intervals, &removals);
+                l.installed_days = part_life::age_days_at(&l.intervals, now);
+                l
+            })
+            .collect()
+    }
+}
+
+/// A part's life, across clusters.
+#[derive(Debug, Clone)]
+pub struct PartLife {
+    pub part: String,
+    /// The cluster of its current placement, else where it was first recorded.
+    pub cluster: String,
+    pub node: Option<String>,
+    pub model: Option<String>,
+    pub generation: String,
+    pub attributes: serde_json::Value,
+    pub updated_at: DateTime<Utc>,
+    pub intervals: Vec<Interval>,
+    pub removals: Vec<(DateTime<Utc>, String)>,
+    pub failures: usize,
+    pub hardware_failures: Vec<DateTime<Utc>>,
+    pub state: PartState,
+    pub installed_days: f64,
+}
+
+impl PartLife {
+    fn new(p: &Part) -> Self {
+        PartLife {
+            part: p.part.clone(),
+            cluster: p.cluster.clone(),
+            node: None,
+            model: p.model.clone(),
+            generation: p.generation.clone(),
+            attributes: serde_json::json!({}),
+            updated_at: p.updated_at,
+            intervals: Vec::new(),
+            removals: Vec::new(),
+            failures: 0,
+            hardware_failures: Vec::new(),
+            state: PartState::Spare,
+            installed_days: 0.0,
+        }
+    }
+}
+
+/// Filters of the parts list.
+#[derive(Debug, Default, Clone)]
+pub struct GpuFilter {
+    pub cluster: Option<String>,
+    pub model: Option<String>,
+    pub generation: Option<GpuGeneration>,
+    /// Parts installed in this node now.
+    pub node: Option<String>,
+    pub state: Option<PartState>,
+    /// Parts after this identity (keyset).
+    pub after: Option<String>,
+    pub limit: usize,
+}
+
+/// One part in the list.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GpuSummary {
+    /// The part's identity: its serial, else its UUID.
+    pub part: String,
+    pub serial: Option<String>,
+    /// Its current (else last known) UUID.
+    pub uuid: Option<String>,
+    pub cluster: String,
+    /// The node it is installed in now.
+    pub node: Option<String>,
+    pub gpu_index: Option<i32>,
+    pub model: Option<String>,
+    #[schema(value_type = GpuGeneration)]
+    pub generation: String,
+    pub state: PartState,
+    /// Cumulative installed time, in days (time out of every slot does not count).
+    pub installed_days: f64,
+    /// Failures whose root signal resolved to this part.
+    pub failures: usize,
+    /// Site attributes (vendor lot, firmware, purchase batch).
+    #[schema(value_type = Object)]
+    pub attributes: serde_json::Value,
+}
+
+/// The parts matching the filter, in identity order, one page (`limit`, then whether more follow).
+pub async fn list(db: &PgPool, f: &GpuFilter, now: DateTime<Utc>) -> Result<(Vec<GpuSummary>, bool), sqlx::Error> {
+    let fleet = Fleet::load(db, f.cluster.as_deref(), None).await?;
+    let facts: HashMap<&str, &Part> = fleet.parts.iter().map(|p| (p.part.as_str(), p)).collect();
+    let open: HashMap<&str, &Placement> = fleet
+        .placements
+        .iter()
+        .filter(|p| p.removed_at.is_none())
+        .map(|p| (p.part.as_str(), p))
+        .collect();
+    let mut out = Vec::new();
+    let mut more = false;
+    for life in fleet.lives(now) {
+        if f.after.as_deref().is_some_and(|a| life.part.as_str() <= a)
+            || f.model.as_deref().is_some_and(|m| life.model.as_deref() != Some(m))
+            || f.generation.is_some_and(|g| life.generation != g.as_str())
+            || f.node.as_deref().is_some_and(|n| life.node.as_deref() != Some(n))
+            || f.state.is_some_and(|s| life.state != s)
+        {
+            continue;
+        }
+        if out.len() == f.limit {
+            more = true;
+            break;
+        }
+        let fact = facts.get(life.part.as_str());
+        let slot = open.get(life.part.as_str());
+        out.push(GpuSummary {
+            serial: fact.and_then(|p| p.serial.clone()),
+            uuid: slot.and_then(|s| s.uuid.clone()).or_else(|| fact.and_then(|p| p.uuid.clone())),
+            cluster: life.cluster.clone(),
+            node: life.node.clone(),
+            gpu_index: slot.and_then(|s| s.gpu_index),
+            model: life.model.clone(),
+            generation: life.generation.clone(),
+            state: life.state,
+            installed_days: crate::analytics::headline::round6(life.installed_days),
+            failures: life.failures,
+            attributes: life.attributes.clone(),
+            part: life.part,
+        });
+    }
+    Ok((out, more))
+}
+
+/// One placement in a timeline.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PlacementView {
+    pub cluster: String,
+    pub part: String,
+    pub node: String,
+    pub gpu_index: Option<i32>,
+    pub pci_bus_id: Option<String>,
+    pub uuid: Option<String>,
+    pub installed_at: DateTime<Utc>,
+    /// Absent while installed.
+    pub removed_at: Option<DateTime<Utc>>,
+    /// absent, moved, reidentified, failed, rma, decommissioned, upgraded or other.
+    pub end_reason: Option<String>,
+}
+
+impl From<&Placement> for PlacementView {
+    fn from(p: &Placement) -> Self {
+        PlacementView {
+            cluster: p.cluster.clone(),
+            part: p.part.clone(),
+            node: p.hostname.clone(),
+            gpu_index: p.gpu_index,
+            pci_bus_id: p.pci_bus_id.clone(),
+            uuid: p.uuid.clone(),
+            installed_at: p.installed_at,
+            removed_at: p.removed_at,
+            end_reason: p.end_reason.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RemovalView {
+    pub cluster: String,
+    pub removed_at: DateTime<Utc>,
+    /// failed, rma, decommissioned or upgraded.
+    pub reason: String,
+    pub ticket: Option<String>,
+    pub note: Option<String>,
+    pub removed_by: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PartFailureView {
+    pub failure_id: uuid::Uuid,
+    pub cluster: String,
+    pub first_at: DateTime<Utc>,
+    pub category: String,
+    pub component: String,
+    pub root_kind: String,
+    pub root_code: Option<i64>,
+    pub node: Option<String>,
+    pub gpu_index: Option<i32>,
+}
+
+/// A part's timeline.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GpuTimeline {
+    #[serde(flatten)]
+    pub summary: GpuSummary,
+    pub board_part_number: Option<String>,
+    pub vbios: Option<String>,
+    pub driver: Option<String>,
+    pub first_seen_at: DateTime<Utc>,
+    pub placements: Vec<PlacementView>,
+    pub removals: Vec<RemovalView>,
+    pub failures: Vec<PartFailureView>,
+}
+
+/// A part by identity or by any UUID it had; None when unknown (in the caller's cluster).
+pub async fn timeline(
+    db: &PgPool,
+    cluster: Option<&str>,
+    part: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<GpuTimeline>, sqlx::Error> {
+    let fleet = Fleet::load(db, cluster, Some(part)).await?;
+    let Some(life) = fleet.lives(now).into_iter().next() else {
+        return Ok(None);
+    };
+    let fact = fleet.parts.iter().max_by_key(|p| p.updated_at).expect("a life has a part row");
+    let open = fleet.placements.iter().find(|p| p.removed_at.is_none());
+    Ok(Some(GpuTimeline {
+        board_part_number: fact.board_part_number.clone(),
+        vbios: fact.vbios.clone(),
+        driver: fact.driver.clone(),
+        first_seen_at: fleet.parts.iter().map(|p| p.first_seen_at).min().unwrap_or(fact.first_seen_at),
+        placements: fleet.placements.iter().map(PlacementView::from).collect(),
+        removals: fleet
+            .removals
+            .iter()
+            .map(|r| RemovalView {
+                cluster: r.cluster.clone(),
+                removed_at: r.removed_at,
+                reason: r.reason.clone(),
+                ticket: r.ticket.clone(),
+                note: r.note.clone(),
+                removed_by: r.removed_by.clone(),
+            })
+            .collect(),
+        failures: fleet
+            .failures
+            .iter()
+            .map(|f| PartFailureView {
+                failure_id: f.id,
+                cluster: f.cluster.clone(),
+                first_at: f.first_at,
+                category: f.category.clone(),
+                component: f.component.clone(),
+                root_kind: f.root_kind.clone(),
+                root_code: f.root_code,
+                node: f.slot_hostname.clone(),
+                gpu_index: f.slot_index,
+            })
+            .collect(),
+        summary: GpuSummary {
+            serial: fact.serial.clone(),
+            uuid: open.and_then(|s| s.uuid.clone()).or_else(|| fact.uuid.clone()),
+            cluster: life.cluster.clone(),
+            node: life.node.clone(),
+            gpu_index: open.and_then(|s| s.gpu_index),
+            model: life.model.clone(),
+            generation: life.generation.clone(),
+            state: life.state,
+            installed_days: crate::analytics::headline::round6(life.installed_days),
+            failures: life.failures,
+            attributes: life.attributes.clone(),
+            part: life.part,
+        },
+    }))
+}
+
+/// A node's slots over time: every placement on it, in (installed_at, index) order.
+pub async fn node_slots(db: &PgPool, cluster: &str, hostname: &str) -> Result<Vec<PlacementView>, sqlx::Error> {
+    let mut rows = storage::gpus::placements(db, Some(cluster), None, Some(hostname)).await?;
+    rows.sort_by(|a, b| (a.installed_at, a.gpu_index).cmp(&(b.installed_at, b.gpu_index)));
+    Ok(rows.iter().map(PlacementView::from).collect())
+}

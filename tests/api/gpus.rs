@@ -1,0 +1,271 @@
+//! GPU parts over HTTP: nodes' GPU sets diffed into placements (moves, swaps, returns, a new UUID on
+//! the same serial), nvidia-smi XML, history imports, removals, attribution of failures to the
+//! part in the slot at the time, and cluster scope; on Postgres and on Citus.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{ADMIN_TOKEN, Backend, TestApp, event, spawn_app, spawn_app_on_backend, uuid_n};
+
+async fn put(app: &TestApp, token: &str, path: &str, body: &Value) -> (u16, Value) {
+    let res = app.client.put(app.url(path)).bearer_auth(token).json(body).send().await.unwrap();
+    crate::helpers::status_json(res).await
+}
+
+async fn post(app: &TestApp, token: &str, path: &str, body: &Value) -> (u16, Value) {
+    let res = app.client.post(app.url(path)).bearer_auth(token).json(body).send().await.unwrap();
+    crate::helpers::status_json(res).await
+}
+
+fn gpu(index: i32, serial: &str) -> Value {
+    json!({"index": index, "serial": serial, "uuid": format!("GPU-{serial}"), "model": "NVIDIA H100 80GB HBM3",
+           "pci_bus_id": format!("00000000:{:02X}:00.0", 0x10 + index)})
+}
+
+fn node(cluster: &str, host: &str, at: &str, gpus: Vec<Value>) -> Value {
+    json!({"cluster": cluster, "hostname": host, "observed_at": at, "gpus": gpus})
+}
+
+/// The placements of a part as (node, index, installed_at, removed_at, end_reason).
+async fn placements(app: &TestApp, part: &str) -> Vec<(String, i64, String, Value, Value)> {
+    let (status, t) = app.get(ADMIN_TOKEN, &format!("/v1/gpus/{part}")).await;
+    assert_eq!(status, 200, "{t}");
+    t["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["node"].as_str().unwrap().to_string(),
+                p["gpu_index"].as_i64().unwrap(),
+                p["installed_at"].as_str().unwrap().to_string(),
+                p["removed_at"].clone(),
+                p["end_reason"].clone(),
+            )
+        })
+        .collect()
+}
+
+async fn swaps_moves_and_attribution(app: &TestApp) {
+    let agent = app.token("agent", None).await;
+    // Day 1: n1 holds A and B.
+    let (status, body) = put(
+        app,
+        &agent,
+        "/v1/gpus/inventory",
+        &json!({"nodes": [node("c1", "n1", "2026-11-01T00:00:00Z", vec![gpu(0, "A"), gpu(1, "B")])]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["opened"].as_i64(), body["closed"].as_i64(), body["parts_written"].as_i64()), (Some(2), Some(0), Some(2)));
+    // The same set again changes nothing and writes nothing.
+    let (_, body) = put(
+        app,
+        &agent,
+        "/v1/gpus/inventory",
+        &json!({"nodes": [node("c1", "n1", "2026-11-02T00:00:00Z", vec![gpu(0, "A"), gpu(1, "B")])]}),
+    )
+    .await;
+    assert_eq!((body["opened"].as_i64(), body["closed"].as_i64(), body["parts_written"].as_i64()), (Some(0), Some(0), Some(0)));
+
+    // A signal on slot 1 before the swap: it is B's.
+    let (s, b) = app
+        .post_events(&agent, &json!({"events": [event(&uuid_n(1), json!({"cluster": "c1", "node": "n1", "gpu_index": 1,
+                                                                        "occurred_at": "2026-11-03T00:00:00Z"}))]}))
+        .await;
+    assert_eq!(s, 200, "{b}");
+    // Day 5: B swapped out for C; day 6: B shows up in n2 slot 3 (back from repair).
+    put(app, &agent, "/v1/gpus/inventory", &json!({"nodes": [node("c1", "n1", "2026-11-05T00:00:00Z", vec![gpu(0, "A"), gpu(1, "C")])]})).await;
+    put(app, &agent, "/v1/gpus/inventory", &json!({"nodes": [node("c1", "n2", "2026-11-06T00:00:00Z", vec![gpu(3, "B")])]})).await;
+    // A signal on n1 slot 1 after the swap: C's.
+    app.post_events(&agent, &json!({"events": [event(&uuid_n(2), json!({"cluster": "c1", "node": "n1", "gpu_index": 1,
+                                                                       "occurred_at": "2026-11-07T00:00:00Z"}))]}))
+        .await;
+
+    let b = placements(app, "B").await;
+    assert_eq!(b.len(), 2);
+    assert_eq!((b[0].0.as_str(), b[0].1, b[0].3.as_str(), b[0].4.as_str()), ("n1", 1, Some("2026-11-05T00:00:00Z"), Some("absent")));
+    assert_eq!((b[1].0.as_str(), b[1].1, b[1].3.clone(), b[1].4.clone()), ("n2", 3, Value::Null, Value::Null));
+    let (_, tb) = app.get(ADMIN_TOKEN, "/v1/gpus/B").await;
+    assert_eq!(tb["failures"].as_array().unwrap().len(), 1, "{tb}");
+    assert_eq!(tb["failures"][0]["first_at"], "2026-11-03T00:00:00Z");
+    assert_eq!((tb["state"].as_str(), tb["node"].as_str()), (Some("installed"), Some("n2")));
+    // Installed 2026-11-01..05 and since 2026-11-06: 4 days plus the time since.
+    let (_, tc) = app.get(ADMIN_TOKEN, "/v1/gpus/C").await;
+    assert_eq!(tc["failures"].as_array().unwrap().len(), 1, "{tc}");
+    assert_eq!(tc["failures"][0]["first_at"], "2026-11-07T00:00:00Z");
+    // The UUID finds the part too.
+    let (status, by_uuid) = app.get(ADMIN_TOKEN, "/v1/gpus/GPU-C").await;
+    assert_eq!((status, by_uuid["part"].as_str()), (200, Some("C")));
+
+    // The same serial with a new UUID in the same slot: reidentified, history kept.
+    let mut a2 = gpu(0, "A");
+    a2["uuid"] = json!("GPU-A-after-repair");
+    put(app, &agent, "/v1/gpus/inventory", &json!({"nodes": [node("c1", "n1", "2026-11-08T00:00:00Z", vec![a2, gpu(1, "C")])]})).await;
+    let a = placements(app, "A").await;
+    assert_eq!(a.len(), 2);
+    assert_eq!(a[0].4.as_str(), Some("reidentified"));
+    let (_, ta) = app.get(ADMIN_TOKEN, "/v1/gpus/A").await;
+    assert_eq!(ta["uuid"], "GPU-A-after-repair");
+
+    // A's move to another cluster closes it in c1.
+    put(app, &agent, "/v1/gpus/inventory", &json!({"nodes": [node("c2", "m1", "2026-11-09T00:00:00Z", vec![gpu(0, "A")])]})).await;
+    let a = placements(app, "A").await;
+    assert_eq!(a.len(), 3);
+    assert_eq!((a[1].3.as_str(), a[1].4.as_str()), (Some("2026-11-09T00:00:00Z"), Some("moved")));
+    assert_eq!(a[2].0, "m1");
+
+    // A node's slots over time.
+    let (_, slots) = app.get(ADMIN_TOKEN, "/v1/nodes/c1/n1/gpus").await;
+    let parts: Vec<&str> = slots["placements"].as_array().unwrap().iter().map(|p| p["part"].as_str().unwrap()).collect();
+    assert_eq!(parts, ["A", "B", "C", "A"]);
+
+    // The list: states and filters.
+    let (_, all) = app.get(ADMIN_TOKEN, "/v1/gpus").await;
+    let listed: Vec<(&str, &str, &str)> = all["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["part"].as_str().unwrap(), g["cluster"].as_str().unwrap(), g["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(listed, [("A", "c2", "installed"), ("B", "c1", "installed"), ("C", "c1", "installed")]);
+    let (_, on_n2) = app.get(ADMIN_TOKEN, "/v1/gpus?node=n2").await;
+    assert_eq!(on_n2["gpus"].as_array().unwrap().len(), 1);
+    let (_, page) = app.get(ADMIN_TOKEN, "/v1/gpus?limit=2").await;
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let (_, rest) = app.get(ADMIN_TOKEN, &format!("/v1/gpus?limit=2&cursor={cursor}")).await;
+    assert_eq!(rest["gpus"][0]["part"], "C");
+    assert!(rest["next_cursor"].is_null());
+
+    // Scope: a reader of c2 sees A only, and only its c2 placement.
+    let reader = app.token("reader", Some("c2")).await;
+    let (_, scoped) = app.get(&reader, "/v1/gpus").await;
+    assert_eq!(scoped["gpus"].as_array().unwrap().len(), 1);
+    let (_, ta) = app.get(&reader, "/v1/gpus/A").await;
+    assert_eq!(ta["placements"].as_array().unwrap().len(), 1);
+    let (status, _) = app.get(&reader, "/v1/gpus/B").await;
+    assert_eq!(status, 404);
+    let (status, _) = app.get(&reader, "/v1/gpus?cluster=c1").await;
+    assert_eq!(status, 403);
+
+    // Removal: admin only, audited, closes the placement.
+    let (status, _) = post(app, &agent, "/v1/gpus/C/removals", &json!({"cluster": "c1", "reason": "rma"})).await;
+    assert_eq!(status, 403);
+    let (status, r) = post(
+        app,
+        ADMIN_TOKEN,
+        "/v1/gpus/C/removals",
+        &json!({"cluster": "c1", "reason": "rma", "at": "2026-11-10T00:00:00Z", "ticket": "RMA-4411", "note": "XID 79 twice"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{r}");
+    assert_eq!(r["closed_placement"], true);
+    let (_, tc) = app.get(ADMIN_TOKEN, "/v1/gpus/C").await;
+    assert_eq!(tc["state"], "rma");
+    assert_eq!(tc["removals"][0]["ticket"], "RMA-4411");
+    assert_eq!(tc["placements"][0]["end_reason"], "rma");
+    let (_, audit) = app.get(ADMIN_TOKEN, "/v1/audit?action=gpu.removal").await;
+    assert_eq!(audit["entries"][0]["target"], "c1/C", "{audit}");
+    let (status, _) = post(app, ADMIN_TOKEN, "/v1/gpus/nope/removals", &json!({"cluster": "c1", "reason": "failed"})).await;
+    assert_eq!(status, 404);
+    let (status, _) = post(app, ADMIN_TOKEN, "/v1/gpus/B/removals", &json!({"cluster": "c1", "reason": "failed",
+                                                                             "at": "2026-11-01T00:00:00Z"}))
+        .await;
+    assert_eq!(status, 409, "a removal before the part's placement");
+}
+
+#[tokio::test]
+async fn placements_follow_parts_across_swaps_moves_and_new_uuids() {
+    swaps_moves_and_attribution(&spawn_app().await).await;
+}
+
+#[tokio::test]
+async fn placements_follow_parts_on_citus() {
+    swaps_moves_and_attribution(&spawn_app_on_backend(Backend::Citus).await).await;
+}
+
+#[tokio::test]
+async fn nvidia_smi_xml_registers_the_node_and_an_unchanged_report_writes_nothing() {
+    let app = spawn_app().await;
+    let agent = app.token("agent", None).await;
+    let xml = include_str!("../fixtures/nvidia-smi/p100-two-gpus.xml");
+    let send = |body: &'static str, ct: &'static str| {
+        app.client
+            .put(app.url("/v1/nodes/c1/gpu-07/gpus"))
+            .bearer_auth(&agent)
+            .header("content-type", ct)
+            .body(body)
+            .send()
+    };
+    let (status, body) = crate::helpers::status_json(send(xml, "application/xml").await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["opened"].as_i64(), body["parts_written"].as_i64()), (Some(2), Some(2)));
+    let versions = || async {
+        sqlx::query_scalar::<_, String>("SELECT string_agg(xmin::text, ',' ORDER BY part) FROM gpu_parts")
+            .fetch_one(&app.db)
+            .await
+            .unwrap()
+    };
+    let before = versions().await;
+    let (_, body) = crate::helpers::status_json(send(xml, "text/xml").await.unwrap()).await;
+    assert_eq!((body["opened"].as_i64(), body["closed"].as_i64(), body["parts_written"].as_i64()), (Some(0), Some(0), Some(0)));
+    assert_eq!(versions().await, before, "an unchanged report rewrites no part");
+    let (_, g) = app.get(ADMIN_TOKEN, "/v1/gpus/0320717031755").await;
+    assert_eq!((g["node"].as_str(), g["gpu_index"].as_i64()), (Some("gpu-07"), Some(1)));
+    assert_eq!(g["placements"][0]["pci_bus_id"], "0000:82:00.0");
+    assert_eq!((g["vbios"].as_str(), g["driver"].as_str()), (Some("86.00.3A.00.02"), Some("375.66")));
+    assert_eq!(g["generation"], "pascal");
+    // Not a report; not a type we read.
+    let (status, body) = crate::helpers::status_json(send("<html></html>", "application/xml").await.unwrap()).await;
+    assert_eq!((status, body["error"].as_str()), (400, Some("invalid_xml")), "{body}");
+    let (status, _) = crate::helpers::status_json(send("x", "text/plain").await.unwrap()).await;
+    assert_eq!(status, 415);
+    // A GPU without serial or UUID is refused, saying which.
+    let (status, body) = put(&app, &agent, "/v1/nodes/c1/gpu-08/gpus", &json!({"gpus": [gpu(0, "X"), {"index": 1}]})).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["details"]["rejected"][0]["field"], "gpus[1].serial");
+}
+
+#[tokio::test]
+async fn history_imports_are_idempotent_and_late_inventory_attributes_earlier_failures() {
+    let app = spawn_app().await;
+    let agent = app.token("agent", None).await;
+    // A failure on n5 slot 2 before any inventory.
+    app.post_events(&agent, &json!({"events": [event(&uuid_n(9), json!({"cluster": "c1", "node": "n5", "gpu_index": 2,
+                                                                       "occurred_at": "2026-10-15T00:00:00Z"}))]}))
+        .await;
+    let import = json!({
+        "parts": [{"cluster": "c1", "serial": "S1", "model": "NVIDIA A100-SXM4-80GB", "attributes": {"lot": "L7"}},
+                  {"cluster": "c1", "serial": "S2", "attributes": {"lot": "L8", "bad": {"nested": 1}}}],
+        "placements": [{"cluster": "c1", "serial": "S1", "node": "n5", "gpu_index": 2,
+                        "installed_at": "2026-01-01T00:00:00Z", "removed_at": "2026-10-20T00:00:00Z", "end_reason": "failed"},
+                       {"cluster": "c1", "serial": "S3", "node": "n5", "gpu_index": 2, "installed_at": "2026-10-21T00:00:00Z"},
+                       {"cluster": "c1", "serial": "S4", "node": "n6", "installed_at": "2026-10-21T00:00:00Z",
+                        "removed_at": "2026-10-01T00:00:00Z"}],
+        "removals": [{"cluster": "c1", "serial": "S1", "removed_at": "2026-10-20T00:00:00Z", "reason": "failed", "ticket": "T-1"}]
+    });
+    let (status, body) = post(&app, &agent, "/v1/gpus/history", &import).await;
+    assert_eq!(status, 403, "importing history is an admin's act");
+    let (status, body2) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
+    assert_eq!(status, 200, "{body} {body2}");
+    let rejected: Vec<(i64, &str)> = body2["rejected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["index"].as_i64().unwrap(), r["field"].as_str().unwrap()))
+        .collect();
+    assert_eq!(rejected, [(1, "parts[1].attributes.bad"), (4, "placements[2].removed_at")]);
+    assert_eq!(body2["written"], json!({"parts": 2, "placements": 2, "removals": 1}));
+    let (_, again) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
+    assert_eq!(again["written"], json!({"parts": 0, "placements": 0, "removals": 0}), "{again}");
+    let (_, s1) = app.get(ADMIN_TOKEN, "/v1/gpus/S1").await;
+    assert_eq!(s1["state"], "failed");
+    assert_eq!(s1["failures"].as_array().unwrap().len(), 1, "late inventory attributes the earlier failure: {s1}");
+    assert_eq!(s1["attributes"]["lot"], "L7");
+    assert_eq!(s1["generation"], "ampere");
+    // 2026-01-01 to 2026-10-20: 292 days installed.
+    assert_eq!(s1["installed_days"], 292.0);
+    let (_, s3) = app.get(ADMIN_TOKEN, "/v1/gpus/S3").await;
+    assert_eq!(s3["failures"].as_array().unwrap().len(), 0);
+    let (_, audit) = app.get(ADMIN_TOKEN, "/v1/audit?action=gpu.import").await;
+    assert_eq!(audit["entries"].as_array().unwrap().len(), 2, "{audit}");
+}
