@@ -10,4 +10,5 @@ pub mod job_size;
 pub mod recovery;
 pub mod stats;
 pub mod stragglers;
+pub mod survival;
 pub mod timeline;
