@@ -7,6 +7,7 @@ pub mod errors;
 pub mod ettr;
 pub mod headline;
 pub mod job_size;
+pub mod parts;
 pub mod recovery;
 pub mod stats;
 pub mod stragglers;
