@@ -8,6 +8,7 @@ pub mod ettr;
 pub mod headline;
 pub mod job_size;
 pub mod parts;
+pub mod precursors;
 pub mod recovery;
 pub mod stats;
 pub mod stragglers;
