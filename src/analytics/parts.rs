@@ -42,7 +42,7 @@ pub struct PartFailure {
     pub at: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SuspectKind {
     Part,
@@ -50,7 +50,7 @@ pub enum SuspectKind {
 }
 
 /// What the pattern suggests doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Recommendation {
     /// The failures followed the part across slots: RMA the part (its serial) and put a known-good
@@ -70,7 +70,7 @@ pub enum Recommendation {
 }
 
 /// A part or slot with at least two failures, tested against the fleet's rate.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Suspect {
     pub kind: SuspectKind,
     /// The part's serial or the slot's name.
@@ -91,7 +91,7 @@ pub struct Suspect {
     pub recommendation: Recommendation,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct PartsOrSlots {
     /// Failures counted (those whose part and slot both have installed time).
     pub failures: u64,

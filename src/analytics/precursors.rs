@@ -42,7 +42,7 @@ pub struct PartHistory {
 }
 
 /// How much more often parts fail in the window after one kind of signal.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct PrecursorLift {
     pub kind: String,
     pub code: Option<i64>,

@@ -33,7 +33,7 @@ pub struct Subject {
 
 /// The Kaplan-Meier estimate at one distinct time with an event or a censoring; it holds from
 /// `time` until the next step's time.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct KmStep {
     /// Days of service.
     pub time: f64,
@@ -59,7 +59,7 @@ pub struct KmStep {
 }
 
 /// A Kaplan-Meier survival curve with its pointwise band and median.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct KaplanMeier {
     /// One step per distinct time with events or censorings, in time order.
     pub steps: Vec<KmStep>,
@@ -203,7 +203,7 @@ impl KaplanMeier {
 }
 
 /// The k-group log-rank test of "every group has the same hazard".
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct LogRank {
     /// (O - E)' V^- (O - E) over the first k - 1 non-empty groups (V^- a generalised inverse).
     pub statistic: f64,
@@ -324,7 +324,7 @@ fn quadratic_form_psd(mut a: Vec<Vec<f64>>, mut z: Vec<f64>) -> f64 {
 }
 
 /// Annualised failure rate: failures per part-year of service, with an exact interval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Afr {
     pub failures: u64,
     /// Installed part-days / 365.25.

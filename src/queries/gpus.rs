@@ -72,7 +72,7 @@ impl Fleet {
         for f in &self.failures {
             if let Some(life) = f.part.as_deref().and_then(|p| lives.get_mut(p)) {
                 life.failures += 1;
-                if f.category == "hardware" {
+                if f.is_hard() {
                     life.hardware_failures.push(f.first_at);
                 }
             }
@@ -106,6 +106,7 @@ pub struct PartLife {
     pub intervals: Vec<Interval>,
     pub removals: Vec<(DateTime<Utc>, String)>,
     pub failures: usize,
+    /// Times of its hard failures ([`PartFailure::is_hard`]).
     pub hardware_failures: Vec<DateTime<Utc>>,
     pub state: PartState,
     pub installed_days: f64,

@@ -11,6 +11,7 @@ pub mod errors;
 pub mod headline;
 pub mod inputs;
 pub mod job_size;
+pub mod parts;
 mod kept;
 pub mod rebuilds;
 pub mod recovery;

@@ -339,6 +339,8 @@ pub struct PartFailure {
     pub first_at: DateTime<Utc>,
     pub category: String,
     pub component: String,
+    pub severity: String,
+    pub transient: bool,
     pub root_kind: String,
     pub root_code: Option<i64>,
     pub root_node: Option<String>,
@@ -358,7 +360,7 @@ pub async fn part_failures(
     sqlx::query_as!(
         PartFailure,
         r#"SELECT f.id, f.cluster, f.first_at, COALESCE(l.pm_category, f.category) AS "category!",
-                  COALESCE(l.pm_component, f.component) AS "component!", f.root_kind, f.root_code, f.root_node,
+                  COALESCE(l.pm_component, f.component) AS "component!", f.severity, f.transient, f.root_kind, f.root_code, f.root_node,
                   f.root_gpu_index, p.part AS "part?", p.hostname AS "slot_hostname?", p.gpu_index AS "slot_index?"
            FROM failures f
            LEFT JOIN failure_lifecycle l ON l.cluster = f.cluster AND l.failure_id = f.id
@@ -382,4 +384,55 @@ pub async fn part_failures(
     )
     .fetch_all(db)
     .await
+}
+
+/// A signal that named a GPU, resolved to the part in that slot at the time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartSignal {
+    pub part: String,
+    pub kind: String,
+    pub code: Option<i64>,
+    pub occurred_at: DateTime<Utc>,
+}
+
+/// Signals of [from, to) that name a GPU (index, UUID or PCI bus id), each resolved to its part as
+/// failures are ([`part_failures`]); signals no placement covers are left out.
+pub async fn part_signals(
+    db: &PgPool,
+    cluster: Option<&str>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<PartSignal>, sqlx::Error> {
+    sqlx::query_as!(
+        PartSignal,
+        r#"SELECT p.part AS "part!", e.kind, e.code, e.occurred_at
+           FROM events e
+           JOIN LATERAL (
+               SELECT pl.part
+               FROM gpu_placements pl
+               WHERE pl.cluster = e.cluster AND pl.installed_at <= e.occurred_at
+                 AND (pl.removed_at IS NULL OR pl.removed_at > e.occurred_at)
+                 AND ((e.gpu_uuid IS NOT NULL AND pl.uuid = e.gpu_uuid)
+                      OR (pl.hostname = e.node
+                          AND ((e.gpu_index IS NOT NULL AND pl.gpu_index = e.gpu_index)
+                               OR (e.attributes ? 'pci_bus_id' AND pl.pci_bus_id = e.attributes->>'pci_bus_id'))))
+               ORDER BY (pl.uuid IS NOT DISTINCT FROM e.gpu_uuid) DESC, pl.installed_at DESC
+               LIMIT 1) p ON true
+           WHERE ($1::text IS NULL OR e.cluster = $1) AND e.occurred_at >= $2 AND e.occurred_at < $3
+             AND (e.gpu_index IS NOT NULL OR e.gpu_uuid IS NOT NULL OR e.attributes ? 'pci_bus_id')"#,
+        cluster,
+        from,
+        to,
+    )
+    .fetch_all(db)
+    .await
+}
+
+impl PartFailure {
+    /// A hard failure of the part: a hardware root cause, not transient, of critical or high
+    /// severity (a GPU off the bus, an uncorrectable ECC error), as opposed to what may precede
+    /// one (corrected ECC, a pending row remap, a contained XID 94).
+    pub fn is_hard(&self) -> bool {
+        self.category == "hardware" && !self.transient && matches!(self.severity.as_str(), "critical" | "high")
+    }
 }

@@ -269,3 +269,127 @@ async fn history_imports_are_idempotent_and_late_inventory_attributes_earlier_fa
     let (_, audit) = app.get(ADMIN_TOKEN, "/v1/audit?action=gpu.import").await;
     assert_eq!(audit["entries"].as_array().unwrap().len(), 2, "{audit}");
 }
+
+/// Four H100 parts and two A100 parts with lives computed by hand (ages in installed days):
+/// hopper: P1 failed at 100, P2 out of its slot (spare) at 300, P3 RMA at 60 + 40 = 100 (a shelf
+/// between two placements does not age it), P4 decommissioned at 50; ampere: Q1 failed at 200, Q2
+/// spare at 400.
+#[tokio::test]
+async fn survival_and_afr_match_hand_computed_lifetimes() {
+    let app = spawn_app().await;
+    let pl = |serial: &str, model_node: &str, from: &str, to: &str, reason: &str| {
+        json!({"cluster": "c1", "serial": serial, "node": model_node, "gpu_index": 0,
+               "installed_at": format!("{from}T00:00:00Z"), "removed_at": format!("{to}T00:00:00Z"), "end_reason": reason})
+    };
+    let part = |serial: &str, model: &str, lot: &str| json!({"cluster": "c1", "serial": serial, "model": model, "attributes": {"lot": lot}});
+    let rm = |serial: &str, at: &str, reason: &str| {
+        json!({"cluster": "c1", "serial": serial, "removed_at": format!("{at}T00:00:00Z"), "reason": reason})
+    };
+    let import = json!({
+        "parts": [part("P1", "NVIDIA H100 80GB HBM3", "L1"), part("P2", "NVIDIA H100 80GB HBM3", "L1"),
+                  part("P3", "NVIDIA H100 80GB HBM3", "L2"), part("P4", "NVIDIA H100 80GB HBM3", "L2"),
+                  part("Q1", "NVIDIA A100-SXM4-80GB", "L3"), part("Q2", "NVIDIA A100-SXM4-80GB", "L3")],
+        "placements": [pl("P1", "h1", "2025-01-01", "2025-04-11", "failed"),
+                       pl("P2", "h2", "2025-01-01", "2025-10-28", "absent"),
+                       pl("P3", "h3", "2025-01-01", "2025-03-02", "other"),
+                       pl("P3", "h4", "2025-05-01", "2025-06-10", "rma"),
+                       pl("P4", "h5", "2025-01-01", "2025-02-20", "decommissioned"),
+                       pl("Q1", "a1", "2025-01-01", "2025-07-20", "failed"),
+                       pl("Q2", "a2", "2025-01-01", "2026-02-05", "absent")],
+        "removals": [rm("P1", "2025-04-11", "failed"), rm("P3", "2025-06-10", "rma"), rm("P4", "2025-02-20", "decommissioned"),
+                     rm("Q1", "2025-07-20", "failed")]
+    });
+    let (status, body) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, s) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?by=generation").await;
+    assert_eq!(status, 200, "{s}");
+    let groups = s["groups"].as_array().unwrap();
+    assert_eq!(groups.iter().map(|g| g["group"].as_str().unwrap()).collect::<Vec<_>>(), ["ampere", "hopper"]);
+    let hopper = &groups[1];
+    assert_eq!((hopper["parts"].as_u64(), hopper["events"].as_u64()), (Some(4), Some(2)));
+    let steps: Vec<(f64, u64, u64, u64, f64)> = hopper["curve"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| {
+            (st["time"].as_f64().unwrap(), st["at_risk"].as_u64().unwrap(), st["events"].as_u64().unwrap(),
+             st["censored"].as_u64().unwrap(), st["survival"].as_f64().unwrap())
+        })
+        .collect();
+    // 50: P4 censored (4 at risk); 100: P1 and P3 fail (3 at risk), S = 1/3; 300: P2 censored.
+    assert_eq!(steps.len(), 3);
+    assert_eq!((steps[0].0, steps[0].1, steps[0].2, steps[0].3, steps[0].4), (50.0, 4, 0, 1, 1.0));
+    assert_eq!((steps[1].0, steps[1].1, steps[1].2, steps[1].3), (100.0, 3, 2, 0));
+    assert!((steps[1].4 - 1.0 / 3.0).abs() < 1e-12);
+    assert_eq!((steps[2].0, steps[2].3), (300.0, 1));
+    // Greenwood on the log(-log) scale, as lifelines computes it: [0.008962, 0.774149] at 100.
+    let step = &hopper["curve"]["steps"][1];
+    assert!((step["lower"].as_f64().unwrap() - 0.008962).abs() < 1e-6, "{step}");
+    assert!((step["upper"].as_f64().unwrap() - 0.774149).abs() < 1e-6, "{step}");
+    assert_eq!(hopper["median_days"], 100.0);
+    // Nobody reached a year of installed time: the curve says nothing there.
+    assert!(hopper["at_years"][0]["survival"].is_null());
+    assert_eq!(hopper["at_years"][0]["at_risk"], 0);
+    // Log-rank by hand: at 100, E(hopper) = 2 x 3/5, V = 2 x 0.6 x 0.4 x 3/4; at 200, E = 1/3,
+    // V = 2/9; (2 - 1.5333)^2 / 0.58222 = 0.374046 on 1 df (lifelines: 0.37404580152671746).
+    let lr = &s["log_rank"];
+    assert!((lr["statistic"].as_f64().unwrap() - 0.374_045_801_526_717_46).abs() < 1e-9, "{lr}");
+    assert_eq!(lr["degrees_of_freedom"], 1);
+
+    // AFR: hopper 2 failure removals over 100 + 300 + 100 + 50 = 550 part-days = 1.505818 part-years.
+    let (status, a) = app.get(ADMIN_TOKEN, "/v1/analytics/afr?by=model").await;
+    assert_eq!(status, 200, "{a}");
+    let h100 = a["groups"].as_array().unwrap().iter().find(|g| g["group"] == "NVIDIA H100 80GB HBM3").unwrap();
+    assert_eq!(h100["failures"], 2);
+    assert!((h100["part_years"].as_f64().unwrap() - 550.0 / 365.25).abs() < 1e-9);
+    assert!((h100["rate_per_year"].as_f64().unwrap() - 2.0 / (550.0 / 365.25)).abs() < 1e-9);
+    // By a site attribute; the event can be the first hardware failure instead (none resolved here).
+    let (_, lots) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?by=attribute:lot&event=hardware_failure").await;
+    assert_eq!(lots["groups"].as_array().unwrap().len(), 3);
+    assert_eq!(lots["groups"][0]["events"], 0);
+    let res = app.client.get(app.url("/v1/analytics/survival?format=csv")).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    let csv = res.text().await.unwrap();
+    assert!(csv.starts_with("group,time_days,at_risk,events,censored,survival,lower,upper,variance\r\nampere,200,2,1,0,0.5,"), "{csv}");
+    let (status, _) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?by=vendor").await;
+    assert_eq!(status, 400);
+    let (status, _) = app.get(ADMIN_TOKEN, "/v1/analytics/afr?confidence=2").await;
+    assert_eq!(status, 400);
+}
+
+/// Part X (n1 slot 0) shows corrected ECC errors on 09-01 and fails (XID 79) on 09-03 and 10-03;
+/// part Y (slot 1) is quiet. Both installed 2026-06-01, window to 2026-11-30: 182 days each.
+#[tokio::test]
+async fn precursors_and_parts_or_slots_read_failures_resolved_to_parts() {
+    let app = spawn_app().await;
+    let agent = app.token("agent", None).await;
+    put(&app, &agent, "/v1/gpus/inventory", &json!({"nodes": [node("c1", "n1", "2026-06-01T00:00:00Z", vec![gpu(0, "X"), gpu(1, "Y")])]})).await;
+    let ev = |n: u32, at: &str, kind: &str, code: i64| {
+        event(&uuid_n(n), json!({"cluster": "c1", "node": "n1", "gpu_index": 0, "occurred_at": at, "kind": kind, "code": code,
+                                 "message": null}))
+    };
+    let (status, body) = app
+        .post_events(&agent, &json!({"events": [ev(1, "2026-09-01T00:00:00Z", "ecc", 1),
+                                                ev(2, "2026-09-03T00:00:00Z", "xid", 79),
+                                                ev(3, "2026-10-03T00:00:00Z", "xid", 79)]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, p) = app.get(ADMIN_TOKEN, "/v1/analytics/precursors?to=2026-11-30T00:00:00Z&window_days=7").await;
+    assert_eq!(status, 200, "{p}");
+    assert_eq!((p["parts"].as_u64(), p["failures"].as_u64()), (Some(2), Some(2)));
+    let ecc = p["precursors"].as_array().unwrap().iter().find(|r| r["kind"] == "ecc").expect("ecc is a precursor");
+    assert_eq!((ecc["exposed_failures"].as_u64(), ecc["unexposed_failures"].as_u64()), (Some(1), Some(1)));
+    assert!((ecc["exposed_days"].as_f64().unwrap() - 7.0).abs() < 1e-9, "{ecc}");
+    assert!((ecc["unexposed_days"].as_f64().unwrap() - 357.0).abs() < 1e-9, "{ecc}");
+    // (1 / 7) / (1 / 357) = 51.
+    assert!((ecc["rate_ratio"].as_f64().unwrap() - 51.0).abs() < 1e-9, "{ecc}");
+
+    let (status, ps) = app.get(ADMIN_TOKEN, "/v1/analytics/parts-or-slots").await;
+    assert_eq!(status, 200, "{ps}");
+    assert_eq!(ps["failures"], 2);
+    assert_eq!(ps["parts"][0]["id"], "X");
+    assert_eq!((ps["parts"][0]["failures"].as_u64(), ps["parts"][0]["distinct"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(ps["slots"][0]["id"], "c1/n1/gpu0");
+    // The timeline lists every failure resolved to X, the corrected ECC one (low, transient) too.
+    let (_, x) = app.get(ADMIN_TOKEN, "/v1/gpus/X").await;
+    assert_eq!(x["failures"].as_array().unwrap().len(), 3);
+}

@@ -10,6 +10,7 @@ pub mod headline;
 pub mod job_plan;
 pub mod job_size;
 pub mod lemon;
+pub mod parts;
 pub mod recovery;
 pub mod stragglers;
 pub mod timeline;
@@ -44,6 +45,10 @@ pub fn router() -> Router<ApiContext> {
         .route("/v1/analytics/compare", get(compare::compare))
         .route("/v1/analytics/job-plan", get(job_plan::job_plan))
         .route("/v1/analytics/lemon-nodes", get(lemon::lemon_nodes))
+        .route("/v1/analytics/survival", get(parts::survival))
+        .route("/v1/analytics/afr", get(parts::afr))
+        .route("/v1/analytics/parts-or-slots", get(parts::parts_or_slots))
+        .route("/v1/analytics/precursors", get(parts::precursors))
 }
 
 /// The window every analysis takes. Defaults: `to` = now, `from` = `to` - 30 days.

@@ -1,0 +1,388 @@
+//! The parts analytics as read use cases: survival of parts (Kaplan-Meier by group, log-rank),
+//! annualised failure rates, parts-or-slots, precursors. Each loads the fleet's parts once and
+//! hands plain numbers (days) to the pure code in `analytics`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use utoipa::ToSchema;
+
+use super::gpus::{Fleet, PartLife};
+use crate::analytics::part_life::age_days_at;
+use crate::analytics::parts::{self, PartsOrSlots};
+use crate::analytics::precursors::{self, PartHistory, PrecursorLift, PrecursorSignal};
+use crate::analytics::survival::{self, Afr, DAYS_PER_YEAR, KaplanMeier, LogRank, Subject};
+use crate::domain::part::RemovalReason;
+use crate::storage;
+
+/// How parts are grouped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartGrouping {
+    /// One group: every part.
+    All,
+    Generation,
+    Model,
+    /// The cluster of the part's current (else first recorded) placement.
+    Cluster,
+    /// A site attribute (`attribute:lot`); parts without it form the group `(none)`.
+    Attribute(String),
+}
+
+impl PartGrouping {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "all" => Some(PartGrouping::All),
+            "generation" => Some(PartGrouping::Generation),
+            "model" => Some(PartGrouping::Model),
+            "cluster" => Some(PartGrouping::Cluster),
+            _ => s
+                .strip_prefix("attribute:")
+                .filter(|k| !k.trim().is_empty() && k.len() <= 256)
+                .map(|k| PartGrouping::Attribute(k.to_string())),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            PartGrouping::All => "all".into(),
+            PartGrouping::Generation => "generation".into(),
+            PartGrouping::Model => "model".into(),
+            PartGrouping::Cluster => "cluster".into(),
+            PartGrouping::Attribute(k) => format!("attribute:{k}"),
+        }
+    }
+
+    fn group_of(&self, life: &PartLife) -> String {
+        match self {
+            PartGrouping::All => "all".into(),
+            PartGrouping::Generation => life.generation.clone(),
+            PartGrouping::Model => life.model.clone().unwrap_or_else(|| "unknown".into()),
+            PartGrouping::Cluster => life.cluster.clone(),
+            PartGrouping::Attribute(k) => match life.attributes.get(k) {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(v) if !v.is_null() => v.to_string(),
+                _ => "(none)".into(),
+            },
+        }
+    }
+}
+
+/// What ends a part's life in the survival analysis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PartEvent {
+    /// Its first removal for failure (reason `failed` or `rma`).
+    Removal,
+    /// Its first hard failure: a failure resolved to the part with a hardware root cause, not
+    /// transient, of critical or high severity (a GPU off the bus, an uncorrectable ECC error).
+    HardwareFailure,
+}
+
+/// The part's (event, age at it in days), else (censored, its age now).
+fn subject(life: &PartLife, event: PartEvent) -> Subject {
+    let first = match event {
+        PartEvent::Removal => life
+            .removals
+            .iter()
+            .filter(|(_, reason)| RemovalReason::is_failure(reason))
+            .map(|(t, _)| *t)
+            .min(),
+        PartEvent::HardwareFailure => life.hardware_failures.first().copied(),
+    };
+    match first {
+        Some(t) => Subject {
+            duration: age_days_at(&life.intervals, t),
+            event: true,
+        },
+        None => Subject {
+            duration: life.installed_days,
+            event: false,
+        },
+    }
+}
+
+/// Events of the part over its life (every failure removal, or every hardware failure).
+fn events(life: &PartLife, event: PartEvent) -> u64 {
+    match event {
+        PartEvent::Removal => life.removals.iter().filter(|(_, r)| RemovalReason::is_failure(r)).count() as u64,
+        PartEvent::HardwareFailure => life.hardware_failures.len() as u64,
+    }
+}
+
+/// Survival at a whole number of years.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SurvivalAt {
+    pub years: u32,
+    /// Absent where no part of the group has reached that age (the curve says nothing there).
+    pub survival: Option<f64>,
+    pub lower: Option<f64>,
+    pub upper: Option<f64>,
+    /// Parts still at risk at that age.
+    pub at_risk: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SurvivalGroup {
+    pub group: String,
+    pub parts: u64,
+    pub events: u64,
+    /// Median lifetime in installed days, with its interval; absent where the curve does not reach 0.5.
+    pub median_days: Option<f64>,
+    pub median_lower_days: Option<f64>,
+    pub median_upper_days: Option<f64>,
+    /// Survival at 1, 2, 3 and 5 years of installed time.
+    pub at_years: Vec<SurvivalAt>,
+    /// The Kaplan-Meier curve: one step per distinct age with events or censorings.
+    pub curve: KaplanMeier,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SurvivalAnswer {
+    pub cluster: Option<String>,
+    pub by: String,
+    pub event: PartEvent,
+    pub confidence: f64,
+    pub as_of: DateTime<Utc>,
+    pub groups: Vec<SurvivalGroup>,
+    /// Whether the groups' curves differ (k-group log-rank); absent with fewer than two groups.
+    pub log_rank: Option<LogRank>,
+}
+
+pub async fn survival(
+    db: &PgPool,
+    cluster: Option<&str>,
+    by: &PartGrouping,
+    event: PartEvent,
+    confidence: f64,
+    now: DateTime<Utc>,
+) -> Result<SurvivalAnswer, sqlx::Error> {
+    let lives = Fleet::load(db, cluster, None).await?.lives(now);
+    let mut grouped: BTreeMap<String, Vec<Subject>> = BTreeMap::new();
+    for life in &lives {
+        grouped.entry(by.group_of(life)).or_default().push(subject(life, event));
+    }
+    let groups: Vec<SurvivalGroup> = grouped
+        .iter()
+        .map(|(group, subjects)| {
+            let curve = survival::kaplan_meier(subjects, confidence);
+            let at_years = [1u32, 2, 3, 5]
+                .into_iter()
+                .map(|years| {
+                    let t = f64::from(years) * DAYS_PER_YEAR;
+                    let reached = subjects.iter().any(|s| s.duration >= t);
+                    let at = reached.then(|| curve.survival_at(t)).flatten();
+                    SurvivalAt {
+                        years,
+                        survival: at.map(|a| a.0),
+                        lower: at.map(|a| a.1),
+                        upper: at.map(|a| a.2),
+                        at_risk: curve.at_risk_at(t),
+                    }
+                })
+                .collect();
+            SurvivalGroup {
+                group: group.clone(),
+                parts: curve.subjects,
+                events: curve.events,
+                median_days: curve.median,
+                median_lower_days: curve.median_lower,
+                median_upper_days: curve.median_upper,
+                at_years,
+                curve,
+            }
+        })
+        .collect();
+    let log_rank = (grouped.len() >= 2).then(|| {
+        let sets: Vec<&[Subject]> = grouped.values().map(Vec::as_slice).collect();
+        survival::log_rank(&sets)
+    });
+    Ok(SurvivalAnswer {
+        cluster: cluster.map(str::to_string),
+        by: by.name(),
+        event,
+        confidence,
+        as_of: now,
+        groups,
+        log_rank,
+    })
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AfrGroup {
+    pub group: String,
+    pub parts: u64,
+    #[serde(flatten)]
+    pub afr: Afr,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AfrAnswer {
+    pub cluster: Option<String>,
+    pub by: String,
+    pub event: PartEvent,
+    pub confidence: f64,
+    pub as_of: DateTime<Utc>,
+    pub groups: Vec<AfrGroup>,
+}
+
+/// Failures per installed part-year per group, with the exact Poisson interval.
+pub async fn afr(
+    db: &PgPool,
+    cluster: Option<&str>,
+    by: &PartGrouping,
+    event: PartEvent,
+    confidence: f64,
+    now: DateTime<Utc>,
+) -> Result<AfrAnswer, sqlx::Error> {
+    let lives = Fleet::load(db, cluster, None).await?.lives(now);
+    let mut grouped: BTreeMap<String, (u64, u64, f64)> = BTreeMap::new();
+    for life in &lives {
+        let g = grouped.entry(by.group_of(life)).or_default();
+        g.0 += 1;
+        g.1 += events(life, event);
+        g.2 += life.installed_days;
+    }
+    Ok(AfrAnswer {
+        cluster: cluster.map(str::to_string),
+        by: by.name(),
+        event,
+        confidence,
+        as_of: now,
+        groups: grouped
+            .into_iter()
+            .map(|(group, (parts, failures, days))| AfrGroup {
+                group,
+                parts,
+                afr: survival::annualised_failure_rate(failures, days, confidence),
+            })
+            .collect(),
+    })
+}
+
+/// Days since the Unix epoch: the common clock of the pure parts analyses.
+fn days(t: DateTime<Utc>) -> f64 {
+    t.timestamp_millis() as f64 / 86_400_000.0
+}
+
+fn slot_name(cluster: &str, host: &str, index: Option<i32>) -> String {
+    match index {
+        Some(i) => format!("{cluster}/{host}/gpu{i}"),
+        None => format!("{cluster}/{host}"),
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PartsOrSlotsAnswer {
+    pub cluster: Option<String>,
+    pub as_of: DateTime<Utc>,
+    #[serde(flatten)]
+    pub result: PartsOrSlots,
+}
+
+/// Among repeat hardware failures, those that follow a part across slots and those that stay
+/// with a slot across parts.
+pub async fn parts_or_slots(
+    db: &PgPool,
+    cluster: Option<&str>,
+    alpha: f64,
+    now: DateTime<Utc>,
+) -> Result<PartsOrSlotsAnswer, sqlx::Error> {
+    let fleet = Fleet::load(db, cluster, None).await?;
+    let placements: Vec<parts::Placement> = fleet
+        .placements
+        .iter()
+        .map(|p| parts::Placement {
+            part: p.part.clone(),
+            slot: slot_name(&p.cluster, &p.hostname, p.gpu_index),
+            from: days(p.installed_at),
+            to: days(p.removed_at.unwrap_or(now).min(now)),
+        })
+        .collect();
+    let failures: Vec<parts::PartFailure> = fleet
+        .failures
+        .iter()
+        .filter(|f| f.is_hard())
+        .filter_map(|f| {
+            Some(parts::PartFailure {
+                part: f.part.clone()?,
+                slot: slot_name(&f.cluster, f.slot_hostname.as_deref()?, f.slot_index),
+                at: days(f.first_at),
+            })
+        })
+        .collect();
+    Ok(PartsOrSlotsAnswer {
+        cluster: cluster.map(str::to_string),
+        as_of: now,
+        result: parts::parts_or_slots(&placements, &failures, alpha),
+    })
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PrecursorAnswer {
+    pub cluster: Option<String>,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub window_days: f64,
+    pub confidence: f64,
+    /// Parts with installed time in [from, to).
+    pub parts: u64,
+    /// Hardware failures of those parts in [from, to).
+    pub failures: u64,
+    /// One row per signal kind and code, strongest (highest lower bound of the ratio) first.
+    pub precursors: Vec<PrecursorLift>,
+}
+
+/// For each kind and code of signal that named a part in [from, to): the rate of a hardware
+/// failure of the same part within `window_days` after it, against the rate without it.
+pub async fn precursors(
+    db: &PgPool,
+    cluster: Option<&str>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    window_days: f64,
+    confidence: f64,
+) -> Result<PrecursorAnswer, sqlx::Error> {
+    let lives = Fleet::load(db, cluster, None).await?.lives(to);
+    let signals = storage::gpus::part_signals(db, cluster, from, to).await?;
+    let mut by_part: HashMap<&str, Vec<PrecursorSignal>> = HashMap::new();
+    for s in &signals {
+        by_part.entry(&s.part).or_default().push(PrecursorSignal {
+            kind: s.kind.clone(),
+            code: s.code,
+            at: days(s.occurred_at),
+        });
+    }
+    let (lo, hi) = (days(from), days(to));
+    let histories: Vec<PartHistory> = lives
+        .iter()
+        .map(|l| PartHistory {
+            part: l.part.clone(),
+            installed: l
+                .intervals
+                .iter()
+                .map(|i| (days(i.from).max(lo), i.to.map_or(hi, days).min(hi)))
+                .filter(|(a, b)| b > a)
+                .collect(),
+            signals: by_part.remove(l.part.as_str()).unwrap_or_default(),
+            failures: l
+                .hardware_failures
+                .iter()
+                .map(|t| days(*t))
+                .filter(|t| (lo..hi).contains(t))
+                .collect(),
+        })
+        .filter(|h| !h.installed.is_empty())
+        .collect();
+    Ok(PrecursorAnswer {
+        cluster: cluster.map(str::to_string),
+        from,
+        to,
+        window_days,
+        confidence,
+        parts: histories.len() as u64,
+        failures: histories.iter().map(|h| h.failures.len() as u64).sum(),
+        precursors: precursors::precursor_lift(&histories, window_days, confidence),
+    })
+}
