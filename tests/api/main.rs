@@ -17,6 +17,7 @@ mod edge;
 mod failures;
 mod fold_order;
 mod helpers;
+mod host_components;
 mod ingest;
 mod instances;
 mod inventory;
