@@ -109,8 +109,18 @@ pub struct BaselineInputs {
     pub efficiency_coarse: Vec<CauseShare>,
 }
 
-/// The ICSE 2023 hardware split: node = host, power and cooling; GPU = gpu, gpu_memory, nvlink.
-pub const ICSE_NODE: &[&str] = &["host", "power", "cooling"];
+/// The ICSE 2023 hardware split: node = the host's parts (cpu, host_memory, disk, pcie,
+/// baseboard), host, power and cooling; GPU = gpu, gpu_memory, nvlink.
+pub const ICSE_NODE: &[&str] = &[
+    "cpu",
+    "host_memory",
+    "disk",
+    "pcie",
+    "baseboard",
+    "host",
+    "power",
+    "cooling",
+];
 pub const ICSE_GPU: &[&str] = &["gpu", "gpu_memory", "nvlink"];
 pub const ICSE_NETWORK: &[&str] = &["network"];
 
@@ -213,7 +223,9 @@ pub fn baselines(inp: &BaselineInputs) -> Vec<Baseline> {
         ICSE23,
         components(ICSE_NODE),
         "failures",
-        &format!("Hardware failures of the host, power or cooling {effective}"),
+        &format!(
+            "Hardware failures of the host (CPU, host memory, disk, PCIe, baseboard, the rest of the node), power or cooling {effective}"
+        ),
     ));
     rows.push(share(
         "GPU share of failures",
@@ -464,9 +476,12 @@ mod tests {
             failures: n,
         };
         BaselineInputs {
-            // 20 failures: hardware 10 (host 5, gpu 2, nvlink 1, network 2), platform 4, user 6.
+            // 20 failures: hardware 10 (node 5 = host 2 + cpu 2 + host_memory 1, gpu 2, nvlink 1,
+            // network 2), platform 4, user 6.
             causes: vec![
-                cause("hardware", "host", 5),
+                cause("hardware", "host", 2),
+                cause("hardware", "cpu", 2),
+                cause("hardware", "host_memory", 1),
                 cause("hardware", "gpu", 2),
                 cause("hardware", "nvlink", 1),
                 cause("hardware", "network", 2),

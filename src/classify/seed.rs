@@ -1,28 +1,47 @@
 //! Test support: the built-in catalog as the migrations seed it (rules of
-//! `migrations/0002_classification_rules.sql`, terms of `lexicon.tsv`), for pure tests that must
-//! classify exactly as a fresh database does.
+//! `migrations/0002_classification_rules.sql` with the changes of `0024_host_components.sql`,
+//! terms of `lexicon.tsv`), for pure tests that must classify exactly as a fresh database does.
 
 use super::{Catalog, Rule, Severity};
 use crate::domain::taxonomy::{Category, Component};
 
-/// Splits the SQL `VALUES` tuples of an INSERT into their fields ('' escapes, NULL as None).
-fn sql_tuples(sql: &str) -> Vec<Vec<Option<String>>> {
-    let mut out = Vec::new();
+/// Every `VALUES` list of a migration, in order: per list its tuples' fields ('' escapes, NULL
+/// as None). A list ends at the first tuple not followed by a comma.
+pub fn values_lists(sql: &str) -> Vec<Vec<Vec<Option<String>>>> {
     let b: Vec<char> = sql.chars().collect();
-    let mut i = 0;
-    // Skip to VALUES.
-    let start = sql.find("VALUES").expect("an INSERT ... VALUES");
-    i += sql[..start].chars().count() + "VALUES".len();
-    while i < b.len() {
-        if b[i] == '-' && b.get(i + 1) == Some(&'-') {
-            while i < b.len() && b[i] != '\n' {
+    let mut lists = Vec::new();
+    let mut from = 0;
+    while let Some(at) = sql[from..].find("VALUES") {
+        let start = from + at + "VALUES".len();
+        let (list, end) = tuples(&b, sql[..start].chars().count());
+        lists.push(list);
+        from = b[..end].iter().map(|c| c.len_utf8()).sum();
+    }
+    lists
+}
+
+/// The tuples from char index `i` on; returns them and the index after the last.
+fn tuples(b: &[char], mut i: usize) -> (Vec<Vec<Option<String>>>, usize) {
+    let mut out = Vec::new();
+    // Whitespace and comment lines before the next tuple (or the end of the list).
+    let skip = |b: &[char], mut i: usize| {
+        loop {
+            while i < b.len() && b[i].is_whitespace() {
                 i += 1;
             }
-            continue;
+            if b.get(i) == Some(&'-') && b.get(i + 1) == Some(&'-') {
+                while i < b.len() && b[i] != '\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            return i;
         }
-        if b[i] != '(' {
-            i += 1;
-            continue;
+    };
+    loop {
+        i = skip(b, i);
+        if b.get(i) != Some(&'(') {
+            return (out, i);
         }
         i += 1;
         let mut fields = Vec::new();
@@ -68,36 +87,78 @@ fn sql_tuples(sql: &str) -> Vec<Vec<Option<String>>> {
             break;
         }
         out.push(fields);
+        i = skip(b, i);
+        if b.get(i) != Some(&',') {
+            return (out, i);
+        }
+        i += 1;
     }
-    out
+}
+
+/// The migrations that seed or change the built-in catalog, in order.
+pub const CATALOG_MIGRATIONS: [&str; 2] = [
+    include_str!("../../migrations/0002_classification_rules.sql"),
+    include_str!("../../migrations/0024_host_components.sql"),
+];
+
+/// The built-in lexicon rows (term, kind, category, component, weight, source) a fresh database
+/// holds: 0008's, then 0024's changed and new terms (both apply on a fresh database).
+pub fn migrated_term_rows() -> Vec<Vec<Option<String>>> {
+    let mut rows: Vec<Vec<Option<String>>> = values_lists(include_str!("../../migrations/0008_lexicon.sql"))
+        .into_iter()
+        .flatten()
+        .collect();
+    let host = values_lists(CATALOG_MIGRATIONS[1]);
+    for row in host[0].iter().chain(&host[1]) {
+        match rows.iter_mut().find(|r| r[0] == row[0]) {
+            Some(r) => *r = row.clone(),
+            None => rows.push(row.clone()),
+        }
+    }
+    rows
 }
 
 pub fn builtin_rules() -> Vec<Rule> {
-    let sql = include_str!("../../migrations/0002_classification_rules.sql");
-    let end = sql.find(");\n").map_or(sql.len(), |e| e + 2);
-    let sql = &sql[..end];
-    sql_tuples(sql)
-        .into_iter()
-        .map(|f| {
-            let s = |i: usize| f[i].clone().unwrap_or_default();
-            Rule {
-                rule_id: s(0),
-                kind: s(1),
-                code: f[2].as_deref().map(|c| c.parse().expect("code")),
-                pattern: f[3].clone(),
-                priority: s(4).parse().expect("priority"),
-                category: Category::parse(&s(5)).expect("category"),
-                component: Component::parse(&s(6)).expect("component"),
-                severity: Severity::parse(&s(7)).expect("severity"),
-                transient: s(8) == "true",
-                secondary: s(9) == "true",
-                action: s(10),
-                description: s(11),
-                source: s(12),
-                builtin: true,
-            }
-        })
-        .collect()
+    let rule = |f: &Vec<Option<String>>| {
+        let s = |i: usize| f[i].clone().unwrap_or_default();
+        Rule {
+            rule_id: s(0),
+            kind: s(1),
+            code: f[2].as_deref().map(|c| c.parse().expect("code")),
+            pattern: f[3].clone(),
+            priority: s(4).parse().expect("priority"),
+            category: Category::parse(&s(5)).expect("category"),
+            component: Component::parse(&s(6)).expect("component"),
+            severity: Severity::parse(&s(7)).expect("severity"),
+            transient: s(8) == "true",
+            secondary: s(9) == "true",
+            action: s(10),
+            description: s(11),
+            source: s(12),
+            builtin: true,
+        }
+    };
+    let mut rules: Vec<Rule> = values_lists(CATALOG_MIGRATIONS[0])[0].iter().map(rule).collect();
+    // 0024: changed rules (rule_id, category, component, description), then new rules.
+    let host = values_lists(CATALOG_MIGRATIONS[1]);
+    for f in &host[2] {
+        let r = rules
+            .iter_mut()
+            .find(|r| Some(&r.rule_id) == f[0].as_ref())
+            .expect("0024 changes a rule of 0002");
+        r.category = Category::parse(f[1].as_deref().unwrap_or_default()).expect("category");
+        r.component = Component::parse(f[2].as_deref().unwrap_or_default()).expect("component");
+        r.description = f[3].clone().unwrap_or_default();
+    }
+    for f in &host[3] {
+        assert!(
+            !rules.iter().any(|r| Some(&r.rule_id) == f[0].as_ref()),
+            "{:?} is new",
+            f[0]
+        );
+        rules.push(rule(f));
+    }
+    rules
 }
 
 /// The catalog of a freshly migrated database.
@@ -117,4 +178,11 @@ fn the_seeded_rules_parse() {
     assert!(rules.iter().all(|r| r.validate().is_ok()));
     let x79 = rules.iter().find(|r| r.rule_id == "xid-79").unwrap();
     assert_eq!((x79.code, x79.component), (Some(79), Component::Gpu));
+    // 0024 moved the PCIe rules to their component and added the host parts' rules.
+    let pcie = rules.iter().find(|r| r.rule_id == "any-pcie").unwrap();
+    assert_eq!(pcie.component, Component::Pcie);
+    let mce = rules.iter().find(|r| r.rule_id == "any-machine-check").unwrap();
+    assert_eq!((mce.category, mce.component), (Category::Hardware, Component::Cpu));
+    let ids: std::collections::HashSet<&str> = rules.iter().map(|r| r.rule_id.as_str()).collect();
+    assert_eq!(ids.len(), rules.len(), "rule ids are unique");
 }

@@ -650,24 +650,23 @@ pub const MAX_LABEL_TOKENS: usize = 5;
 
 /// "Memory" and "ECC" name different parts by context: beside a GPU term and no host-memory
 /// term, "memory" is GPU memory ("faulty memory on GPU 2"); beside a host-memory term (DIMM,
-/// system memory, the bare "memory" of a BMC sensor) and no GPU term, ECC is DIMM ECC
-/// ("Memory DIMM_A1 | Uncorrectable ECC").
+/// system memory, EDAC, the bare "memory" of a BMC sensor) and no GPU term, ECC is DIMM ECC
+/// ("Memory DIMM_A1 | Uncorrectable ECC"), host memory.
 fn memory_context(mut hits: Vec<Hit>) -> Vec<Hit> {
-    const HOST_MEMORY: [&str; 6] = ["dimm", "system memory", "host memory", "ram", "realmemory", "memory"];
+    let host_memory_term =
+        |h: &Hit| h.kind.has_component() && h.component == Component::HostMemory && h.phrase != "memory";
     let is_ecc =
         |h: &Hit| h.component == Component::GpuMemory && (h.phrase.contains("ecc") || h.phrase.contains(" bit"));
     let gpu_ctx = hits.iter().any(|h| {
         h.kind.has_component() && (h.component == Component::Gpu || (h.component == Component::GpuMemory && !is_ecc(h)))
     });
-    let host_mem_ctx = hits
-        .iter()
-        .any(|h| HOST_MEMORY.contains(&h.phrase.as_str()) && h.phrase != "memory");
+    let host_mem_ctx = hits.iter().any(host_memory_term);
     let bare_memory = hits.iter().any(|h| h.phrase == "memory");
     for h in hits.iter_mut() {
         if h.phrase == "memory" && gpu_ctx && !host_mem_ctx {
             h.component = Component::GpuMemory;
         } else if is_ecc(h) && !gpu_ctx && (host_mem_ctx || bare_memory) {
-            h.component = Component::Host;
+            h.component = Component::HostMemory;
         }
     }
     hits
@@ -682,7 +681,8 @@ pub fn default_response(c: Component) -> (super::Severity, &'static str) {
         GpuMemory => (High, "reset_gpu"),
         Nvlink => (High, "check_hardware"),
         Network => (High, "check_hardware"),
-        Host => (High, "drain_node"),
+        Cpu | HostMemory | Host => (High, "drain_node"),
+        Disk | Pcie | Baseboard => (High, "check_hardware"),
         Power => (High, "check_hardware"),
         Cooling => (High, "check_hardware"),
         Scheduler | Storage | Runtime | Driver | Framework => (Medium, "investigate"),

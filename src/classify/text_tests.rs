@@ -49,7 +49,7 @@ fn the_phrases_of_issue_11_land_in_the_right_place() {
         ("IB port 1 link down", (Hardware, C::Network)),
         ("nvidia-smi hangs", (Hardware, C::Gpu)),
         ("faulty HBM", (Hardware, C::GpuMemory)),
-        ("DIMM uncorrectable error", (Hardware, C::Host)),
+        ("DIMM uncorrectable error", (Hardware, C::HostMemory)),
         ("kubelet not ready", (Platform, C::Scheduler)),
         ("Lustre mount read-only", (Platform, C::Storage)),
         ("BIOS version mismatch", (Platform, C::Driver)),

@@ -660,7 +660,7 @@ type Template = (&'static str, f64, &'static str, i64, &'static str, &'static st
 /// Weights follow ICSE 2023 (node/host 16 : network 7 : GPU 5.5), the GPU share split three ways.
 const HARDWARE: [Template; 17] = [
     (
-        "host",
+        "cpu",
         0.21,
         "kernel_panic",
         0,
@@ -668,7 +668,7 @@ const HARDWARE: [Template; 17] = [
         "Kernel panic - not syncing: Fatal machine check on CPU {x}",
     ),
     (
-        "host",
+        "pcie",
         0.09,
         "health_check",
         0,
@@ -985,7 +985,7 @@ fn hardware(world: &World, rng: &mut Rng, n: usize, t: i64, job: Option<usize>) 
     let (mut root, component) = root_signal(world, rng, &HARDWARE, t, n, job, symptom);
     let symptom = match (job.is_some(), component) {
         (true, "cooling") => "abnormal_behavior", // throttled GPUs slow the job down
-        (false, "host" | "power" | "gpu") => "node_down",
+        (false, "cpu" | "host" | "power" | "gpu") => "node_down",
         _ => symptom,
     };
     if root.symptom != Some("node_down") {

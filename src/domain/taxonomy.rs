@@ -46,9 +46,11 @@ impl Category {
     }
 }
 
-/// Component within a category (v1 vocabulary). hardware: gpu, gpu_memory, nvlink, network, host,
-/// power, cooling; platform: scheduler, storage, runtime, driver, framework; user: code, config, oom,
-/// data, model; unknown: unknown.
+/// Component within a category. hardware: gpu, gpu_memory, nvlink, network, the host's parts (cpu,
+/// host_memory, disk, pcie, baseboard) and host (the rest of the node: kernel, OS, board parts
+/// without a component of their own), power, cooling; platform: scheduler, storage, runtime,
+/// driver, framework; user: code, config, oom, data, model; unknown: unknown. `gpu_memory` is the
+/// GPU's memory (HBM, framebuffer); `host_memory` the node's DIMMs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Component {
@@ -56,6 +58,17 @@ pub enum Component {
     GpuMemory,
     Nvlink,
     Network,
+    /// The node's processors (machine checks, IERR, CATERR).
+    Cpu,
+    /// The node's memory: DIMMs, memory controllers (EDAC, IPMI Memory sensor).
+    HostMemory,
+    /// Local disks: SATA/SAS drives, NVMe SSDs, RAID members, drive slots.
+    Disk,
+    /// The PCIe fabric: root ports, links, risers, switches (AER, PERR/SERR).
+    Pcie,
+    /// The baseboard and its management: BMC, system board, CMOS battery, TPM, POST errors.
+    Baseboard,
+    /// The rest of the node: kernel, OS, a node-level fault of no named part.
     Host,
     Power,
     Cooling,
@@ -73,11 +86,16 @@ pub enum Component {
 }
 
 impl Component {
-    pub const ALL: [Component; 18] = [
+    pub const ALL: [Component; 23] = [
         Component::Gpu,
         Component::GpuMemory,
         Component::Nvlink,
         Component::Network,
+        Component::Cpu,
+        Component::HostMemory,
+        Component::Disk,
+        Component::Pcie,
+        Component::Baseboard,
         Component::Host,
         Component::Power,
         Component::Cooling,
@@ -100,6 +118,11 @@ impl Component {
             Component::GpuMemory => "gpu_memory",
             Component::Nvlink => "nvlink",
             Component::Network => "network",
+            Component::Cpu => "cpu",
+            Component::HostMemory => "host_memory",
+            Component::Disk => "disk",
+            Component::Pcie => "pcie",
+            Component::Baseboard => "baseboard",
             Component::Host => "host",
             Component::Power => "power",
             Component::Cooling => "cooling",
@@ -121,11 +144,21 @@ impl Component {
         Self::ALL.into_iter().find(|c| c.as_str() == s)
     }
 
+    /// The host's part components: a node fault of a named part, beside `host` (the rest).
+    pub const HOST_PARTS: [Component; 5] = [
+        Component::Cpu,
+        Component::HostMemory,
+        Component::Disk,
+        Component::Pcie,
+        Component::Baseboard,
+    ];
+
     /// The category this component belongs to.
     pub fn category(self) -> Category {
         use Component::*;
         match self {
-            Gpu | GpuMemory | Nvlink | Network | Host | Power | Cooling => Category::Hardware,
+            Gpu | GpuMemory | Nvlink | Network | Cpu | HostMemory | Disk | Pcie | Baseboard | Host | Power
+            | Cooling => Category::Hardware,
             Scheduler | Storage | Runtime | Driver | Framework => Category::Platform,
             Code | Config | Oom | Data | Model => Category::User,
             Unknown => Category::Unknown,
@@ -244,6 +277,12 @@ mod tests {
         assert_eq!(Component::Nvlink.category(), Category::Hardware);
         assert_eq!(Component::Driver.category(), Category::Platform);
         assert_eq!(Component::Oom.category(), Category::User);
+        for part in Component::HOST_PARTS {
+            assert_eq!(part.category(), Category::Hardware, "{}", part.as_str());
+        }
+        assert_eq!(Component::parse("host_memory"), Some(Component::HostMemory));
+        // The GPU's memory keeps its own name.
+        assert_eq!(Component::parse("gpu_memory"), Some(Component::GpuMemory));
     }
 
     #[test]

@@ -174,11 +174,16 @@ fn rm_gpu_instance(body: &str) -> Option<u64> {
     }
 }
 
-/// ECC errors outside Xids (driver, DCGM, CUDA text):
+/// ECC errors of a GPU outside Xids (driver, DCGM, CUDA text):
 /// code 2 = uncorrectable (DBE / double-bit / contained / uncontained),
 /// code 1 = correctable (SBE / single-bit).
 fn ecc(body: &str) -> Option<ParsedSignal> {
     if !body.contains("ECC") || !contains_any(body, &["error", "Error", "ERROR"]) {
+        return None;
+    }
+    // The host's memory, not a GPU's: EDAC reports, machine-check decodes ("[Hardware Error]:
+    // MC4 Error (node 1): DRAM ECC error detected on the NB.") and DIMM names.
+    if contains_any(body, &["EDAC", "[Hardware Error]", "DIMM"]) {
         return None;
     }
     let code = if contains_any(

@@ -455,6 +455,9 @@ fn hardware_health() {
     let s = p("Detected 150 volatile single-bit ECC errors for GPU 1 which is above the threshold 100");
     assert_eq!((s.kind, s.code), ("ecc", Some(1)));
     none("    ECC Mode: Enabled");
+    // The host's memory ECC is no GPU signal: AMD's machine-check decoder, as quoted in
+    // s905060/site-reliability-engineer-handbook (how_to_identify_defective_dimm_from_edac_error_on_.md).
+    none("kernel: [Hardware Error]: MC4 Error (node 1): DRAM ECC error detected on the NB.");
 
     let s = p(EXTRA_SAMPLES[22]);
     assert_eq!((s.kind, s.gpu_index), ("nvlink", Some(2)));

@@ -341,7 +341,7 @@ impl ReportData {
                 label: "Hardware share",
                 value: fmt::pct(self.hardware_share()),
                 note: None,
-                definition: "Failures whose root cause is hardware (GPU, GPU memory, NVLink, network, host, power, cooling) / all failures.".into(),
+                definition: "Failures whose root cause is hardware (GPU, GPU memory, NVLink, network, the host: CPU, host memory, disk, PCIe, baseboard and the rest of the node, power, cooling) / all failures.".into(),
             },
             Figure {
                 key: "median_group_mtbf_hours",

@@ -18,6 +18,7 @@ mod failures;
 mod fold_order;
 mod gpus;
 mod helpers;
+mod host_components;
 mod ingest;
 mod instances;
 mod inventory;
