@@ -1,5 +1,5 @@
 //! Test support: the built-in catalog as the migrations seed it (rules of
-//! `migrations/0002_classification_rules.sql` with the changes of `0024_host_components.sql`,
+//! `migrations/0002_classification_rules.sql` with the changes of `0025_host_components.sql`,
 //! terms of `lexicon.tsv`), for pure tests that must classify exactly as a fresh database does.
 
 use super::{Catalog, Rule, Severity};
@@ -98,11 +98,11 @@ fn tuples(b: &[char], mut i: usize) -> (Vec<Vec<Option<String>>>, usize) {
 /// The migrations that seed or change the built-in catalog, in order.
 pub const CATALOG_MIGRATIONS: [&str; 2] = [
     include_str!("../../migrations/0002_classification_rules.sql"),
-    include_str!("../../migrations/0024_host_components.sql"),
+    include_str!("../../migrations/0025_host_components.sql"),
 ];
 
 /// The built-in lexicon rows (term, kind, category, component, weight, source) a fresh database
-/// holds: 0008's, then 0024's changed and new terms (both apply on a fresh database).
+/// holds: 0008's, then 0025's changed and new terms (both apply on a fresh database).
 pub fn migrated_term_rows() -> Vec<Vec<Option<String>>> {
     let mut rows: Vec<Vec<Option<String>>> = values_lists(include_str!("../../migrations/0008_lexicon.sql"))
         .into_iter()
@@ -139,13 +139,13 @@ pub fn builtin_rules() -> Vec<Rule> {
         }
     };
     let mut rules: Vec<Rule> = values_lists(CATALOG_MIGRATIONS[0])[0].iter().map(rule).collect();
-    // 0024: changed rules (rule_id, category, component, description), then new rules.
+    // 0025: changed rules (rule_id, category, component, description), then new rules.
     let host = values_lists(CATALOG_MIGRATIONS[1]);
     for f in &host[2] {
         let r = rules
             .iter_mut()
             .find(|r| Some(&r.rule_id) == f[0].as_ref())
-            .expect("0024 changes a rule of 0002");
+            .expect("0025 changes a rule of 0002");
         r.category = Category::parse(f[1].as_deref().unwrap_or_default()).expect("category");
         r.component = Component::parse(f[2].as_deref().unwrap_or_default()).expect("component");
         r.description = f[3].clone().unwrap_or_default();
@@ -178,7 +178,7 @@ fn the_seeded_rules_parse() {
     assert!(rules.iter().all(|r| r.validate().is_ok()));
     let x79 = rules.iter().find(|r| r.rule_id == "xid-79").unwrap();
     assert_eq!((x79.code, x79.component), (Some(79), Component::Gpu));
-    // 0024 moved the PCIe rules to their component and added the host parts' rules.
+    // 0025 moved the PCIe rules to their component and added the host parts' rules.
     let pcie = rules.iter().find(|r| r.rule_id == "any-pcie").unwrap();
     assert_eq!(pcie.component, Component::Pcie);
     let mce = rules.iter().find(|r| r.rule_id == "any-machine-check").unwrap();

@@ -186,7 +186,7 @@ async fn an_existing_database_keeps_its_host_rows_and_its_rebuild_files_them_und
 
     // The migration, as it runs on an existing database at start-up.
     let version_before: i64 = app.count("SELECT version FROM catalog_state").await;
-    sqlx::raw_sql(include_str!("../../migrations/0024_host_components.sql"))
+    sqlx::raw_sql(include_str!("../../migrations/0025_host_components.sql"))
         .execute(&app.db)
         .await
         .unwrap();
