@@ -66,7 +66,19 @@ const SURVIVAL_CSV: [&str; 9] = ["group", "time_days", "at_risk", "events", "cen
     get, path = "/v1/analytics/survival", tag = "analytics", params(PartsQuery, FormatQuery),
     responses(
         (status = 200, description = "One curve per group, each with its median, survival at 1, 2, 3 and 5 years and the parts at risk; the log-rank test between groups. CSV: group, time_days, at_risk, events, censored, survival, lower, upper, variance per step.",
-         content((qp::SurvivalAnswer = "application/json"), (String = "text/csv"))),
+         content((qp::SurvivalAnswer = "application/json", example = json!({
+             "cluster": null, "by": "generation", "event": "removal", "confidence": 0.95, "as_of": "2026-12-02T00:00:00Z",
+             "groups": [{"group": "hopper", "parts": 4, "events": 2, "median_days": 100.0, "median_lower_days": 100.0,
+                         "median_upper_days": null,
+                         "at_years": [{"years": 1, "survival": null, "lower": null, "upper": null, "at_risk": 0}],
+                         "curve": {"subjects": 4, "events": 2, "confidence": 0.95, "median": 100.0, "median_lower": 100.0,
+                                   "median_upper": null,
+                                   "steps": [{"time": 50.0, "at_risk": 4, "events": 0, "censored": 1, "survival": 1.0,
+                                              "variance": 0.0, "lower": 1.0, "upper": 1.0},
+                                             {"time": 100.0, "at_risk": 3, "events": 2, "censored": 0,
+                                              "survival": 0.333333, "variance": 0.074074, "lower": 0.008962, "upper": 0.774149}]}}],
+             "log_rank": {"statistic": 0.374046, "degrees_of_freedom": 1, "p_value": 0.540807}})),
+                 (String = "text/csv"))),
         (status = 400, description = "Invalid grouping, event or confidence", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not query, or the cluster is outside its scope", body = ErrorBody),
@@ -112,7 +124,11 @@ pub async fn survival(
     get, path = "/v1/analytics/afr", tag = "analytics", params(PartsQuery, FormatQuery),
     responses(
         (status = 200, description = "One rate per group with its interval. CSV: group, parts, failures, part_years, rate_per_year, lower, upper.",
-         content((qp::AfrAnswer = "application/json"), (String = "text/csv"))),
+         content((qp::AfrAnswer = "application/json", example = json!({
+             "cluster": null, "by": "model", "event": "removal", "confidence": 0.95, "as_of": "2026-12-02T00:00:00Z",
+             "groups": [{"group": "NVIDIA H100 80GB HBM3", "parts": 4, "failures": 2, "part_years": 1.505818,
+                         "rate_per_year": 1.328182, "lower": 0.160848, "upper": 4.797905}]})),
+                 (String = "text/csv"))),
         (status = 400, description = "Invalid grouping, event or confidence", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not query, or the cluster is outside its scope", body = ErrorBody),

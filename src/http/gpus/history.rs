@@ -80,6 +80,13 @@ pub struct RemovalInput {
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "parts": [{"cluster": "train-a", "serial": "1654922000137", "model": "NVIDIA H100 80GB HBM3",
+               "attributes": {"lot": "2023-W41", "firmware": "96.00.74.00.0D"}}],
+    "placements": [{"cluster": "train-a", "serial": "1654922000137", "node": "h100-a-0138", "gpu_index": 3,
+                    "installed_at": "2024-02-01T00:00:00Z", "removed_at": "2025-06-12T09:30:00Z", "end_reason": "rma"}],
+    "removals": [{"cluster": "train-a", "serial": "1654922000137", "removed_at": "2025-06-12T09:30:00Z",
+                  "reason": "rma", "ticket": "RMA-4411", "note": "XID 79 twice in a week"}]}))]
 pub struct HistoryImport {
     #[schema(value_type = Vec<PartInput>, max_items = 50000)]
     #[serde(default)]
@@ -299,6 +306,8 @@ pub async fn import_history(
 /// A part's removal.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"cluster": "train-a", "at": "2026-11-02T10:00:00Z", "reason": "rma", "ticket": "RMA-4411",
+                          "note": "XID 79 twice in a week"}))]
 pub struct RemovalRequest {
     /// The cluster the part is in.
     pub cluster: String,

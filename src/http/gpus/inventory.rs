@@ -43,6 +43,10 @@ pub struct NodeGpusInput {
 }
 
 #[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"nodes": [{"cluster": "train-a", "hostname": "h100-a-0138", "observed_at": "2026-11-02T10:00:00Z",
+    "gpus": [{"index": 0, "pci_bus_id": "00000000:18:00.0", "serial": "1654922000137",
+              "uuid": "GPU-0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0", "model": "NVIDIA H100 80GB HBM3",
+              "board_part_number": "692-2G520-0200-000", "vbios": "96.00.74.00.0D", "driver": "550.54.14"}]}]}))]
 pub struct GpuInventoryBatch {
     /// 1 to `FAULTLINE_MAX_BATCH_ITEMS` (10,000 by default) nodes.
     #[schema(value_type = Vec<NodeGpusInput>, min_items = 1, max_items = 10000)]
@@ -50,6 +54,7 @@ pub struct GpuInventoryBatch {
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"received": 1, "applied": 1, "opened": 1, "closed": 1, "parts_written": 1, "stale": 0, "rejected": []}))]
 pub struct GpuInventoryResponse {
     pub received: usize,
     /// Node sets applied.
@@ -141,6 +146,9 @@ pub async fn put_inventory(
 /// A node's GPU set as JSON (`{"observed_at": ..., "gpus": [...]}`), when not sent as XML.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"observed_at": "2026-11-02T10:00:00Z",
+    "gpus": [{"index": 0, "serial": "1654922000137", "uuid": "GPU-0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0",
+              "model": "NVIDIA H100 80GB HBM3"}]}))]
 pub struct OneNodeGpus {
     /// When the set was read (default: now).
     pub observed_at: Option<DateTime<Utc>>,
