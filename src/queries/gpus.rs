@@ -165,7 +165,7 @@ pub struct GpuSummary {
     /// Cumulative installed time, in days (time out of every slot does not count).
     pub installed_days: f64,
     /// Failures whose root signal resolved to this part.
-    pub failures: usize,
+    pub failure_count: usize,
     /// Site attributes (vendor lot, firmware, purchase batch).
     #[schema(value_type = Object)]
     pub attributes: serde_json::Value,
@@ -208,7 +208,7 @@ pub async fn list(db: &PgPool, f: &GpuFilter, now: DateTime<Utc>) -> Result<(Vec
             generation: life.generation.clone(),
             state: life.state,
             installed_days: crate::analytics::headline::round6(life.installed_days),
-            failures: life.failures,
+            failure_count: life.failures,
             attributes: life.attributes.clone(),
             part: life.part,
         });
@@ -342,7 +342,7 @@ pub async fn timeline(
             generation: life.generation.clone(),
             state: life.state,
             installed_days: crate::analytics::headline::round6(life.installed_days),
-            failures: life.failures,
+            failure_count: life.failures,
             attributes: life.attributes.clone(),
             part: life.part,
         },

@@ -60,7 +60,7 @@ pub struct GpuPage {
 /// List GPU parts, in identity order, with their state, installed time and failures.
 ///
 /// A part is its serial, else its UUID. `installed_days` sums its placements (time on a shelf or
-/// at the vendor does not count); `failures` counts failures whose root signal resolved to it. A
+/// at the vendor does not count); `failure_count` counts failures whose root signal resolved to it. A
 /// part that served in several clusters is listed once, under the cluster it is in now; a token
 /// scoped to a cluster sees that cluster's placements only.
 #[utoipa::path(
