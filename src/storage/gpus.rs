@@ -436,3 +436,38 @@ impl PartFailure {
         self.category == "hardware" && !self.transient && matches!(self.severity.as_str(), "critical" | "high")
     }
 }
+
+/// The GPU a failure's root signal named, and the part in that slot at the failure's time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RootGpu {
+    pub gpu_index: Option<i32>,
+    pub uuid: Option<String>,
+    pub pci_bus_id: Option<String>,
+    pub part: Option<String>,
+}
+
+/// The root GPU of one failure (None when its root signal named no GPU).
+pub async fn root_gpu(db: &PgPool, cluster: &str, id: uuid::Uuid) -> Result<Option<RootGpu>, sqlx::Error> {
+    sqlx::query_as!(
+        RootGpu,
+        r#"SELECT f.root_gpu_index AS gpu_index, f.root_gpu_uuid AS uuid, f.root_gpu_bus AS pci_bus_id, p.part AS "part?"
+           FROM failures f
+           LEFT JOIN LATERAL (
+               SELECT pl.part
+               FROM gpu_placements pl
+               WHERE pl.cluster = f.cluster AND pl.installed_at <= f.first_at
+                 AND (pl.removed_at IS NULL OR pl.removed_at > f.first_at)
+                 AND ((f.root_gpu_uuid IS NOT NULL AND pl.uuid = f.root_gpu_uuid)
+                      OR (pl.hostname = f.root_node
+                          AND ((f.root_gpu_index IS NOT NULL AND pl.gpu_index = f.root_gpu_index)
+                               OR (f.root_gpu_bus IS NOT NULL AND pl.pci_bus_id = f.root_gpu_bus))))
+               ORDER BY (pl.uuid IS NOT DISTINCT FROM f.root_gpu_uuid) DESC, pl.installed_at DESC
+               LIMIT 1) p ON true
+           WHERE f.cluster = $1 AND f.id = $2
+             AND (f.root_gpu_index IS NOT NULL OR f.root_gpu_uuid IS NOT NULL OR f.root_gpu_bus IS NOT NULL)"#,
+        cluster,
+        id,
+    )
+    .fetch_optional(db)
+    .await
+}

@@ -88,6 +88,10 @@ async fn swaps_moves_and_attribution(app: &TestApp) {
     let (_, tb) = app.get(ADMIN_TOKEN, "/v1/gpus/B").await;
     assert_eq!(tb["failures"].as_array().unwrap().len(), 1, "{tb}");
     assert_eq!(tb["failures"][0]["first_at"], "2026-11-03T00:00:00Z");
+    // The failure names its root GPU and the part there at the time.
+    let id = tb["failures"][0]["failure_id"].as_str().unwrap();
+    let (_, f) = app.get(ADMIN_TOKEN, &format!("/v1/failures/{id}")).await;
+    assert_eq!((f["root_gpu"]["gpu_index"].as_i64(), f["root_gpu"]["part"].as_str()), (Some(1), Some("B")), "{f}");
     assert_eq!((tb["state"].as_str(), tb["node"].as_str()), (Some("installed"), Some("n2")));
     // Installed 2026-11-01..05 and since 2026-11-06: 4 days plus the time since.
     let (_, tc) = app.get(ADMIN_TOKEN, "/v1/gpus/C").await;

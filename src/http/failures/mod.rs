@@ -220,9 +220,21 @@ pub struct SignalView {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct FailureDetail {
     pub failure: FailureView,
+    /// The GPU the root signal named and the part placed there at the failure's time (absent when
+    /// the root signal named no GPU; `part` absent when no placement covers it).
+    pub root_gpu: Option<RootGpuView>,
     /// The failure's signals in time order (at most 1,000).
     pub signals: Vec<SignalView>,
     pub signals_truncated: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RootGpuView {
+    pub gpu_index: Option<i32>,
+    pub uuid: Option<String>,
+    pub pci_bus_id: Option<String>,
+    /// The part's serial (else UUID): see `GET /v1/gpus/{part}`.
+    pub part: Option<String>,
 }
 
 /// One failure with its signals.
@@ -290,7 +302,14 @@ pub async fn get_failure(
             }
         })
         .collect();
+    let root_gpu = storage::gpus::root_gpu(&ctx.db, &row.cluster, row.id).await?.map(|g| RootGpuView {
+        gpu_index: g.gpu_index,
+        uuid: g.uuid,
+        pci_bus_id: g.pci_bus_id,
+        part: g.part,
+    });
     Ok(Json(FailureDetail {
+        root_gpu,
         failure: row.into(),
         signals,
         signals_truncated: truncated,
