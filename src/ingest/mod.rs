@@ -30,7 +30,8 @@ pub struct StoreOutcome {
     /// Signals whose id was new: each is counted once, as a row of its own or in a burst.
     pub accepted: usize,
     /// Signals whose id was already accepted (now, earlier in the request, or before): retries,
-    /// counted and not stored twice.
+    /// counted and not stored twice. Before the retention horizon, where the ids left the ledger
+    /// with their month, a signal its failure (or the archive) already holds is one.
     pub duplicates: usize,
     /// New rows of signals: accepted minus those folded into a burst.
     pub stored: usize,
