@@ -86,7 +86,15 @@ pub async fn load(
         .collect();
     loaded.events = events.len();
     for chunk in events.chunks(5_000) {
-        crate::ingest::store_events(db, catalog, window, crate::ingest::batch::Route::Events, chunk.to_vec()).await?;
+        crate::ingest::store_events(
+            db,
+            catalog,
+            window,
+            0,
+            crate::ingest::batch::Route::Events,
+            chunk.to_vec(),
+        )
+        .await?;
     }
     for s in &fleet.node_states {
         let text = |k: &str| s[k].as_str().unwrap_or_default();

@@ -59,27 +59,49 @@ pub fn identity(e: &Event) -> Option<BurstIdentity> {
 /// Signals without identity stay alone. The result depends only on the set of signals, not their
 /// order.
 pub fn collapse(events: Vec<Event>, gap: Duration) -> Vec<Burst> {
-    let mut keyed: Vec<(Option<BurstIdentity>, Event)> = events.into_iter().map(|e| (identity(&e), e)).collect();
-    keyed.sort_by(|(ka, a), (kb, b)| ka.cmp(kb).then(a.occurred_at.cmp(&b.occurred_at)).then(a.id.cmp(&b.id)));
-    let mut out: Vec<Burst> = Vec::new();
+    let groups = groups(&events, gap);
+    let mut slots: Vec<Option<Event>> = events.into_iter().map(Some).collect();
+    groups
+        .into_iter()
+        .map(|g| {
+            let last_at = g
+                .iter()
+                .filter_map(|&i| slots[i].as_ref().map(|e| e.occurred_at))
+                .max()
+                .expect("a burst holds at least one signal");
+            let count = g.len() as i32;
+            let event = slots[g[0]].take().expect("each signal is in one burst");
+            Burst { event, count, last_at }
+        })
+        .collect()
+}
+
+/// The bursts [`collapse`] forms, as positions in `events`: each burst's signals in time order, the
+/// first being the one that stands for the burst.
+pub fn groups(events: &[Event], gap: Duration) -> Vec<Vec<usize>> {
+    let mut keyed: Vec<(Option<BurstIdentity>, usize)> =
+        events.iter().enumerate().map(|(i, e)| (identity(e), i)).collect();
+    keyed.sort_by(|(ka, a), (kb, b)| {
+        let (a, b) = (&events[*a], &events[*b]);
+        ka.cmp(kb).then(a.occurred_at.cmp(&b.occurred_at)).then(a.id.cmp(&b.id))
+    });
+    let mut out: Vec<Vec<usize>> = Vec::new();
     let mut current: Option<BurstIdentity> = None;
-    for (key, event) in keyed {
-        if let (Some(k), Some(last)) = (&key, out.last_mut())
+    let mut last_at = None;
+    for (key, i) in keyed {
+        let event = &events[i];
+        if let (Some(k), Some(last), Some(reach)) = (&key, out.last_mut(), last_at)
             && current.as_ref() == Some(k)
-            && event.occurred_at - last.last_at <= gap
-            && event.occurred_at - last.event.occurred_at <= max_burst_span()
+            && event.occurred_at - reach <= gap
+            && event.occurred_at - events[last[0]].occurred_at <= max_burst_span()
         {
-            last.count += 1;
-            last.last_at = last.last_at.max(event.occurred_at);
+            last.push(i);
+            last_at = Some(event.occurred_at.max(reach));
             continue;
         }
         current = key;
-        let last_at = event.occurred_at;
-        out.push(Burst {
-            event,
-            count: 1,
-            last_at,
-        });
+        last_at = Some(event.occurred_at);
+        out.push(vec![i]);
     }
     out
 }

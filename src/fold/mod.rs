@@ -92,6 +92,29 @@ pub struct Signal {
     pub code: Option<i64>,
     pub symptom: Option<Symptom>,
     pub classification: Classification,
+    /// Set when this stands for a stored failure whose signals' rows retention dropped: it then
+    /// spans the failure (`occurred_at` .. `last_at`) and carries the signals it stands for.
+    pub summary: Option<Box<Summary>>,
+}
+
+/// A stored failure as the fold sees it once some of its signals' rows are gone (retention drops
+/// whole months, and the failure keeps their ids, nodes and (kind, code)). A later or re-sent old
+/// signal re-folds its key with the failure in place of those signals, so it joins the failure
+/// instead of forming a second one. The signal fields hold the failure's root and its
+/// classification; they are the root's only when [`holds_root`](Self::holds_root).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// The failure's signals whose rows are gone, in the failure's order.
+    pub signal_ids: Vec<Uuid>,
+    /// Each one's kind, U+001F and code ('' when none), as the failure kept it.
+    pub signal_kinds: Vec<String>,
+    /// The failure's nodes.
+    pub nodes: Vec<String>,
+    /// The failure's GPU generation (of its root signal's GPU model).
+    pub generation: String,
+    /// Whether the failure's root is among the signals whose rows are gone; when it is not, the
+    /// root's row is folded as a signal of its own and the summary offers no root.
+    pub holds_root: bool,
 }
 
 /// How a signal names a GPU: its index on the node, its UUID, the PCI bus id of a log line. The
@@ -115,6 +138,8 @@ pub struct FailureDraft {
     pub root_signal: Uuid,
     pub root_node: Option<String>,
     pub root_gpu_model: Option<String>,
+    /// The generation kept by a failure whose root's row is gone (None: from `root_gpu_model`).
+    pub root_generation: Option<String>,
     pub root_gpu: GpuRef,
     pub root_kind: String,
     pub root_code: Option<i64>,
@@ -156,7 +181,7 @@ const FAILURE_NAMESPACE: Uuid = Uuid::from_u128(0x6b1f_3c2a_9d4e_4f10_8a7b_5c6d_
 /// most `window`, a gap measured from the latest occurrence so far (a burst's last, not its first)
 /// to the next signal's first. Non-participating signals are ignored.
 pub fn fold(cluster: &str, key: &CorrelationKey, mut signals: Vec<Signal>, window: Duration) -> Vec<FailureDraft> {
-    signals.retain(|s| participates(&s.kind, s.symptom));
+    signals.retain(|s| s.summary.is_some() || participates(&s.kind, s.symptom));
     signals.sort_by(|a, b| a.occurred_at.cmp(&b.occurred_at).then(a.id.cmp(&b.id)));
     let mut drafts = Vec::new();
     let mut start = 0;
@@ -177,11 +202,18 @@ pub fn fold(cluster: &str, key: &CorrelationKey, mut signals: Vec<Signal>, windo
 }
 
 fn draft(cluster: &str, key: &CorrelationKey, session: &[Signal]) -> FailureDraft {
+    // A summary whose root's row is still stored competes through that row instead.
     let root = session
         .iter()
-        .min_by_key(|s| root_rank(s))
+        .min_by_key(|s| (s.summary.as_ref().is_some_and(|m| !m.holds_root), root_rank(s)))
         .expect("a session holds at least one signal");
-    let mut nodes: Vec<String> = session.iter().filter_map(|s| s.node.clone()).collect();
+    let mut nodes: Vec<String> = session
+        .iter()
+        .flat_map(|s| match &s.summary {
+            Some(m) => m.nodes.clone(),
+            None => s.node.clone().into_iter().collect(),
+        })
+        .collect();
     nodes.sort();
     nodes.dedup();
     let first = &session[0];
@@ -202,11 +234,18 @@ fn draft(cluster: &str, key: &CorrelationKey, session: &[Signal]) -> FailureDraf
             .map(|s| s.last_at.max(s.occurred_at))
             .max()
             .expect("a session holds at least one signal"),
-        signal_ids: session.iter().map(|s| s.id).collect(),
+        signal_ids: session
+            .iter()
+            .flat_map(|s| match &s.summary {
+                Some(m) => m.signal_ids.clone(),
+                None => vec![s.id],
+            })
+            .collect(),
         nodes,
         root_signal: root.id,
         root_node: root.node.clone(),
         root_gpu_model: root.gpu_model.clone(),
+        root_generation: root.summary.as_ref().map(|m| m.generation.clone()),
         root_gpu: root.gpu.clone(),
         root_kind: root.kind.clone(),
         root_code: root.code,
@@ -259,6 +298,7 @@ mod tests {
             code,
             symptom: (kind == "nccl_timeout").then_some(Symptom::JobHang),
             classification: catalog.classify(kind, code, None, None),
+            summary: None,
         }
     }
 

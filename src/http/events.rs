@@ -60,7 +60,7 @@ pub struct IngestResponse {
     )),
     responses(
         (status = 200, description = "Batch processed: accepted items are durably stored; see `rejected` for the others", body = IngestResponse,
-         example = json!({"received": 1, "accepted": 1, "duplicates": 0, "stored": 1, "folded": 0, "expired": 0, "rejected": []})),
+         example = json!({"received": 1, "accepted": 1, "duplicates": 0, "stored": 1, "folded": 0, "folded_not_retained": 0, "rejected": []})),
         (status = 400, description = "Body is not valid JSON, is empty, or could not be decompressed", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not ingest, or every item targets a cluster outside the token's scope", body = ErrorBody),
@@ -115,6 +115,7 @@ pub async fn ingest_events(
         &ctx.db,
         &ctx.catalog,
         ctx.config.fold_window(),
+        ctx.config.retention.signal_retention_days,
         Route::Events,
         batch.items,
     )

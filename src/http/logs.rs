@@ -264,8 +264,15 @@ pub async fn ingest_logs(
         out.rejected.iter().filter(|r| r.reason == RejectReason::InvalidSignal),
     );
     if !events.is_empty() {
-        out.outcome =
-            crate::ingest::store_events(&ctx.db, &ctx.catalog, ctx.config.fold_window(), Route::Logs, events).await?;
+        out.outcome = crate::ingest::store_events(
+            &ctx.db,
+            &ctx.catalog,
+            ctx.config.fold_window(),
+            ctx.config.retention.signal_retention_days,
+            Route::Logs,
+            events,
+        )
+        .await?;
     }
     metrics::counter!("faultline_log_lines_total", "outcome" => "signal").increment(out.signals as u64);
     metrics::counter!("faultline_log_lines_total", "outcome" => "unmatched").increment(out.unmatched as u64);

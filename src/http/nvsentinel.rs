@@ -157,6 +157,7 @@ pub async fn ingest_health_events(
         &ctx.db,
         &ctx.catalog,
         ctx.config.fold_window(),
+        ctx.config.retention.signal_retention_days,
         Route::Nvsentinel,
         events,
     )

@@ -3,8 +3,8 @@
 pub mod audit;
 pub mod batch;
 pub mod catalog;
-pub mod inventory;
 pub mod gpus;
+pub mod inventory;
 pub mod jobs;
 pub mod lifecycle;
 pub mod locks;
@@ -30,27 +30,34 @@ pub struct StoreOutcome {
     /// Signals whose id was new: each is counted once, as a row of its own or in a burst.
     pub accepted: usize,
     /// Signals whose id was already accepted (now, earlier in the request, or before): retries,
-    /// counted and not stored twice.
+    /// counted and not stored twice. Before the retention horizon, where the ids left the ledger
+    /// with their month, a signal its failure (or the archive) already holds is one.
     pub duplicates: usize,
     /// New rows of signals: accepted minus those folded into a burst.
     pub stored: usize,
     /// Accepted signals that repeated an identical one (same cluster, node, GPU, job, kind, code)
     /// within 60 s, in this request or already stored: they raise its `repeat_count`.
     pub folded: usize,
-    /// Signals older than the retention horizon (`FAULTLINE_SIGNAL_RETENTION_DAYS`): their month
-    /// was dropped, with its idempotency ledger, so they are not stored (nor counted as accepted).
+    /// Of the accepted signals, those older than signal retention keeps
+    /// (`FAULTLINE_SIGNAL_RETENTION_DAYS`: their month ends more than that many days ago). They are
+    /// folded into their failures like any other (the failures, their facts, rollups and
+    /// lifecycles stay), and also counted in `stored` or `folded`; their raw rows are kept only
+    /// until the next retention pass drops their month. 0 when retention is off.
     #[serde(default)]
-    pub expired: usize,
+    pub folded_not_retained: usize,
 }
 
 /// The one write path for signals (`/v1/events`, `/v1/logs`, integrations): in one transaction,
 /// claim the ids (idempotency), collapse identical signals into bursts, extend stored bursts of
 /// the same identity, insert the rest and re-fold the failures they touch. A 2xx afterwards
-/// means all of it is durable.
+/// means all of it is durable. Signals of any age are folded; those older than
+/// `retention_days` (0: none) are counted in `folded_not_retained`, their rows going with the next
+/// retention pass.
 pub async fn store_events(
     db: &PgPool,
     catalog_cache: &CatalogCache,
     window: chrono::Duration,
+    retention_days: u32,
     route: batch::Route,
     mut events: Vec<Event>,
 ) -> Result<StoreOutcome, sqlx::Error> {
@@ -60,16 +67,20 @@ pub async fn store_events(
     let received = events.len();
     let mut seen = HashSet::with_capacity(events.len());
     events.retain(|e| seen.insert(e.id));
-    // Partitions for the batch's months, before the transaction (creating one waits for no writer).
+    // Before the retention horizon the ledger's ids are gone with their month: the failures (and
+    // the archive) say which of those signals were folded before.
+    if let Some(horizon) = storage::partitions::horizon(db).await? {
+        let folded = folded_before_horizon(db, horizon, &events).await?;
+        if !folded.is_empty() {
+            events.retain(|e| !folded.contains(&e.id));
+        }
+    }
+    // Partitions for the batch's months, before the transaction (creating one waits for no
+    // writer); a month retention dropped gets its partition again until the next pass.
     let mut months: Vec<_> = events.iter().map(|e| month_of(e.occurred_at)).collect();
     months.sort();
     months.dedup();
-    let horizon = storage::partitions::ensure_months(db, &months).await?;
-    let before = events.len();
-    if let Some(h) = horizon {
-        events.retain(|e| e.occurred_at >= h);
-    }
-    let expired = before - events.len();
+    storage::partitions::ensure_months(db, &months).await?;
     let mut tx = db.begin().await?;
     let catalog = crate::ingest::catalog::lock_shared(&mut tx, catalog_cache).await?;
     let keys: Vec<(&str, chrono::DateTime<chrono::Utc>, uuid::Uuid)> = events
@@ -79,6 +90,10 @@ pub async fn store_events(
     let new_ids: HashSet<uuid::Uuid> = storage::events::claim_ids(&mut tx, &keys).await?.into_iter().collect();
     events.retain(|e| new_ids.contains(&e.id));
     let accepted = events.len();
+    let folded_not_retained = match retention_cutoff(chrono::Utc::now(), retention_days) {
+        Some(cutoff) => events.iter().filter(|e| month_end(e.occurred_at) <= cutoff).count(),
+        None => 0,
+    };
     // Two batches extending the same burst must not both insert it: serialise per node.
     let mut sources: Vec<String> = events
         .iter()
@@ -104,14 +119,80 @@ pub async fn store_events(
     let stored = storage::events::insert_bursts(&mut tx, &fresh).await?.len();
     refold::after_bursts(&mut tx, &catalog, window, &bursts).await?;
     tx.commit().await?;
-    batch::count_stored(route, accepted, received - accepted - expired);
+    batch::count_stored(route, accepted, received - accepted);
     Ok(StoreOutcome {
         accepted,
-        duplicates: received - accepted - expired,
+        duplicates: received - accepted,
         stored,
         folded: accepted - stored,
-        expired,
+        folded_not_retained,
     })
+}
+
+/// Of the signals before the retention horizon, the ids already folded into a failure of their
+/// key or archived: re-sent, they are duplicates. A burst (signals `collapse` would merge) counts
+/// as folded when any of its signals is, since the failure lists the signal that stood for it.
+async fn folded_before_horizon(
+    db: &PgPool,
+    horizon: chrono::DateTime<chrono::Utc>,
+    events: &[Event],
+) -> Result<HashSet<uuid::Uuid>, sqlx::Error> {
+    let old: Vec<Event> = events.iter().filter(|e| e.occurred_at < horizon).cloned().collect();
+    if old.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let mut conn = db.acquire().await?;
+    let mut found: HashSet<uuid::Uuid> = HashSet::new();
+    let mut by_cluster: std::collections::BTreeMap<&str, Vec<&Event>> = std::collections::BTreeMap::new();
+    for e in &old {
+        by_cluster.entry(e.cluster.as_str()).or_default().push(e);
+    }
+    for (cluster, events) in by_cluster {
+        // The key each would fold under: its job, else the job that ran on its node, else the node.
+        let node_only: Vec<&&Event> = events
+            .iter()
+            .filter(|e| e.job_id.is_none() && e.node.is_some())
+            .collect();
+        let ids: Vec<uuid::Uuid> = node_only.iter().map(|e| e.id).collect();
+        let nodes: Vec<&str> = node_only.iter().filter_map(|e| e.node.as_deref()).collect();
+        let times: Vec<chrono::DateTime<chrono::Utc>> = node_only.iter().map(|e| e.occurred_at).collect();
+        let attributed: std::collections::HashMap<uuid::Uuid, String> =
+            storage::failures::attributed_jobs(&mut conn, cluster, &ids, &nodes, &times)
+                .await?
+                .into_iter()
+                .map(|a| (a.id, a.job_id))
+                .collect();
+        let ids: Vec<uuid::Uuid> = events.iter().map(|e| e.id).collect();
+        let keys: Vec<String> = events
+            .iter()
+            .map(|e| {
+                let job = e.job_id.as_deref().or(attributed.get(&e.id).map(String::as_str));
+                crate::fold::CorrelationKey::of(job, e.node.as_deref(), e.id).as_string()
+            })
+            .collect();
+        let times: Vec<chrono::DateTime<chrono::Utc>> = events.iter().map(|e| e.occurred_at).collect();
+        found.extend(storage::failures::already_folded(&mut conn, cluster, &ids, &keys, &times).await?);
+    }
+    if found.is_empty() {
+        return Ok(found);
+    }
+    for group in crate::fold::burst::groups(&old, crate::fold::burst::burst_gap()) {
+        if group.iter().any(|&i| found.contains(&old[i].id)) {
+            found.extend(group.iter().map(|&i| old[i].id));
+        }
+    }
+    Ok(found)
+}
+
+/// Months that end at or before this are dropped by the next retention pass (None: retention off).
+fn retention_cutoff(now: chrono::DateTime<chrono::Utc>, retention_days: u32) -> Option<chrono::DateTime<chrono::Utc>> {
+    (retention_days > 0).then(|| now - chrono::Duration::days(retention_days.into()))
+}
+
+/// The end of the UTC month of `t` (the upper bound of its partition).
+fn month_end(t: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+    let start = month_of(t);
+    start.checked_add_months(chrono::Months::new(1)).unwrap_or(start)
 }
 
 /// The first instant of the UTC month of `t` (the partition it belongs to).

@@ -150,6 +150,17 @@ async fn refold_cluster(
     let ends: Vec<DateTime<Utc>> = ranges.iter().map(|r| r.1).collect();
     // What the re-folded failures counted in the rollups, so the rollups move by the difference.
     let counted = rollups_store::facts_in_ranges(conn, cluster, &keys, &starts, &ends).await?;
+    // Failures older than the retention horizon may have lost signals' rows: they are folded
+    // again in place of those signals, so a late or re-sent old signal joins them.
+    let frozen = store::frozen_in_ranges(
+        conn,
+        cluster,
+        &keys,
+        &starts,
+        &ends,
+        crate::fold::burst::max_burst_span(),
+    )
+    .await?;
     store::delete_in_ranges(conn, cluster, &keys, &starts, &ends).await?;
     let jobs: Vec<Option<&str>> = touched.iter().map(|((_, k), _)| k.job()).collect();
     let nodes: Vec<Option<&str>> = touched.iter().map(|((_, k), _)| k.node()).collect();
@@ -169,6 +180,16 @@ async fn refold_cluster(
     for row in rows {
         let key = (row.cluster.clone(), key_of(&row));
         grouped.entry(key).or_default().push(signal(row, catalog));
+    }
+    for f in frozen {
+        if f.absent_ids.is_empty() {
+            continue;
+        }
+        let key = touched[(f.idx - 1) as usize].0.1.clone();
+        grouped
+            .entry((cluster.to_string(), key))
+            .or_default()
+            .push(summary(f, catalog));
     }
     let drafts: Vec<Folded> = grouped
         .into_iter()
@@ -191,11 +212,17 @@ type Folded = (String, CorrelationKey, FailureDraft, String);
 fn fold_key(cluster: String, key: CorrelationKey, signals: Vec<Signal>, window: Duration) -> Vec<Folded> {
     let kinds: std::collections::HashMap<Uuid, String> = signals
         .iter()
-        .map(|s| {
-            (
+        .flat_map(|s| match &s.summary {
+            Some(m) => m
+                .signal_ids
+                .iter()
+                .copied()
+                .zip(m.signal_kinds.iter().cloned())
+                .collect(),
+            None => vec![(
                 s.id,
                 format!("{}\u{1f}{}", s.kind, s.code.map(|c| c.to_string()).unwrap_or_default()),
-            )
+            )],
         })
         .collect();
     fold(&cluster, &key, signals, window)
@@ -245,6 +272,52 @@ fn signal(row: SignalRow, catalog: &Catalog) -> Signal {
         code: row.code,
         symptom: row.symptom.as_deref().and_then(Symptom::parse),
         classification,
+        summary: None,
+    }
+}
+
+/// A failure past the retention horizon as the fold's stand-in for its signals whose rows are gone:
+/// its span, its root and the classification it was given (it is not classified again: the
+/// messages are gone). Only whether the root kind is secondary is read from `catalog`, as the
+/// failure does not keep it.
+fn summary(f: store::FrozenFailure, catalog: &Catalog) -> Signal {
+    let holds_root = f.absent_ids.contains(&f.root_signal);
+    let root_cause = match (Category::parse(&f.category), Component::parse(&f.component)) {
+        (Some(category), Some(component)) => RootCause::new(category, component).ok(),
+        _ => None,
+    };
+    let mut classification = catalog.classify(&f.root_kind, f.root_code, None, None);
+    if let Some(rc) = root_cause {
+        classification.root_cause = rc;
+    }
+    classification.severity = crate::classify::Severity::parse(&f.severity).unwrap_or(classification.severity);
+    classification.transient = f.transient;
+    classification.action = f.action;
+    classification.rule_id = f.rule_id;
+    classification.explanation = f.explanation;
+    classification.explicit = f.explicit_cause;
+    Signal {
+        id: if holds_root { f.root_signal } else { f.id },
+        occurred_at: f.first_at,
+        last_at: f.last_at,
+        node: f.root_node,
+        gpu_model: None,
+        gpu: crate::fold::GpuRef {
+            index: f.root_gpu_index,
+            uuid: f.root_gpu_uuid,
+            bus: f.root_gpu_bus,
+        },
+        kind: f.root_kind,
+        code: f.root_code,
+        symptom: f.symptom.as_deref().and_then(Symptom::parse),
+        classification,
+        summary: Some(Box::new(crate::fold::Summary {
+            signal_ids: f.absent_ids,
+            signal_kinds: f.absent_kinds,
+            nodes: f.nodes,
+            generation: f.generation,
+            holds_root,
+        })),
     }
 }
 
@@ -269,12 +342,12 @@ fn columns(drafts: &[Folded]) -> FailureColumns {
         c.root_gpu_bus.push(d.root_gpu.bus.clone());
         c.root_kind.push(d.root_kind.clone());
         c.root_code.push(d.root_code);
-        c.generation.push(
+        c.generation.push(d.root_generation.clone().unwrap_or_else(|| {
             d.root_gpu_model
                 .as_deref()
                 .map_or("unknown", |m| generation_of(m).as_str())
-                .to_string(),
-        );
+                .to_string()
+        }));
         c.category.push(d.classification.root_cause.category.as_str());
         c.component.push(d.classification.root_cause.component.as_str());
         c.severity.push(d.classification.severity.as_str());

@@ -78,8 +78,8 @@ pub struct FailureSpan {
 }
 
 /// Per key (cluster, key, probe start, probe end), the span of its failures overlapping the probe.
-/// Failures that start before the retention horizon are frozen (their early signals are gone), so
-/// they are neither widened into nor deleted by a re-fold.
+/// Failures that start before the retention horizon take part too: their signals whose rows are
+/// gone are re-folded through [`frozen_in_ranges`].
 pub async fn failure_spans(
     conn: &mut PgConnection,
     cluster: &str,
@@ -92,7 +92,6 @@ pub async fn failure_spans(
         r#"SELECT k.idx AS "idx!", min(f.first_at) AS "first_at!", max(f.last_at) AS "last_at!"
          FROM UNNEST($2::text[], $3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS k(key, s, e, idx)
          JOIN failures f ON f.cluster = $1 AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
-         WHERE f.first_at >= (SELECT retained_from FROM signal_retention)
          GROUP BY k.idx"#,
         cluster,
         keys,
@@ -103,7 +102,8 @@ pub async fn failure_spans(
     .await
 }
 
-/// Deletes the failures of each key overlapping its range (frozen ones excepted).
+/// Deletes the failures of each key overlapping its range (read first with [`frozen_in_ranges`]:
+/// those starting before the retention horizon are folded again from what they kept).
 pub async fn delete_in_ranges(
     conn: &mut PgConnection,
     cluster: &str,
@@ -114,8 +114,7 @@ pub async fn delete_in_ranges(
     Ok(sqlx::query!(
         "DELETE FROM failures f
          USING UNNEST($2::text[], $3::timestamptz[], $4::timestamptz[]) AS k(key, s, e)
-         WHERE f.cluster = $1 AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
-           AND f.first_at >= (SELECT retained_from FROM signal_retention)",
+         WHERE f.cluster = $1 AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e",
         cluster,
         keys,
         starts,
@@ -124,6 +123,115 @@ pub async fn delete_in_ranges(
     .execute(&mut *conn)
     .await?
     .rows_affected())
+}
+
+/// A stored failure that starts before the retention horizon, with the signals whose rows are
+/// gone (`idx`: 1-based position of its key in the arrays).
+#[derive(Debug, sqlx::FromRow)]
+pub struct FrozenFailure {
+    pub idx: i64,
+    pub id: Uuid,
+    pub first_at: DateTime<Utc>,
+    pub last_at: DateTime<Utc>,
+    pub nodes: Vec<String>,
+    pub root_signal: Uuid,
+    pub root_node: Option<String>,
+    pub root_gpu_index: Option<i32>,
+    pub root_gpu_uuid: Option<String>,
+    pub root_gpu_bus: Option<String>,
+    pub root_kind: String,
+    pub root_code: Option<i64>,
+    pub generation: String,
+    pub category: String,
+    pub component: String,
+    pub severity: String,
+    pub transient: bool,
+    pub action: String,
+    pub rule_id: Option<String>,
+    pub explanation: String,
+    pub explicit_cause: bool,
+    pub symptom: Option<String>,
+    /// Its signals without a row in `events`, in the failure's order, and each one's (kind, code).
+    pub absent_ids: Vec<Uuid>,
+    pub absent_kinds: Vec<String>,
+}
+
+/// The failures of each key overlapping its range (the selection of [`delete_in_ranges`]) that
+/// start before the retention horizon, each with the signals whose rows retention dropped: a
+/// re-fold puts the failure in their place ([`crate::fold::Summary`]). A signal's row, when
+/// stored, starts within `max_span` before its failure; `lowest` .. `highest` bound all of them,
+/// so the partitions are pruned once.
+#[allow(clippy::too_many_arguments)]
+pub async fn frozen_in_ranges(
+    conn: &mut PgConnection,
+    cluster: &str,
+    keys: &[String],
+    starts: &[DateTime<Utc>],
+    ends: &[DateTime<Utc>],
+    max_span: chrono::Duration,
+) -> Result<Vec<FrozenFailure>, sqlx::Error> {
+    let lowest = starts.iter().min().copied().map(|t| t - max_span);
+    let highest = ends.iter().max().copied();
+    sqlx::query_as!(
+        FrozenFailure,
+        r#"SELECT k.idx AS "idx!", f.id, f.first_at, f.last_at, f.nodes, f.root_signal, f.root_node,
+                  f.root_gpu_index, f.root_gpu_uuid, f.root_gpu_bus, f.root_kind, f.root_code,
+                  f.signal_generation AS generation, f.category, f.component, f.severity, f.transient,
+                  f.action, f.rule_id, f.explanation, f.explicit_cause, f.symptom,
+                  m.ids AS "absent_ids!", m.kinds AS "absent_kinds!"
+         FROM UNNEST($2::text[], $3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS k(key, s, e, idx)
+         JOIN failures f ON f.cluster = $1 AND f.correlation_key = k.key AND f.last_at >= k.s AND f.first_at <= k.e
+         CROSS JOIN LATERAL (
+             SELECT COALESCE(array_agg(x.id ORDER BY x.n), '{}') AS ids,
+                    COALESCE(array_agg(COALESCE(x.kind, '') ORDER BY x.n), '{}') AS kinds
+             FROM unnest(f.signal_ids, f.signal_kinds) WITH ORDINALITY AS x(id, kind, n)
+             WHERE x.id IS NOT NULL AND NOT EXISTS (
+                 SELECT 1 FROM events e
+                 WHERE e.cluster = $1 AND e.id = x.id
+                   AND e.occurred_at >= f.first_at - make_interval(secs => $5) AND e.occurred_at <= f.last_at
+                   AND e.occurred_at >= $6 AND e.occurred_at <= $7)) m
+         WHERE f.first_at < (SELECT retained_from FROM signal_retention)
+         ORDER BY k.idx, f.first_at"#,
+        cluster,
+        keys,
+        starts,
+        ends,
+        max_span.num_milliseconds() as f64 / 1000.0,
+        lowest,
+        highest,
+    )
+    .fetch_all(&mut *conn)
+    .await
+}
+
+/// Of signals older than the retention horizon (their month's ledger may be gone), those already
+/// folded: among the signal ids of the failure of their key (`keys`, stored form) that spans their
+/// time, or archived (`events_archive`, the kinds analyses read by kind). A re-sent old signal is
+/// then a duplicate, as the ledger would have said.
+pub async fn already_folded(
+    conn: &mut PgConnection,
+    cluster: &str,
+    ids: &[Uuid],
+    keys: &[String],
+    times: &[DateTime<Utc>],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_scalar!(
+        r#"SELECT u.id AS "id!" FROM UNNEST($2::uuid[], $3::text[], $4::timestamptz[]) AS u(id, key, at)
+         WHERE EXISTS (SELECT 1 FROM (SELECT f.first_at, f.signal_ids FROM failures f
+                                      WHERE f.cluster = $1 AND f.correlation_key = u.key AND f.last_at >= u.at
+                                      ORDER BY f.last_at LIMIT 1) f
+                       WHERE f.first_at <= u.at AND u.id = ANY(f.signal_ids))
+            OR EXISTS (SELECT 1 FROM events_archive a WHERE a.cluster = $1 AND a.occurred_at = u.at AND a.id = u.id)"#,
+        cluster,
+        ids,
+        keys,
+        times,
+    )
+    .fetch_all(&mut *conn)
+    .await
 }
 
 /// All signals of the keys within their ranges, in one statement. A job key holds the signals

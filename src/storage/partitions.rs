@@ -11,9 +11,9 @@ pub async fn ensure_range(db: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>) -
         .await
 }
 
-/// Makes sure a partition holds each of `months` (any instant of the month) unless it lies before
-/// the retention horizon, and returns that horizon (None before retention dropped anything):
-/// signals before it cannot be stored. Runs outside any transaction, so it holds no lock while a
+/// Makes sure a partition holds each of `months` (any instant of the month), also one before the
+/// retention horizon (the next retention pass drops it again), and returns that horizon (None
+/// before retention dropped anything). Runs outside any transaction, so it holds no lock while a
 /// creation waits.
 pub async fn ensure_months(db: &PgPool, months: &[DateTime<Utc>]) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
     let row = sqlx::query!(
@@ -25,6 +25,14 @@ pub async fn ensure_months(db: &PgPool, months: &[DateTime<Utc>]) -> Result<Opti
     .fetch_one(db)
     .await?;
     Ok(row.horizon)
+}
+
+/// Where retained signals begin (None before retention dropped anything): the ledger no longer
+/// holds the ids of older signals.
+pub async fn horizon(db: &PgPool) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT NULLIF(retained_from, '-infinity') AS horizon FROM signal_retention"#)
+        .fetch_one(db)
+        .await
 }
 
 /// Drops the partitions that end at or before `cutoff`; returns how many (the ledger loses their ids).

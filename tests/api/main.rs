@@ -31,6 +31,7 @@ mod rebuild;
 mod replica;
 mod report;
 mod reporting;
+mod retention;
 mod rollups;
 mod shutdown;
 mod simulation;

@@ -15,7 +15,13 @@ type GroupRow = (String, String, String, String, String, i64);
 type ErrorRow = (String, String, String, String, String, String, i64, i64, i64);
 
 /// The three rollup tables (rows at zero left out) and their recount from the failures, in one order.
-async fn assert_rollups_recount(app: &TestApp, after: &str) {
+pub(crate) async fn assert_rollups_recount(app: &TestApp, after: &str) {
+    assert_rollups_recount_from(app, after, false).await
+}
+
+/// [`assert_rollups_recount`]; with `kept_kinds`, the held kinds and codes come from the failures'
+/// `signal_kinds`, for failures whose signal rows retention dropped.
+pub(crate) async fn assert_rollups_recount_from(app: &TestApp, after: &str, kept_kinds: bool) {
     let stored: Vec<CauseRow> = sqlx::query_as(
         "SELECT period, bucket::text, cluster, generation, model, category, component, symptom, failures, signals
          FROM rollup_causes WHERE failures <> 0 OR signals <> 0 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8",
@@ -69,7 +75,8 @@ async fn assert_rollups_recount(app: &TestApp, after: &str) {
     .await
     .unwrap();
     let recount: Vec<ErrorRow> = sqlx::query_as(
-        "WITH f AS (SELECT id, (first_at AT TIME ZONE 'UTC')::date AS day, cluster, severity, root_kind, root_code, signal_ids
+        "WITH f AS (SELECT id, (first_at AT TIME ZONE 'UTC')::date AS day, cluster, severity, root_kind, root_code, signal_ids,
+                           signal_kinds
                     FROM failures),
               e AS (SELECT day, cluster, root_kind AS kind, COALESCE(root_code::text, '') AS code, severity,
                            count(*) AS root, 0 AS holding, 0 AS signals
@@ -77,12 +84,20 @@ async fn assert_rollups_recount(app: &TestApp, after: &str) {
                     UNION ALL
                     SELECT f.day, f.cluster, ev.kind, COALESCE(ev.code::text, ''), f.severity, 0, count(DISTINCT f.id), count(*)
                     FROM f CROSS JOIN LATERAL unnest(f.signal_ids) AS s(id) JOIN events ev ON ev.id = s.id
+                    WHERE NOT $1
+                    GROUP BY 1, 2, 3, 4, 5
+                    UNION ALL
+                    SELECT f.day, f.cluster, split_part(k, E'\\x1f', 1), split_part(k, E'\\x1f', 2), f.severity, 0,
+                           count(DISTINCT f.id), count(*)
+                    FROM f CROSS JOIN LATERAL unnest(f.signal_kinds) AS k
+                    WHERE $1
                     GROUP BY 1, 2, 3, 4, 5)
          SELECT p.period, date_trunc(p.period, e.day)::date::text,
                 e.cluster, e.kind, e.code, e.severity, sum(e.root)::bigint, sum(e.holding)::bigint, sum(e.signals)::bigint
          FROM e CROSS JOIN (VALUES ('day'), ('month'), ('quarter')) AS p(period)
          GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6",
     )
+    .bind(kept_kinds)
     .fetch_all(&app.db)
     .await
     .unwrap();
