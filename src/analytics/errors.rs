@@ -54,11 +54,14 @@ pub fn top_errors(
     out
 }
 
+/// (kind, code, severity) -> counts.
+type ErrorCounts = BTreeMap<(String, Option<i64>, String), (u64, u64, u64)>;
+
 /// What the failures of a window hold per (kind, code, severity of the failure): (failures rooted
 /// at this kind and code, failures holding a signal of it, those signals). Summed from the rollups
 /// and the partial days; the two views of top errors are read from it.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct ErrorTally(BTreeMap<(String, Option<i64>, String), (u64, u64, u64)>);
+pub struct ErrorTally(ErrorCounts);
 
 impl ErrorTally {
     pub fn add(&mut self, kind: String, code: Option<i64>, severity: String, root: u64, holding: u64, signals: u64) {

@@ -355,7 +355,8 @@ impl MtbfIntervals {
 /// Quantile pairs already computed, process-wide: every MTBF answer asks for the same few hundred
 /// counts again, and each pair costs two root searches over the incomplete gamma function (a
 /// tenth of an answer's CPU at 12,500 nodes when computed per request). Bounded: emptied when full.
-static QUANTILE_MEMO: std::sync::LazyLock<std::sync::Mutex<foldhash::HashMap<(u64, u64), (f64, f64)>>> =
+type QuantileMemo = std::sync::Mutex<foldhash::HashMap<(u64, u64), (f64, f64)>>;
+static QUANTILE_MEMO: std::sync::LazyLock<QuantileMemo> =
     std::sync::LazyLock::new(Default::default);
 const QUANTILE_MEMO_ENTRIES: usize = 1 << 16;
 

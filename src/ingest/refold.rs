@@ -120,12 +120,15 @@ pub async fn refold(
     // One cluster at a time: each statement then reads and writes one cluster's rows (on Citus,
     // one shard group). `touched` is ordered by cluster, so each cluster's keys are adjacent.
     let mut formed = 0;
-    let entries: Vec<(&(String, CorrelationKey), &(DateTime<Utc>, DateTime<Utc>))> = touched.iter().collect();
+    let entries: Vec<TouchedKey<'_>> = touched.iter().collect();
     for group in entries.chunk_by(|a, b| a.0.0 == b.0.0) {
         formed += refold_cluster(conn, catalog, window, &group[0].0.0, group).await?;
     }
     Ok(formed)
 }
+
+/// A (cluster, key) a batch touched, with the span its signals reach.
+type TouchedKey<'a> = (&'a (String, CorrelationKey), &'a (DateTime<Utc>, DateTime<Utc>));
 
 /// [`refold`] of the keys of one cluster.
 async fn refold_cluster(
@@ -133,7 +136,7 @@ async fn refold_cluster(
     catalog: &Catalog,
     window: Duration,
     cluster: &str,
-    touched: &[(&(String, CorrelationKey), &(DateTime<Utc>, DateTime<Utc>))],
+    touched: &[TouchedKey<'_>],
 ) -> Result<usize, sqlx::Error> {
     let keys: Vec<String> = touched.iter().map(|((_, k), _)| k.as_string()).collect();
     let probe_start: Vec<DateTime<Utc>> = touched.iter().map(|(_, (min, _))| *min - window).collect();

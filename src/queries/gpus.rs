@@ -352,6 +352,6 @@ pub async fn timeline(
 /// A node's slots over time: every placement on it, in (installed_at, index) order.
 pub async fn node_slots(db: &PgPool, cluster: &str, hostname: &str) -> Result<Vec<PlacementView>, sqlx::Error> {
     let mut rows = storage::gpus::placements(db, Some(cluster), None, Some(hostname)).await?;
-    rows.sort_by(|a, b| (a.installed_at, a.gpu_index).cmp(&(b.installed_at, b.gpu_index)));
+    rows.sort_by_key(|r| (r.installed_at, r.gpu_index));
     Ok(rows.iter().map(PlacementView::from).collect())
 }

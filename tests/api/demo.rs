@@ -8,7 +8,10 @@ use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app};
 
 /// Every `/v1/analytics/*` route of the OpenAPI document, with the query it needs (if any) and what
 /// "shows data" means for it.
-fn checks() -> Vec<(&'static str, &'static str, fn(&Value) -> bool)> {
+/// (path, what it shows, the check of its answer).
+type Check = (&'static str, &'static str, fn(&Value) -> bool);
+
+fn checks() -> Vec<Check> {
     vec![
         ("/v1/analytics/failure-mix", "", |b| {
             b["rows"]

@@ -212,9 +212,7 @@ async fn answers(app: &TestApp) -> Vec<(String, u16, String)> {
         format!("/v1/analytics/{a}{sep}{w}")
     })
     .collect();
-    paths.push(format!(
-        "/v1/analytics/compare?a_from=2026-09-16T00:00:00Z&a_to=2026-10-08T00:00:00Z&b_from=2026-10-08T00:00:00Z&b_to=2026-10-30T00:00:00Z"
-    ));
+    paths.push("/v1/analytics/compare?a_from=2026-09-16T00:00:00Z&a_to=2026-10-08T00:00:00Z&b_from=2026-10-08T00:00:00Z&b_to=2026-10-30T00:00:00Z".to_string());
     paths.push(format!("/v1/reports/reliability?{w}&format=markdown"));
     paths.push("/v1/nodes".into());
     let mut out = Vec::new();

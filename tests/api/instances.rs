@@ -193,7 +193,7 @@ async fn a_rule_edit_on_one_instance_reaches_the_others() {
         .send()
         .await
         .unwrap();
-    let (status, change) = crate::helpers::catalog_edit(&editor, res).await;
+    let (status, change) = crate::helpers::catalog_edit(editor, res).await;
     assert_eq!((status, change["catalog_version"].as_i64()), (202, Some(2)), "{change}");
 
     let res = post_events(
