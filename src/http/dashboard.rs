@@ -11,6 +11,7 @@ use super::ApiContext;
 
 const INDEX: &str = include_str!("dashboard/index.html");
 const SCRIPT: &str = include_str!("dashboard/dashboard.js");
+const PARTS_SCRIPT: &str = include_str!("dashboard/parts.js");
 const STYLE: &str = include_str!("dashboard/dashboard.css");
 
 pub fn router() -> Router<ApiContext> {
@@ -19,6 +20,10 @@ pub fn router() -> Router<ApiContext> {
         .route(
             "/assets/dashboard.js",
             get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+        )
+        .route(
+            "/assets/parts.js",
+            get(|| async { asset("text/javascript; charset=utf-8", PARTS_SCRIPT) }),
         )
         .route(
             "/assets/dashboard.css",

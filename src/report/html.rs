@@ -81,7 +81,9 @@ fn section(out: &mut String, s: &Section) {
         let _ = write!(out, "<p class=\"note\">{}</p>", escape(n));
     }
     if !s.tables.is_empty() {
-        out.push_str("<details><summary>Numbers</summary>");
+        // The parts lists are the answer itself, not the numbers behind a chart: shown open.
+        let open = if s.id == "parts" { " open" } else { "" };
+        let _ = write!(out, "<details{open}><summary>Numbers</summary>");
         for t in &s.tables {
             table(out, t);
         }

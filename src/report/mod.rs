@@ -7,6 +7,7 @@ pub mod gather;
 pub mod health;
 pub mod html;
 pub mod markdown;
+pub mod parts;
 pub mod sections;
 pub mod svg;
 
@@ -43,6 +44,8 @@ pub struct ReportData {
     pub baselines: Vec<crate::analytics::baselines::Baseline>,
     /// This window against the previous one, lemon nodes, job plan (filled by `health::gather_with_health`).
     pub health: Option<health::FleetHealth>,
+    /// Survival, AFR, parts-or-slots and precursors of the GPU parts; None when not gathered.
+    pub parts: Option<parts::PartsFigures>,
 }
 
 #[derive(Debug, Clone)]
@@ -554,6 +557,7 @@ mod tests {
             },
             baselines: vec![],
             health: None,
+            parts: None,
         }
     }
 

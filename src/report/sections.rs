@@ -54,6 +54,7 @@ pub fn sections(d: &ReportData) -> Vec<Section> {
         worst_nodes(d),
         super::health::section(d),
         baselines(d),
+        super::parts::section(d),
     ]
 }
 

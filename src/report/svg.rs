@@ -623,6 +623,167 @@ pub fn stacked_area(frame: &Frame, series: &[Series], points: &[TimePoint]) -> S
     out
 }
 
+/// One step of a survival curve: from `time` on the estimate is `value`, with the band
+/// [`lower`, `upper`] (the estimate is 1 with a band of zero width before the first step).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CurveStep {
+    pub time: f64,
+    pub value: f64,
+    pub lower: f64,
+    pub upper: f64,
+}
+
+/// One group's survival curve, with the number at risk at each tick of the [`AgeAxis`].
+#[derive(Debug, Clone)]
+pub struct Curve {
+    pub name: String,
+    pub color: &'static str,
+    pub steps: Vec<CurveStep>,
+    /// At risk at each of the axis' ticks, in order.
+    pub at_risk: Vec<u64>,
+    /// Hover text (e.g. the median with its interval).
+    pub note: String,
+}
+
+/// The time axis of a survival chart, in days: years (nice steps of 1, 2 or 5) once the longest
+/// curve reaches two years, else nice steps of days.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgeAxis {
+    /// The axis end in days.
+    pub max_days: f64,
+    /// Tick positions in days, from 0.
+    pub ticks: Vec<f64>,
+    /// Whether ticks are labelled in years (else days).
+    pub years: bool,
+}
+
+impl AgeAxis {
+    pub fn for_max(max_days: f64) -> AgeAxis {
+        let years = max_days.is_finite() && max_days >= 2.0 * 365.25;
+        let unit = if years { 365.25 } else { 1.0 };
+        let (top, step) = nice_axis(max_days / unit);
+        let n = (top / step).round() as usize;
+        AgeAxis {
+            max_days: top * unit,
+            ticks: (0..=n).map(|i| i as f64 * step * unit).collect(),
+            years,
+        }
+    }
+
+    pub fn unit(&self) -> &'static str {
+        if self.years { "years" } else { "days" }
+    }
+
+    pub fn label(&self, days: f64) -> String {
+        tick_label(if self.years { days / 365.25 } else { days })
+    }
+}
+
+/// The SVG paths of a survival curve as (step line, closed band) in chart coordinates: the line
+/// starts at (0, 1), runs flat to each step's time and drops (or stays) to its value, and ends at
+/// the last step; the band follows the upper bounds forward and the lower bounds back the same way.
+pub fn step_paths(steps: &[CurveStep], x: &dyn Fn(f64) -> f64, y: &dyn Fn(f64) -> f64) -> (String, String) {
+    let mut line = format!("M{:.1} {:.1}", x(0.0), y(1.0));
+    let mut band = line.clone();
+    for st in steps {
+        let _ = write!(line, " H{:.1} V{:.1}", x(st.time), y(st.value));
+        let _ = write!(band, " H{:.1} V{:.1}", x(st.time), y(st.upper));
+    }
+    if let Some(last) = steps.last() {
+        let _ = write!(band, " V{:.1}", y(last.lower));
+    }
+    for i in (0..steps.len()).rev() {
+        let (before, from) = if i == 0 { (1.0, 0.0) } else { (steps[i - 1].lower, steps[i - 1].time) };
+        let _ = write!(band, " V{:.1} H{:.1}", y(before), x(from));
+    }
+    band.push_str(" Z");
+    (line, band)
+}
+
+/// Survival curves as step lines with shaded bands, one colour per group, survival 0..1 up the
+/// side and installed age along the bottom, with the number at risk per group under each tick.
+pub fn survival_curves(frame: &Frame, axis: &AgeAxis, curves: &[Curve]) -> String {
+    if curves.iter().all(|c| c.steps.is_empty()) {
+        return no_data(frame, NO_DATA);
+    }
+    let (left, right, top) = (110.0, 16.0, 62.0);
+    let plot_w = WIDTH - left - right;
+    let plot_h = 220.0;
+    let base = top + plot_h;
+    let risk_top = base + 62.0;
+    let height = risk_top + 18.0 * curves.len() as f64 + 10.0;
+    let x = |t: f64| left + (t.clamp(0.0, axis.max_days) / axis.max_days) * plot_w;
+    let y = |s: f64| base - s.clamp(0.0, 1.0) * plot_h;
+    let mut out = String::new();
+    let summary = curves
+        .iter()
+        .map(|c| format!("{}: {}", c.name, c.note))
+        .collect::<Vec<_>>()
+        .join("; ");
+    open(&mut out, frame, height, &summary);
+    let series: Vec<Series> = curves
+        .iter()
+        .map(|c| Series {
+            name: c.name.clone(),
+            color: c.color,
+        })
+        .collect();
+    legend(&mut out, &series, 44.0);
+    axes_y(&mut out, left, plot_w, 1.0, 0.2, &y, frame.y_label, top, plot_h);
+    out.push_str("<g class=\"x-axis\">");
+    for t in &axis.ticks {
+        let _ = write!(
+            out,
+            "<line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{base}\" y2=\"{b2}\" stroke=\"#555\"/><text class=\"x-label\" x=\"{xx:.1}\" y=\"{ty}\" text-anchor=\"middle\" fill=\"#222\">{l}</text>",
+            xx = x(*t),
+            b2 = base + 4.0,
+            ty = base + 17.0,
+            l = axis.label(*t)
+        );
+    }
+    let _ = write!(
+        out,
+        "<text class=\"axis-title\" x=\"{cx:.1}\" y=\"{ty}\" text-anchor=\"middle\" fill=\"#333\">{t}</text></g>",
+        cx = left + plot_w / 2.0,
+        ty = base + 34.0,
+        t = escape(&format!("{} ({})", frame.x_label, axis.unit()))
+    );
+    for c in curves.iter().filter(|c| !c.steps.is_empty()) {
+        let (line, band) = step_paths(&c.steps, &x, &y);
+        let hover = escape(&format!("{}: {}", c.name, c.note));
+        let _ = write!(
+            out,
+            "<g class=\"curve\"><title>{hover}</title><path class=\"band\" d=\"{band}\" fill=\"{col}\" fill-opacity=\"0.18\" stroke=\"none\"/>\
+<path class=\"step\" d=\"{line}\" fill=\"none\" stroke=\"{col}\" stroke-width=\"2\"/></g>",
+            col = c.color
+        );
+    }
+    let _ = write!(
+        out,
+        "<g class=\"at-risk\"><text x=\"8\" y=\"{ty}\" font-weight=\"600\" fill=\"#333\">Number at risk</text>",
+        ty = risk_top - 4.0
+    );
+    for (k, c) in curves.iter().enumerate() {
+        let ty = risk_top + 14.0 + 18.0 * k as f64;
+        let _ = write!(
+            out,
+            "<text x=\"8\" y=\"{ty}\" fill=\"{col}\" font-weight=\"600\">{n}</text>",
+            col = c.color,
+            n = escape(&truncate(&c.name, 16))
+        );
+        for (t, n) in axis.ticks.iter().zip(&c.at_risk) {
+            let _ = write!(
+                out,
+                "<text class=\"at-risk-count\" x=\"{xx:.1}\" y=\"{ty}\" text-anchor=\"middle\" fill=\"#222\">{}</text>",
+                group_thousands(*n as i64),
+                xx = x(*t)
+            );
+        }
+    }
+    out.push_str("</g></svg>");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -806,5 +967,79 @@ mod tests {
         assert_eq!(svg.matches("class=\"slot\"").count(), 30, "a hover slot per day");
         assert!(svg.matches("class=\"x-label\"").count() <= 8);
         assert!(svg.contains("<title>d2: total 3; hardware 1, user &amp; co 2</title>"));
+    }
+
+    fn steps() -> Vec<CurveStep> {
+        vec![
+            CurveStep {
+                time: 10.0,
+                value: 0.5,
+                lower: 0.2,
+                upper: 0.8,
+            },
+            CurveStep {
+                time: 30.0,
+                value: 0.25,
+                lower: 0.05,
+                upper: 0.6,
+            },
+        ]
+    }
+
+    #[test]
+    fn survival_steps_and_bands_follow_the_estimate() {
+        // x = 2 px per day, y = 100 px for survival 1 down to 0.
+        let (line, band) = step_paths(&steps(), &|t| 2.0 * t, &|s| 100.0 - 100.0 * s);
+        // Flat at 1 until day 10 (x 20), drops to 0.5 (y 50); flat until day 30 (x 60), drops to 0.25.
+        assert_eq!(line, "M0.0 0.0 H20.0 V50.0 H60.0 V75.0");
+        // Upper bounds forward (0.8 from day 10, 0.6 from day 30), then the lower bounds back:
+        // 0.05 at day 30 (y 95), 0.2 on [10, 30) (y 80), 1 before day 10.
+        assert_eq!(band, "M0.0 0.0 H20.0 V20.0 H60.0 V40.0 V95.0 V80.0 H20.0 V0.0 H0.0 Z");
+    }
+
+    #[test]
+    fn age_axis_in_days_then_whole_years() {
+        let days = AgeAxis::for_max(400.0 * 0.99);
+        assert_eq!(days.ticks, vec![0.0, 100.0, 200.0, 300.0, 400.0]);
+        assert!(!days.years);
+        assert_eq!(days.label(300.0), "300");
+        let years = AgeAxis::for_max(4.2 * 365.25);
+        assert!(years.years);
+        assert_eq!(years.ticks.len(), 6, "0 to 5 years");
+        assert_eq!(years.max_days, 5.0 * 365.25);
+        assert_eq!(years.label(2.0 * 365.25), "2");
+    }
+
+    #[test]
+    fn survival_chart_draws_a_band_and_a_step_per_group_and_the_numbers_at_risk() {
+        let axis = AgeAxis::for_max(400.0);
+        let curve = |name: &str, color, at_risk: Vec<u64>| Curve {
+            name: name.into(),
+            color,
+            steps: steps(),
+            at_risk,
+            note: "median <10> days".into(),
+        };
+        let svg = survival_curves(
+            &frame("survival"),
+            &axis,
+            &[
+                curve("ampere", palette::BLUE, vec![2, 1, 1, 0, 0]),
+                curve("hopper", palette::VERMILLION, vec![4, 3, 1, 1, 0]),
+            ],
+        );
+        assert_eq!(svg.matches("class=\"band\"").count(), 2);
+        assert_eq!(svg.matches("class=\"step\"").count(), 2);
+        assert_eq!(svg.matches("class=\"at-risk-count\"").count(), 10, "five ticks per group");
+        assert!(svg.contains("<title>hopper: median &lt;10&gt; days</title>"));
+        assert!(svg.contains("GPU generation (days)"), "the unit follows the axis");
+        assert!(svg.contains("Number at risk"));
+        // Plot 110..744 px wide over 400 days: day 10 at x 125.9; survival 1 at y 62, 0 at 282.
+        assert!(svg.contains("d=\"M110.0 62.0 H125.8 V172.0"), "{svg}");
+        let empty = Curve {
+            steps: vec![],
+            ..curve("x", palette::BLUE, vec![])
+        };
+        assert!(survival_curves(&frame("survival"), &axis, &[empty]).contains(NO_DATA));
     }
 }

@@ -20,8 +20,9 @@ use serde_json::{Value, json};
 
 use crate::helpers::{ADMIN_TOKEN, spawn_app};
 
-/// Every chart the report draws for a fleet with failures (recovery has no data on this server).
-const CHARTS: [&str; 9] = [
+/// Every chart the report draws for a fleet with failures and GPU parts (recovery has no data on
+/// this server).
+const CHARTS: [&str; 11] = [
     "failure-mix",
     "mtbf",
     "root-causes",
@@ -31,6 +32,8 @@ const CHARTS: [&str; 9] = [
     "worst-nodes",
     "fleet-health",
     "baselines",
+    "part-survival",
+    "part-afr",
 ];
 
 fn find_chromium() -> Option<PathBuf> {
@@ -397,6 +400,7 @@ async fn the_report_and_the_dashboard_render_every_chart_in_a_real_browser() {
     let client = Client::new(&app.address, ADMIN_TOKEN).unwrap();
     client.put_nodes(&fleet.nodes, 1000).await.unwrap();
     client.post_events(&fleet.events, 5000, 1, false).await.unwrap();
+    crate::report_parts::load_parts_history(&app, "train-a").await;
     let reader = app.token("reader", None).await;
 
     // The simulated 28 days from 2026-10-01: the report as a file, opened offline.
@@ -439,6 +443,22 @@ async fn the_report_and_the_dashboard_render_every_chart_in_a_real_browser() {
         browser.wait_for("document.querySelectorAll('#report svg.chart').length >= 8", "the dashboard's charts");
         let charts = browser.charts("#report");
         assert_eq!(charts.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), CHARTS);
+        // The Parts panel, drawn from the parts analytics: a step line and a band per generation,
+        // the numbers at risk (ampere 2 2 2 1 1, hopper 4 3 1 1 0 at 0..400 days) and the AFR table.
+        browser.wait_for("document.querySelectorAll('#parts-panel svg.chart .step').length === 2", "the Parts panel");
+        let panel = browser.charts("#parts-panel");
+        assert_eq!(panel, [("parts-survival".to_string(), true)]);
+        assert_eq!(browser.eval("document.querySelectorAll('#parts-panel .band').length"), json!(2));
+        assert_eq!(
+            browser.eval("[...document.querySelectorAll('#parts-panel .at-risk-count')].map(t => t.textContent).join(' ')"),
+            json!("2 2 2 1 1 4 3 1 1 0")
+        );
+        assert_eq!(
+            browser.eval("[...document.querySelectorAll('#parts-panel table')[0].querySelectorAll('tbody tr')].map(r => r.cells[4].textContent).join(' ')"),
+            json!("0.61 1.33"),
+            "AFR per part-year by model"
+        );
+        assert_eq!(browser.eval("getComputedStyle(document.querySelector('#report section#parts')).display"), json!("none"), "shown once, in the panel");
         assert_eq!(browser.eval("localStorage.getItem('faultline.token') !== null && !location.hash.includes('token')"), json!(true), "token stored, not left in the address bar");
         assert_eq!(browser.eval("[...document.querySelectorAll('#cluster option')].map(o => o.value).join(',')"), json!(",train-a,train-b"));
         assert_eq!(browser.eval("!!document.querySelector('a[href=\"/docs/\"]') && !!document.querySelector('a[href=\"/openapi.json\"]')"), json!(true));

@@ -30,6 +30,7 @@ mod postmortems;
 mod rebuild;
 mod replica;
 mod report;
+mod report_parts;
 mod reporting;
 mod retention;
 mod rollups;

@@ -370,7 +370,10 @@ async fn the_dashboard_is_served_without_a_token() {
     let app = spawn_app().await;
     for (path, ct, needle) in [
         ("/", "text/html", "<script src=\"/assets/dashboard.js\">"),
+        ("/", "text/html", "<script src=\"/assets/parts.js\">"),
         ("/assets/dashboard.js", "text/javascript", "/v1/reports/reliability"),
+        // The Parts panel reads the parts analytics.
+        ("/assets/parts.js", "text/javascript", "'/v1/analytics/' + path"),
         ("/assets/dashboard.css", "text/css", "#report"),
     ] {
         let res = app.client.get(app.url(path)).send().await.unwrap();
@@ -381,10 +384,16 @@ async fn the_dashboard_is_served_without_a_token() {
         );
         let body = res.text().await.unwrap();
         assert!(body.contains(needle), "{path}");
+        // The SVG namespace names elements; it is not a request.
+        let body = body.replace("'http://www.w3.org/2000/svg'", "");
         assert!(
             !body.contains("http://") && !body.contains("https://"),
             "{path}: no external references"
         );
+    }
+    let script = app.client.get(app.url("/assets/parts.js")).send().await.unwrap().text().await.unwrap();
+    for endpoint in ["q('survival'", "q('afr'", "q('parts-or-slots'", "q('precursors'"] {
+        assert!(script.contains(endpoint), "the Parts panel fetches {endpoint}");
     }
 }
 

@@ -46,15 +46,15 @@
     select.value = name;
   }
 
-  function query(format) {
-    const from = $('from').value;
+  // The window as RFC 3339: the picked end day is included, so it ends at the next midnight (UTC).
+  function windowBounds() {
     const toDay = new Date($('to').value + 'T00:00:00Z');
-    const params = new URLSearchParams({
-      format: format,
-      from: from + 'T00:00:00Z',
-      // The picked end day is included: the window ends at the next midnight (UTC).
-      to: isoDay(new Date(toDay.getTime() + DAY)) + 'T00:00:00Z',
-    });
+    return [$('from').value + 'T00:00:00Z', isoDay(new Date(toDay.getTime() + DAY)) + 'T00:00:00Z'];
+  }
+
+  function query(format) {
+    const [from, to] = windowBounds();
+    const params = new URLSearchParams({ format: format, from: from, to: to });
     if ($('cluster').value) params.set('cluster', $('cluster').value);
     // The fleet-health section's job-plan card.
     if ($('job-gpus').value) params.set('job_gpus', $('job-gpus').value);
@@ -101,6 +101,9 @@
     for (const c of clusters) if (c) setCluster(c);
     $('cluster').value = current;
     status('', false);
+    // The Parts panel, from the parts analytics (the report's own Parts section is hidden here).
+    const [from, to] = windowBounds();
+    await window.FaultlineParts.show($('parts-panel'), localStorage.getItem(TOKEN_KEY), current, from, to);
   }
 
   async function download(format, extension, type) {
@@ -136,6 +139,7 @@
     localStorage.removeItem(TOKEN_KEY);
     $('token').placeholder = 'paste a reader token once';
     $('report').textContent = '';
+    $('parts-panel').textContent = '';
     status('Token forgotten.', false);
   });
   $('controls').addEventListener('submit', (e) => {
