@@ -28,23 +28,23 @@ pub struct GpuReport {
     /// The GPU's index on the node (`nvidia-smi -i`), as signals name it.
     #[schema(minimum = 0, maximum = 1023)]
     pub index: Option<i32>,
-    /// PCI bus id, e.g. `00000000:3B:00.0` (normalised to `0000:3b:00.0`).
-    #[schema(max_length = 32)]
+    /// PCI bus id, e.g. `00000000:3B:00.0` (normalised to `0000:3b:00.0`); blank means absent.
+    #[schema(max_length = 256, pattern = r"^[ \t\n\r]*(?:(?:PCI:)?(?:[0-9A-Fa-f]{1,8}:)?[0-9A-Fa-f]{1,2}:(?:[01]?[0-9A-Fa-f])(?:\.[0-7])?)?[ \t\n\r]*$")]
     pub pci_bus_id: Option<String>,
     /// e.g. `GPU-28604e81-21ec-cc48-6759-bf2648b22e16`.
-    #[schema(max_length = 256)]
+    #[schema(value_type = Option<super::event::OptionalText>)]
     pub uuid: Option<String>,
     /// Board serial number. One of `serial` and `uuid` is required.
-    #[schema(max_length = 256)]
+    #[schema(value_type = Option<super::event::OptionalText>)]
     pub serial: Option<String>,
     /// Product name, e.g. "NVIDIA H100 80GB HBM3".
-    #[schema(max_length = 256)]
+    #[schema(value_type = Option<super::event::OptionalText>)]
     pub model: Option<String>,
-    #[schema(max_length = 256)]
+    #[schema(value_type = Option<super::event::OptionalText>)]
     pub board_part_number: Option<String>,
-    #[schema(max_length = 256)]
+    #[schema(value_type = Option<super::event::OptionalText>)]
     pub vbios: Option<String>,
-    #[schema(max_length = 256)]
+    #[schema(value_type = Option<super::event::OptionalText>)]
     pub driver: Option<String>,
 }
 

@@ -61,6 +61,20 @@ async fn two_clusters(app: &TestApp) -> (String, String) {
             .unwrap();
         assert_eq!(res.status(), 201);
     }
+    // A GPU part in each cluster.
+    let gpus = |cluster: &str, host: &str, serial: &str| {
+        json!({"cluster": cluster, "hostname": host, "observed_at": "2026-10-01T00:00:00Z",
+               "gpus": [{"index": 0, "serial": serial, "model": "NVIDIA H100 80GB HBM3"}]})
+    };
+    let res = app
+        .client
+        .put(app.url("/v1/gpus/inventory"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"nodes": [gpus(OWN, "a0", "SA0"), gpus(OTHER, "b0", "SB0")]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
     let failure_of = |cluster: &'static str| async move {
         let (status, page) = app
             .get(
@@ -156,6 +170,7 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route_on(backend: B
             path.replace("{cluster}", cluster)
                 .replace("{hostname}", if cluster == OWN { "a0" } else { "b0" })
                 .replace("{id}", failure)
+                .replace("{part}", if cluster == OWN { "SA0" } else { "SB0" })
         };
         // A fixed window (the default one ends now, which moves between two requests).
         let mut query: Vec<(String, String)> = Vec::new();
@@ -250,6 +265,10 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route_on(backend: B
         "/v1/analytics/compare",
         "/v1/analytics/mtbf",
         "/v1/analytics/lemon-nodes",
+        "/v1/analytics/survival",
+        "/v1/gpus",
+        "/v1/gpus/{part}",
+        "/v1/nodes/{cluster}/{hostname}/gpus",
         "/v1/tokens",
         "/v1/audit",
     ] {

@@ -14,7 +14,11 @@ in the document (`http::openapi::schema_rules`); these stay here because no sche
 - a log body's cluster: records need a `cluster` unless the query names one (text/plain always
   needs the query's), and a `message_field` the query names must hold a string in every record;
 - an integral float (36.0) is an integer to JSON Schema, not to serde: it is sent as the integer;
-- NDJSON bodies are sent one JSON value per line.
+- NDJSON bodies are sent one JSON value per line;
+- a node's GPUs: no part (serial, else UUID), index or PCI bus id twice in one node (uniqueness of a
+  property across array items); a placement's `removed_at` not before its `installed_at`, and an
+  `end_reason` only with a `removed_at` (null or absent alike);
+- an XML GPU set is an `nvidia-smi -q -x` report: which XML document is no JSON schema's to say.
 
 And one answer that is no failure: a batch answered 200 with an invalid item in `rejected` (the
 others stored, as documented) is not "invalid request accepted".
@@ -129,13 +133,57 @@ def _walk(value):
             yield from _walk(v)
 
 
+TIMES_NOT_AHEAD = ("occurred_at", "observed_at", "installed_at", "removed_at", "at")
+
+
 def _timestamps_ok(body):
-    """Signals at most 24 h in the future (no schema knows when now is)."""
+    """Signals, GPU sets, placements and removals at most 24 h in the future (no schema knows
+    when now is)."""
     horizon = datetime.now(timezone.utc) + timedelta(hours=23)
     for obj in _walk(body):
-        t = _ts(obj.get("occurred_at"))
-        if t is not None and t > horizon:
-            return False
+        for key in TIMES_NOT_AHEAD:
+            t = _ts(obj.get(key))
+            if t is not None and t > horizon:
+                return False
+    return True
+
+
+def _blank(v):
+    return not isinstance(v, str) or not v.strip()
+
+
+def _gpus_ok(case, body):
+    """No node reports one part, index or bus id twice; a placement does not end before it begins;
+    XML GPU sets are nvidia-smi reports, which no JSON schema describes."""
+    if case.operation.path == "/v1/nodes/{cluster}/{hostname}/gpus" and isinstance(body, (str, bytes)):
+        return False
+    if not isinstance(body, dict):
+        return True
+    nodes = body.get("nodes") if isinstance(body.get("nodes"), list) else [body]
+    for node in nodes:
+        gpus = node.get("gpus") if isinstance(node, dict) else None
+        seen = set()
+        for g in gpus if isinstance(gpus, list) else []:
+            if not isinstance(g, dict):
+                continue
+            part = g.get("serial") if not _blank(g.get("serial")) else g.get("uuid")
+            keys = [("part", part)]
+            if g.get("index") is not None:
+                keys.append(("index", g.get("index")))
+            if not _blank(g.get("pci_bus_id")):
+                keys.append(("bus", g.get("pci_bus_id").strip().lower().removeprefix("pci:")))
+            for name, value in keys:
+                k = (name, json.dumps(value, sort_keys=True))
+                if k in seen:
+                    return False
+                seen.add(k)
+    for p in body.get("placements") if isinstance(body.get("placements"), list) else []:
+        if isinstance(p, dict):
+            installed, removed = _ts(p.get("installed_at")), _ts(p.get("removed_at"))
+            if installed and removed and removed < installed:
+                return False
+            if p.get("end_reason") is not None and p.get("removed_at") is None:
+                return False
     return True
 
 
@@ -209,6 +257,8 @@ def _valid(case):
     if not _logs_ok(case, case.body):
         return False
     if not _token_ok(case, case.body):
+        return False
+    if not _gpus_ok(case, case.body):
         return False
     if "cursor" in query:
         return False

@@ -4,7 +4,7 @@
 
 use axum::extract::State;
 use axum::response::Response;
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -23,7 +23,7 @@ pub struct PartsQuery {
     /// Restrict to one cluster (a scoped token always reads its own).
     pub cluster: Option<String>,
     /// generation (default), model, cluster, all, or `attribute:KEY` (a site attribute, e.g. `attribute:lot`).
-    #[param(max_length = 266)]
+    #[param(max_length = 266, pattern = r"^(?:generation|model|cluster|all|attribute:.*\S.*)$")]
     pub by: Option<String>,
     /// What ends a part's life: `removal` (its first removal as failed or RMA; default) or
     /// `hardware_failure` (its first hard failure: hardware root cause, not transient, critical or high severity).
@@ -31,6 +31,8 @@ pub struct PartsQuery {
     /// Confidence of the intervals (default 0.95).
     #[param(minimum = 0.5, maximum = 0.999, example = 0.95)]
     pub confidence: Option<f64>,
+    /// The instant ages are computed at (RFC 3339; default now): installed parts are censored then.
+    pub to: Option<DateTime<Utc>>,
 }
 
 impl PartsQuery {
@@ -93,7 +95,7 @@ pub async fn survival(
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
     let (cluster, by, event, confidence) = q.parse(&caller)?;
-    let answer = qp::survival(&ctx.read_db, cluster.as_deref(), &by, event, confidence, Utc::now()).await?;
+    let answer = qp::survival(&ctx.read_db, cluster.as_deref(), &by, event, confidence, q.to.unwrap_or_else(Utc::now)).await?;
     Ok(respond(format, "survival", answer, |a| {
         let mut csv = Csv::new(&SURVIVAL_CSV);
         for g in &a.groups {
@@ -143,7 +145,7 @@ pub async fn afr(
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
     let (cluster, by, event, confidence) = q.parse(&caller)?;
-    let answer = qp::afr(&ctx.read_db, cluster.as_deref(), &by, event, confidence, Utc::now()).await?;
+    let answer = qp::afr(&ctx.read_db, cluster.as_deref(), &by, event, confidence, q.to.unwrap_or_else(Utc::now)).await?;
     Ok(respond(format, "afr", answer, |a| {
         let mut csv = Csv::new(&["group", "parts", "failures", "part_years", "rate_per_year", "lower", "upper"]);
         for g in &a.groups {
@@ -165,6 +167,8 @@ pub async fn afr(
 #[into_params(parameter_in = Query)]
 pub struct SuspectQuery {
     pub cluster: Option<String>,
+    /// The instant exposures end at (RFC 3339; default now).
+    pub to: Option<DateTime<Utc>>,
     /// Family-wise significance level after Holm's correction (default 0.05).
     #[param(minimum = 0.000001, maximum = 0.5, example = 0.05)]
     pub alpha: Option<f64>,
@@ -199,7 +203,7 @@ pub async fn parts_or_slots(
         return Err(bad("alpha must be between 0.000001 and 0.5"));
     }
     let cluster = caller.read_cluster(q.cluster)?;
-    let answer = qp::parts_or_slots(&ctx.read_db, cluster.as_deref(), alpha, Utc::now()).await?;
+    let answer = qp::parts_or_slots(&ctx.read_db, cluster.as_deref(), alpha, q.to.unwrap_or_else(Utc::now)).await?;
     Ok(respond(format, "parts-or-slots", answer, |a| {
         let mut csv = Csv::new(&[
             "kind", "id", "failures", "distinct", "exposure_days", "expected", "p_value", "adjusted_p", "significant",

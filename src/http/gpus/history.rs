@@ -34,12 +34,18 @@ pub fn router() -> Router<ApiContext> {
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PartInput {
+    #[schema(value_type = crate::domain::event::Text)]
     pub cluster: String,
     /// The part's serial; without one, its UUID identifies it.
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub serial: Option<String>,
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub uuid: Option<String>,
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub model: Option<String>,
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub board_part_number: Option<String>,
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub vbios: Option<String>,
     /// Site attributes the analytics group by (`attribute:KEY`): strings, numbers or booleans.
     #[schema(value_type = Option<HashMap<String, String>>)]
@@ -50,14 +56,19 @@ pub struct PartInput {
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlacementInput {
+    #[schema(value_type = crate::domain::event::Text)]
     pub cluster: String,
     /// The part: its serial, else its UUID.
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub serial: Option<String>,
     /// The UUID the part had in this slot.
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub uuid: Option<String>,
+    #[schema(value_type = crate::domain::event::Text)]
     pub node: String,
     #[schema(minimum = 0, maximum = 1023)]
     pub gpu_index: Option<i32>,
+    #[schema(max_length = 256, pattern = r"^[ \t\n\r]*(?:(?:PCI:)?(?:[0-9A-Fa-f]{1,8}:)?[0-9A-Fa-f]{1,2}:(?:[01]?[0-9A-Fa-f])(?:\.[0-7])?)?[ \t\n\r]*$")]
     pub pci_bus_id: Option<String>,
     pub installed_at: DateTime<Utc>,
     /// Absent while still installed.
@@ -70,12 +81,17 @@ pub struct PlacementInput {
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RemovalInput {
+    #[schema(value_type = crate::domain::event::Text)]
     pub cluster: String,
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub serial: Option<String>,
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub uuid: Option<String>,
     pub removed_at: DateTime<Utc>,
     pub reason: RemovalReason,
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub ticket: Option<String>,
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub note: Option<String>,
 }
 
@@ -141,6 +157,10 @@ fn parse_part(v: serde_json::Value, now: DateTime<Utc>) -> Result<PartRow, Field
     let attributes = p.attributes.unwrap_or_default();
     if let Some((k, _)) = attributes.iter().find(|(_, v)| !(v.is_string() || v.is_number() || v.is_boolean())) {
         return Err(FieldError::new(format!("attributes.{k}"), "an attribute is a string, a number or a boolean"));
+    }
+    // Postgres text and jsonb cannot hold U+0000.
+    if let Some((k, _)) = attributes.iter().find(|(k, v)| k.contains('\0') || v.as_str().is_some_and(|v| v.contains('\0'))) {
+        return Err(FieldError::new(format!("attributes.{k}"), "an attribute may not contain U+0000"));
     }
     Ok(PartRow {
         cluster: required_text("cluster", p.cluster)?,
@@ -222,7 +242,7 @@ fn parse_removal(v: serde_json::Value, now: DateTime<Utc>, by: &str) -> Result<R
     post, path = "/v1/gpus/history", tag = "parts", request_body = HistoryImport,
     responses(
         (status = 200, description = "Valid records stored; invalid ones listed in `rejected`", body = HistoryImportResponse),
-        (status = 400, description = "Body is not valid JSON or holds no record", body = ErrorBody),
+        (status = 400, description = "Body is not valid JSON", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Not an admin token, or a record's cluster is outside its scope", body = ErrorBody),
         (status = 413, description = "More records or bytes than the limits", body = ErrorBody),
@@ -241,9 +261,6 @@ pub async fn import_history(
     caller.require(Permission::Admin)?;
     let limit = ctx.config.limits.max_batch_items.saturating_mul(RECORDS_PER_BATCH_ITEM);
     let received = body.parts.len() + body.placements.len() + body.removals.len();
-    if received == 0 {
-        return Err(ApiError::bad_request("empty_batch", "the import holds no part, placement or removal"));
-    }
     for (name, n) in [("parts", body.parts.len()), ("placements", body.placements.len()), ("removals", body.removals.len())] {
         if n > limit {
             return Err(ApiError::PayloadTooLarge(format!("{n} {name}; the limit is {limit} per list")));
@@ -289,7 +306,7 @@ pub async fn import_history(
         }
         index += 1;
     }
-    if rejected.len() == received {
+    if received > 0 && rejected.len() == received {
         return Err(ApiError::Unprocessable {
             message: format!("all {received} records were invalid"),
             details: Some(serde_json::json!({ "rejected": rejected })),
@@ -310,14 +327,15 @@ pub async fn import_history(
                           "note": "XID 79 twice in a week"}))]
 pub struct RemovalRequest {
     /// The cluster the part is in.
+    #[schema(value_type = crate::domain::event::Text)]
     pub cluster: String,
     /// When it was removed (default: now).
     pub at: Option<DateTime<Utc>>,
     pub reason: RemovalReason,
     /// The vendor's RMA or support ticket.
-    #[schema(max_length = 256)]
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub ticket: Option<String>,
-    #[schema(max_length = 256)]
+    #[schema(value_type = Option<crate::domain::event::OptionalText>)]
     pub note: Option<String>,
 }
 
@@ -338,7 +356,7 @@ pub struct RemovalResponse {
 /// opens and its history is kept.
 #[utoipa::path(
     post, path = "/v1/gpus/{part}/removals", tag = "parts", request_body = RemovalRequest,
-    params(("part" = String, Path, description = "The part's serial, else its UUID")),
+    params(("part" = crate::domain::event::Text, Path, description = "The part's serial, else its UUID")),
     responses(
         (status = 201, description = "Removal recorded", body = RemovalResponse),
         (status = 400, description = "Body is not a valid removal", body = ErrorBody),

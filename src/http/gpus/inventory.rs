@@ -164,7 +164,7 @@ pub struct OneNodeGpus {
 /// `application/json`: `{"observed_at": ..., "gpus": [...]}`. Diffed as in `PUT /v1/gpus/inventory`.
 #[utoipa::path(
     put, path = "/v1/nodes/{cluster}/{hostname}/gpus", tag = "parts",
-    params(("cluster" = String, Path, description = "Cluster"), ("hostname" = String, Path, description = "Hostname")),
+    params(("cluster" = crate::domain::event::Text, Path, description = "Cluster"), ("hostname" = crate::domain::event::Text, Path, description = "Hostname")),
     request_body(content(
         (OneNodeGpus = "application/json"),
         (String = "application/xml")

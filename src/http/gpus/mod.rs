@@ -8,7 +8,7 @@ pub mod inventory;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -43,6 +43,8 @@ pub struct GpuQuery {
     /// Parts installed in this node now.
     pub node: Option<String>,
     pub state: Option<PartState>,
+    /// The instant installed time is counted to (RFC 3339; default now).
+    pub to: Option<DateTime<Utc>>,
     /// Page size, 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
@@ -100,7 +102,7 @@ pub async fn list_gpus(
         after,
         limit,
     };
-    let (gpus, more) = crate::queries::gpus::list(&ctx.read_db, &filter, Utc::now()).await?;
+    let (gpus, more) = crate::queries::gpus::list(&ctx.read_db, &filter, q.to.unwrap_or_else(Utc::now)).await?;
     let next_cursor = more.then(|| gpus.last().map(|g| hex(g.part.as_bytes()))).flatten();
     Ok(Json(GpuPage { gpus, next_cursor }))
 }
@@ -110,6 +112,8 @@ pub async fn list_gpus(
 pub struct ScopeQuery {
     /// Only this cluster's placements, removals and failures (a scoped token always reads its own).
     pub cluster: Option<String>,
+    /// The instant installed time is counted to (RFC 3339; default now).
+    pub to: Option<DateTime<Utc>>,
 }
 
 /// One part's timeline: its placements (slots and intervals), removals and failures, in time order.
@@ -135,7 +139,7 @@ pub async fn gpu_timeline(
 ) -> ApiResult<Json<GpuTimeline>> {
     caller.require(Permission::ReadInventory)?;
     let cluster = caller.read_cluster(q.cluster)?;
-    crate::queries::gpus::timeline(&ctx.read_db, cluster.as_deref(), &part, Utc::now())
+    crate::queries::gpus::timeline(&ctx.read_db, cluster.as_deref(), &part, q.to.unwrap_or_else(Utc::now))
         .await?
         .map(Json)
         .ok_or_else(|| ApiError::NotFound(format!("no GPU part '{part}'")))

@@ -64,6 +64,7 @@ pub(super) fn schema_rules(doc: &mut serde_json::Value) {
     root_cause_rules(schemas);
     term_rules(schemas);
     import_item_rule(schemas);
+    part_identity_rule(schemas);
     let token = &mut schemas["CreateToken"];
     // `expires_at` or `ttl_seconds`, not both (null is absent); an admin token names no cluster
     // (a blank one is absent, as `optional_text` reads it).
@@ -192,6 +193,20 @@ fn import_item_rule(schemas: &mut serde_json::Value) {
                                      {"anyOf": [given("job_id"), given("node")]}]});
     if let Some(item) = schemas.get_mut("LifecycleImportItem").and_then(|s| s.as_object_mut()) {
         item.insert("anyOf".into(), json!([by_id, described]));
+    }
+}
+
+/// A GPU part is told apart by its serial or its UUID: a reported GPU, and a part, placement or
+/// removal of a history import, names at least one (non-blank), as `domain::part` checks.
+fn part_identity_rule(schemas: &mut serde_json::Value) {
+    use serde_json::json;
+    let named = |f: &str| {
+        json!({"required": [f], "properties": {f: {"type": "string", "pattern": crate::domain::event::TEXT_PATTERN}}})
+    };
+    for name in ["GpuReport", "PartInput", "PlacementInput", "RemovalInput"] {
+        if let Some(item) = schemas.get_mut(name).and_then(|s| s.as_object_mut()) {
+            item.insert("anyOf".into(), json!([named("serial"), named("uuid")]));
+        }
     }
 }
 
