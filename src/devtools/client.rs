@@ -107,10 +107,17 @@ pub struct FleetSent {
 impl FleetSent {
     /// Retries over every step (each a wait the server asked for, or a connection retried).
     pub fn retries(&self) -> u64 {
-        [self.nodes, self.gpus, self.jobs, self.events, self.node_states, self.lifecycles]
-            .iter()
-            .map(|t| t.retries)
-            .sum()
+        [
+            self.nodes,
+            self.gpus,
+            self.jobs,
+            self.events,
+            self.node_states,
+            self.lifecycles,
+        ]
+        .iter()
+        .map(|t| t.retries)
+        .sum()
     }
 }
 
@@ -151,12 +158,17 @@ impl Client {
         let mut pending: Vec<&Value> = Vec::new();
         let flush = |pending: &mut Vec<&Value>| {
             let body = json!({ "nodes": std::mem::take(pending) });
-            async move { self.send_with_retry(reqwest::Method::PUT, "/v1/gpus/inventory", &body).await }
+            async move {
+                self.send_with_retry(reqwest::Method::PUT, "/v1/gpus/inventory", &body)
+                    .await
+            }
         };
         for step in steps {
             if let Some(report) = step.get("inventory") {
                 // Two reports of one node in one request would be diffed against the same stored state.
-                let again = pending.iter().any(|r| r["hostname"] == report["hostname"] && r["cluster"] == report["cluster"]);
+                let again = pending
+                    .iter()
+                    .any(|r| r["hostname"] == report["hostname"] && r["cluster"] == report["cluster"]);
                 if again || pending.len() >= batch.max(1) {
                     let (res, retries) = flush(&mut pending).await?;
                     totals.accepted += 1;

@@ -962,16 +962,16 @@ const PLATFORM_JOB: [Template; 5] = [
     ),
 ];
 
-/// Draws a template and renders its root signal on node `n` (inside `job` if any).
+/// Draws a template and renders its root signal on `slot`: node `n` and GPU `g`, drawn when None
+/// (inside `job` if any).
 fn root_signal(
     world: &World,
     rng: &mut Rng,
     table: &[Template],
     t: i64,
-    n: usize,
+    (n, gpu): (usize, Option<u32>),
     job: Option<usize>,
     symptom: &'static str,
-    gpu: Option<u32>,
 ) -> (Sig, &'static str) {
     let (comp, _, kind, code, sym, text) = table[rng.weighted(&table.iter().map(|x| x.1).collect::<Vec<_>>())];
     let g = gpu.unwrap_or_else(|| rng.below(POOLS[world.nodes[n].pool].3 as usize) as u32);
@@ -1004,7 +1004,7 @@ fn hardware(world: &World, rng: &mut Rng, n: usize, t: i64, job: Option<usize>) 
     } else {
         ""
     };
-    let (mut root, component) = root_signal(world, rng, &HARDWARE, t, n, job, symptom, None);
+    let (mut root, component) = root_signal(world, rng, &HARDWARE, t, (n, None), job, symptom);
     let symptom = match (job.is_some(), component) {
         (true, "cooling") => "abnormal_behavior", // throttled GPUs slow the job down
         (false, "cpu" | "host" | "power" | "gpu") => "node_down",
@@ -1098,7 +1098,7 @@ fn node_failures(world: &mut World, rng: &mut Rng) {
                         (_, "platform") => "job_crash",
                         _ => "job_hang",
                     };
-                    let (root, comp) = root_signal(world, rng, table, t, n, job, symptom, None);
+                    let (root, comp) = root_signal(world, rng, table, t, (n, None), job, symptom);
                     let mut out = vec![root];
                     if let Some(j) = job {
                         let exit = (cat == "platform" && rng.chance(0.5)).then(|| WATCHDOG_EXIT.to_string());
@@ -1161,7 +1161,7 @@ fn job_failures(world: &mut World, rng: &mut Rng) {
                 } else {
                     job.nodes[0]
                 };
-                let (mut root, comp) = root_signal(world, rng, table, t, n, Some(j), "job_crash", None);
+                let (mut root, comp) = root_signal(world, rng, table, t, (n, None), Some(j), "job_crash");
                 if root.kind == "scheduler_error" && root.msg.contains("preempted") {
                     root.node = None;
                 }

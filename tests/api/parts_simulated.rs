@@ -26,14 +26,19 @@ async fn simulated_parts_removals_returns_bad_lot_and_precursors_are_found() {
         .await
         .unwrap();
     assert_eq!(sent.gpus.rejected, 0, "{sent:?}");
-    assert_eq!(app.count("SELECT count(*) FROM failures").await as usize, fleet.truth.failures);
+    assert_eq!(
+        app.count("SELECT count(*) FROM failures").await as usize,
+        fleet.truth.failures
+    );
 
     // Parts, removals and moves (a part placed in more than one node: back from repair elsewhere).
     let parts = app.count("SELECT count(DISTINCT part) FROM gpu_parts").await as usize;
     assert_eq!(parts, truth.parts, "{truth:?}");
     let removals = app.count("SELECT count(*) FROM gpu_removals").await as usize;
     assert_eq!(removals, truth.removals);
-    let rma = app.count("SELECT count(*) FROM gpu_removals WHERE reason = 'rma' AND ticket LIKE 'RMA-%'").await;
+    let rma = app
+        .count("SELECT count(*) FROM gpu_removals WHERE reason = 'rma' AND ticket LIKE 'RMA-%'")
+        .await;
     assert_eq!(rma as usize, truth.rma);
     let moved: Vec<(String,)> = sqlx::query_as(
         "SELECT part FROM gpu_placements GROUP BY part HAVING count(DISTINCT hostname) > 1 ORDER BY part",
@@ -55,7 +60,13 @@ async fn simulated_parts_removals_returns_bad_lot_and_precursors_are_found() {
     let last = placements.last().unwrap();
     assert!(last["removed_at"].is_null() || last["end_reason"] != "rma", "{g}");
     assert_ne!(placements[0]["node"], last["node"], "{g}");
-    assert!(g["removals"].as_array().unwrap().iter().any(|r| r["reason"] == "rma" && r["ticket"].is_string()));
+    assert!(
+        g["removals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["reason"] == "rma" && r["ticket"].is_string())
+    );
 
     // The bad lot's AFR interval lies above every other group's that has the exposure to say
     // anything (the replacements' lot holds a few part-years: its interval spans the others').
@@ -72,7 +83,10 @@ async fn simulated_parts_removals_returns_bad_lot_and_precursors_are_found() {
     let bad = groups[BAD_LOT];
     for (name, g) in &groups {
         if name != BAD_LOT && g["part_years"].as_f64().unwrap() >= 10.0 {
-            assert!(bad["lower"].as_f64().unwrap() > g["upper"].as_f64().unwrap(), "{name}: {afr}");
+            assert!(
+                bad["lower"].as_f64().unwrap() > g["upper"].as_f64().unwrap(),
+                "{name}: {afr}"
+            );
         }
     }
 
@@ -84,6 +98,9 @@ async fn simulated_parts_removals_returns_bad_lot_and_precursors_are_found() {
         (top["kind"] == "ecc" && top["code"] == 1) || top["kind"] == "row_remap",
         "{p}"
     );
-    assert!(top["ratio_lower"].as_f64().unwrap() > 1.0 && top["significant"] == true, "{top}");
+    assert!(
+        top["ratio_lower"].as_f64().unwrap() > 1.0 && top["significant"] == true,
+        "{top}"
+    );
     assert!(p["failures"].as_u64().unwrap() as usize >= truth.preceded, "{p}");
 }

@@ -77,7 +77,11 @@ struct Placement {
 
 enum Step {
     Report(usize),
-    Removal { part: usize, reason: &'static str, ticket: String },
+    Removal {
+        part: usize,
+        reason: &'static str,
+        ticket: String,
+    },
 }
 
 /// A hard failure of a GPU: what removes its part. XID 94 is contained (the catalog's transient).
@@ -116,7 +120,12 @@ pub(super) fn simulate_parts(world: &mut World, seed: u64, base: i64) -> Output 
     let new_part = |parts: &mut Vec<Part>, pool: usize, lot: Option<&'static str>| {
         let serial = format!("{}", 1_654_922_000_000u64 + parts.len() as u64);
         let uuid = format!("GPU-{}", Uuid::new_v5(&UUID_NAMESPACE, serial.as_bytes()));
-        parts.push(Part { serial, uuid, pool, lot });
+        parts.push(Part {
+            serial,
+            uuid,
+            pool,
+            lot,
+        });
         parts.len() - 1
     };
     // Every node reports its set when it enters service (the window's start for most).
@@ -128,7 +137,13 @@ pub(super) fn simulate_parts(world: &mut World, seed: u64, base: i64) -> Output 
         for g in 0..POOLS[pool].3 {
             let lot = has_lots(pool).then(|| *lot_rng.pick(&LOTS));
             let part = new_part(&mut parts, pool, lot);
-            placements.push(Placement { part, node: n, gpu: g, from, to: i64::MAX });
+            placements.push(Placement {
+                part,
+                node: n,
+                gpu: g,
+                from,
+                to: i64::MAX,
+            });
         }
         steps.push((from, steps.len(), Step::Report(n)));
     }
@@ -155,7 +170,15 @@ pub(super) fn simulate_parts(world: &mut World, seed: u64, base: i64) -> Output 
         }
         let job = world.job_at(pl.node, t);
         let symptom = if job.is_some() { "job_crash" } else { "" };
-        let (mut root, comp) = root_signal(world, &mut extra_rng, &hard_table, t, pl.node, job, symptom, Some(pl.gpu));
+        let (mut root, comp) = root_signal(
+            world,
+            &mut extra_rng,
+            &hard_table,
+            t,
+            (pl.node, Some(pl.gpu)),
+            job,
+            symptom,
+        );
         if job.is_none() && comp == "gpu" {
             root.symptom = Some("node_down");
         }
@@ -182,10 +205,14 @@ pub(super) fn simulate_parts(world: &mut World, seed: u64, base: i64) -> Output 
     // Per pool: repaired parts (part, ready at, the node it left).
     let mut spares: Vec<Vec<(usize, i64, usize)>> = vec![Vec::new(); POOLS.len()];
     let covering = |placements: &[Placement], n: usize, g: u32, t: i64| {
-        placements.iter().position(|p| p.node == n && p.gpu == g && p.from <= t && t < p.to)
+        placements
+            .iter()
+            .position(|p| p.node == n && p.gpu == g && p.from <= t && t < p.to)
     };
     for &(t, n, g) in &failures {
-        let Some(i) = covering(&placements, n, g, t) else { continue };
+        let Some(i) = covering(&placements, n, g, t) else {
+            continue;
+        };
         if placements[i].to != i64::MAX {
             continue; // its removal is already on its way
         }
@@ -209,7 +236,9 @@ pub(super) fn simulate_parts(world: &mut World, seed: u64, base: i64) -> Output 
         if installed >= end {
             continue;
         }
-        let back = spares[pool].iter().position(|&(_, ready, left)| ready <= installed && left != n);
+        let back = spares[pool]
+            .iter()
+            .position(|&(_, ready, left)| ready <= installed && left != n);
         let replacement = match back {
             Some(k) => {
                 let (p, ..) = spares[pool].remove(k);
@@ -218,7 +247,13 @@ pub(super) fn simulate_parts(world: &mut World, seed: u64, base: i64) -> Output 
             }
             None => new_part(&mut parts, pool, has_lots(pool).then_some(NEW_LOT)),
         };
-        placements.push(Placement { part: replacement, node: n, gpu: g, from: installed, to: i64::MAX });
+        placements.push(Placement {
+            part: replacement,
+            node: n,
+            gpu: g,
+            from: installed,
+            to: i64::MAX,
+        });
         steps.push((installed, steps.len(), Step::Report(n)));
     }
     // A node leaving service reports no GPU.
@@ -249,7 +284,9 @@ pub(super) fn simulate_parts(world: &mut World, seed: u64, base: i64) -> Output 
         if !early_rng.chance(P_PRECURSOR) {
             continue;
         }
-        let Some(i) = covering(&placements, n, g, t) else { continue };
+        let Some(i) = covering(&placements, n, g, t) else {
+            continue;
+        };
         let since = placements[i].from.max(world.nodes[n].from).max(0);
         let mut any = false;
         for _ in 0..early_rng.range(1, 4) {
@@ -332,14 +369,21 @@ mod tests {
         eprintln!("{t:?}");
         // Every simulated GPU has a part; every removal is a step; a return goes to another node.
         let gpus: i64 = f.nodes.iter().map(|n| n["gpu_count"].as_i64().unwrap()).sum();
-        assert!(t.parts as i64 >= gpus && t.parts as i64 <= gpus + t.removals as i64, "{t:?}");
+        assert!(
+            t.parts as i64 >= gpus && t.parts as i64 <= gpus + t.removals as i64,
+            "{t:?}"
+        );
         let removals = f.gpu_steps.iter().filter(|s| s.get("removal").is_some()).count();
         assert_eq!(removals, t.removals);
         assert!(t.removals >= 20 && t.rma > 5 && !t.returned.is_empty(), "{t:?}");
         assert!(t.preceded * 3 > t.hard_failures && t.bad_lot_failures > 5, "{t:?}");
         let mut last = String::new();
         for s in &f.gpu_steps {
-            let at = s["inventory"]["observed_at"].as_str().or(s["removal"]["at"].as_str()).unwrap().to_string();
+            let at = s["inventory"]["observed_at"]
+                .as_str()
+                .or(s["removal"]["at"].as_str())
+                .unwrap()
+                .to_string();
             assert!(at >= last, "steps in time order");
             last = at;
         }
