@@ -39,6 +39,9 @@ pub enum Command {
     /// Measure recording post-mortems on nodes with over a thousand failures each: in bulk, and
     /// one PATCH at a time (the rate over the first and the last thousand).
     BenchPostmortems(BenchPostmortemsArgs),
+    /// Measure GPU parts at fleet scale: 100,000 GPUs' inventory posted (then again, unchanged),
+    /// and the survival analysis over a Titan-sized history (30,000 parts, 6,000 hard failures).
+    BenchParts(BenchPartsArgs),
     /// Measure the log-line parsers on one core (99 % noise, 1 % signals) and print lines/s.
     BenchParse(BenchParseArgs),
 }
@@ -168,6 +171,24 @@ pub struct BenchPostmortemsArgs {
     pub batch: usize,
     /// Prefix of the two databases to drop and recreate for the run (`_bulk`, `_patch`).
     #[arg(long, env = "FAULTLINE_BENCH_PM_DB_NAME", default_value = "faultline_bench_pm")]
+    pub db_name: String,
+}
+
+#[derive(clap::Args)]
+pub struct BenchPartsArgs {
+    #[command(flatten)]
+    pub database: DatabaseSettings,
+    /// Nodes of 8 GPUs whose inventory is posted.
+    #[arg(long, env = "FAULTLINE_BENCH_PARTS_NODES", default_value_t = 12_500)]
+    pub nodes: u32,
+    /// Nodes per inventory request.
+    #[arg(long, env = "FAULTLINE_BENCH_PARTS_BATCH", default_value_t = 500)]
+    pub batch: usize,
+    /// Survival requests timed per grouping.
+    #[arg(long, env = "FAULTLINE_BENCH_PARTS_SAMPLES", default_value_t = 20)]
+    pub samples: usize,
+    /// Prefix of the two databases to drop and recreate for the run (`_inventory`, `_history`).
+    #[arg(long, env = "FAULTLINE_BENCH_PARTS_DB_NAME", default_value = "faultline_bench_parts")]
     pub db_name: String,
 }
 

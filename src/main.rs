@@ -37,6 +37,23 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", report?);
             Ok(())
         }
+        Command::BenchParts(args) => {
+            telemetry::init_tracing();
+            let server =
+                faultline::db::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir)
+                    .await?;
+            let report = faultline::devtools::bench_parts::run(faultline::devtools::bench_parts::PartsBenchOptions {
+                server_url: server.url().to_string(),
+                nodes: args.nodes,
+                batch: args.batch,
+                samples: args.samples,
+                db_name: args.db_name,
+            })
+            .await;
+            server.stop().await?;
+            println!("{}", report?);
+            Ok(())
+        }
         Command::BenchParse(faultline::cli::BenchParseArgs { lines }) => {
             let r = faultline::logparse::bench::bench_parse(lines);
             println!(

@@ -61,6 +61,20 @@ fn retry_after(res: &reqwest::Response) -> Option<Duration> {
     Some(Duration::from_secs(secs))
 }
 
+/// A path segment with the characters a URL path may not carry percent-encoded (serials are
+/// digits, UUIDs `GPU-` and hex, but a site's identity could hold anything).
+fn urlencoding_path(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// An error body shortened for a one-line message.
 fn shortened(mut text: String) -> String {
     if text.len() > 600 {
@@ -82,6 +96,8 @@ pub struct SendTotals {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FleetSent {
     pub nodes: SendTotals,
+    /// GPU parts: node reports and removals (`accepted`: requests), then the lots' import.
+    pub gpus: SendTotals,
     pub jobs: SendTotals,
     pub events: SendTotals,
     pub node_states: SendTotals,
@@ -91,10 +107,17 @@ pub struct FleetSent {
 impl FleetSent {
     /// Retries over every step (each a wait the server asked for, or a connection retried).
     pub fn retries(&self) -> u64 {
-        [self.nodes, self.jobs, self.events, self.node_states, self.lifecycles]
-            .iter()
-            .map(|t| t.retries)
-            .sum()
+        [
+            self.nodes,
+            self.gpus,
+            self.jobs,
+            self.events,
+            self.node_states,
+            self.lifecycles,
+        ]
+        .iter()
+        .map(|t| t.retries)
+        .sum()
     }
 }
 
@@ -120,6 +143,66 @@ impl Client {
             let body = json!({ "nodes": chunk });
             let (res, retries) = self.send_with_retry(reqwest::Method::PUT, "/v1/nodes", &body).await?;
             totals.accepted += res["upserted"].as_u64().unwrap_or(0);
+            totals.rejected += res["rejected"].as_array().map_or(0, |r| r.len() as u64);
+            totals.retries += retries;
+        }
+        Ok(totals)
+    }
+
+    /// Sends the simulated GPU parts' changes in time order: node reports through
+    /// `PUT /v1/gpus/inventory` (consecutive reports of distinct nodes in one request, up to
+    /// `batch`), removals through `POST /v1/gpus/{part}/removals`, then the parts' lots through
+    /// `POST /v1/gpus/history` (admin). `accepted` counts requests answered, `rejected` refused items.
+    pub async fn send_gpu_steps(&self, steps: &[Value], history: &[Value], batch: usize) -> anyhow::Result<SendTotals> {
+        let mut totals = SendTotals::default();
+        let mut pending: Vec<&Value> = Vec::new();
+        let flush = |pending: &mut Vec<&Value>| {
+            let body = json!({ "nodes": std::mem::take(pending) });
+            async move {
+                self.send_with_retry(reqwest::Method::PUT, "/v1/gpus/inventory", &body)
+                    .await
+            }
+        };
+        for step in steps {
+            if let Some(report) = step.get("inventory") {
+                // Two reports of one node in one request would be diffed against the same stored state.
+                let again = pending
+                    .iter()
+                    .any(|r| r["hostname"] == report["hostname"] && r["cluster"] == report["cluster"]);
+                if again || pending.len() >= batch.max(1) {
+                    let (res, retries) = flush(&mut pending).await?;
+                    totals.accepted += 1;
+                    totals.rejected += res["rejected"].as_array().map_or(0, |r| r.len() as u64);
+                    totals.retries += retries;
+                }
+                pending.push(report);
+            } else if let Some(r) = step.get("removal") {
+                if !pending.is_empty() {
+                    let (res, retries) = flush(&mut pending).await?;
+                    totals.accepted += 1;
+                    totals.rejected += res["rejected"].as_array().map_or(0, |r| r.len() as u64);
+                    totals.retries += retries;
+                }
+                let part = r["part"].as_str().unwrap_or_default();
+                let path = format!("/v1/gpus/{}/removals", urlencoding_path(part));
+                let body = json!({"cluster": r["cluster"], "at": r["at"], "reason": r["reason"],
+                                  "ticket": r["ticket"], "note": r["note"]});
+                let (_, retries) = self.send_with_retry(reqwest::Method::POST, &path, &body).await?;
+                totals.accepted += 1;
+                totals.retries += retries;
+            }
+        }
+        if !pending.is_empty() {
+            let (res, retries) = flush(&mut pending).await?;
+            totals.accepted += 1;
+            totals.rejected += res["rejected"].as_array().map_or(0, |r| r.len() as u64);
+            totals.retries += retries;
+        }
+        for chunk in history.chunks(10_000) {
+            let (res, retries) = self
+                .send_with_retry(reqwest::Method::POST, "/v1/gpus/history", &json!({ "parts": chunk }))
+                .await?;
+            totals.accepted += 1;
             totals.rejected += res["rejected"].as_array().map_or(0, |r| r.len() as u64);
             totals.retries += retries;
         }
@@ -208,6 +291,18 @@ impl Client {
         };
         let nodes = self.put_nodes(&fleet.nodes, 1000).await?;
         say(format!("  nodes upserted: {}", nodes.accepted));
+        let gpus = self
+            .send_gpu_steps(&fleet.gpu_steps, &fleet.gpu_history, 1000)
+            .await
+            .context("GPU parts not recorded (removals and the lots' import need an admin token)")?;
+        say(format!(
+            "  GPU parts: {} parts, {} removals, {} back from repair (requests {}, rejected items {})",
+            fleet.truth.parts.parts,
+            fleet.truth.parts.removals,
+            fleet.truth.parts.returned.len(),
+            gpus.accepted,
+            gpus.rejected
+        ));
         let jobs = self.put_jobs(&fleet.jobs, 1000).await?;
         say(format!(
             "  jobs upserted: {}, rejected {}",
@@ -229,6 +324,7 @@ impl Client {
         ));
         Ok(FleetSent {
             nodes,
+            gpus,
             jobs,
             events,
             node_states,

@@ -44,6 +44,8 @@ pub fn demo_fleet() -> SimulatedFleet {
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub nodes: usize,
+    /// GPU node reports and removals applied.
+    pub gpu_steps: usize,
     pub jobs: usize,
     pub events: usize,
     pub node_states: usize,
@@ -73,6 +75,7 @@ pub async fn load(
     let mut loaded = Loaded::default();
     let nodes: Vec<_> = fleet.nodes.iter().cloned().filter_map(|v| parse_node(v).ok()).collect();
     loaded.nodes = crate::ingest::inventory::upsert_nodes(db, &nodes).await?;
+    loaded.gpu_steps = load_gpus(db, fleet).await?;
     let jobs: Vec<_> = fleet.jobs.iter().cloned().filter_map(|v| parse_job(v).ok()).collect();
     for chunk in jobs.chunks(1_000) {
         loaded.jobs += crate::ingest::jobs::upsert_jobs(db, catalog, window, chunk).await?;
@@ -136,6 +139,74 @@ pub async fn load(
     }
     loaded.failures = failures.count as i64;
     Ok(loaded)
+}
+
+/// The GPU parts' changes in time order (node reports, removals), then the lots: as the simulator
+/// sends them through `PUT /v1/gpus/inventory`, `POST /v1/gpus/{part}/removals` and
+/// `POST /v1/gpus/history`.
+async fn load_gpus(db: &PgPool, fleet: &SimulatedFleet) -> anyhow::Result<usize> {
+    use crate::domain::part::{GpuReport, RemovalReason, validate_node_gpus};
+    let actor = Actor {
+        token_id: None,
+        name: DEMO_AUTHOR.to_string(),
+    };
+    let mut applied = 0;
+    for step in &fleet.gpu_steps {
+        if let Some(r) = step.get("inventory") {
+            let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+            let gpus: Vec<GpuReport> = serde_json::from_value(r["gpus"].clone())?;
+            let at: DateTime<Utc> = text("observed_at").parse()?;
+            let Ok(report) = validate_node_gpus(text("cluster"), text("hostname"), at, gpus) else {
+                continue;
+            };
+            crate::ingest::gpus::apply_inventory(db, &[report]).await?;
+            applied += 1;
+        } else if let Some(r) = step.get("removal") {
+            let text = |k: &str| r[k].as_str().map(str::to_string);
+            let reason: RemovalReason = serde_json::from_value(r["reason"].clone())?;
+            let removal = crate::ingest::gpus::Removal {
+                cluster: text("cluster").unwrap_or_default(),
+                part: text("part").unwrap_or_default(),
+                at: text("at").unwrap_or_default().parse()?,
+                reason,
+                ticket: text("ticket"),
+                note: text("note"),
+            };
+            match crate::ingest::gpus::remove_part(db, &actor, removal).await {
+                Ok(_) => applied += 1,
+                Err(crate::ingest::gpus::RemovalError::Db(e)) => return Err(e.into()),
+                Err(_) => {}
+            }
+        }
+    }
+    let now = Utc::now();
+    let parts = fleet
+        .gpu_history
+        .iter()
+        .filter_map(|p| {
+            let serial = p["serial"].as_str()?.to_string();
+            Some(crate::storage::gpus::PartRow {
+                cluster: p["cluster"].as_str()?.to_string(),
+                part: serial.clone(),
+                serial: Some(serial),
+                generation: "unknown".into(),
+                attributes: p["attributes"].clone(),
+                // The stored first sighting is kept (the earlier of the two).
+                first_seen_at: now,
+                ..Default::default()
+            })
+        })
+        .collect();
+    crate::ingest::gpus::import_history(
+        db,
+        &actor,
+        crate::ingest::gpus::History {
+            parts,
+            ..Default::default()
+        },
+    )
+    .await?;
+    Ok(applied)
 }
 
 /// The stored failures by how the simulator names them: (cluster, first signal, job) for a job's

@@ -22,6 +22,9 @@ use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+mod parts;
+pub use parts::{BAD_LOT, PartsTruth};
+
 const MIN: i64 = 60;
 const HOUR: i64 = 3600;
 const DAY: i64 = 86_400;
@@ -67,6 +70,13 @@ pub struct SimulatedFleet {
     /// failures of one job or node lie more than [`SEPARATION`] apart, so that names exactly one.
     /// `patch` is the LifecyclePatch body: resolution, recovery phases, sometimes a post-mortem cause.
     pub lifecycles: Vec<Value>,
+    /// The GPU parts' changes, in time order: `{"inventory": {...}}`, a node's GPU set as
+    /// `PUT /v1/gpus/inventory` takes it (every node's at its entry into service, then after each
+    /// replacement, and an empty one when it leaves service), or `{"removal": {...}}`, a part retired
+    /// (`part`, `cluster`, and the `POST /v1/gpus/{part}/removals` body's `at`, `reason`, `ticket`, `note`).
+    pub gpu_steps: Vec<Value>,
+    /// Parts' vendor lots as `POST /v1/gpus/history` takes them (`parts`), sent after the steps.
+    pub gpu_history: Vec<Value>,
     /// What was injected, for tests and demos.
     pub truth: GroundTruth,
 }
@@ -84,6 +94,8 @@ pub struct GroundTruth {
     pub jobs: usize,
     /// Benign signals (slowdown, low_utilization, passing health checks with symptom `none`): not failures.
     pub benign: usize,
+    /// GPU parts: serials, removals, returns from repair, the bad lot, early signals.
+    pub parts: PartsTruth,
 }
 
 /// (cluster, host prefix, model, GPUs per node, share of nodes, generation, hardware failures per node-day).
@@ -294,6 +306,10 @@ struct Kept {
     component: &'static str,
     hang: bool,
     pool: usize,
+    /// The root signal's GPU index, kind and code (what the part analytics resolve and classify).
+    gpu: Option<u32>,
+    kind: &'static str,
+    code: Option<i64>,
 }
 
 struct World {
@@ -328,7 +344,9 @@ pub fn simulate(cfg: &SimConfig) -> SimulatedFleet {
     job_failures(&mut world, &mut Rng::new(cfg.seed, 3));
     node_failures(&mut world, &mut Rng::new(cfg.seed, 4));
     noise(&mut world, &mut Rng::new(cfg.seed, 5));
-    render(cfg, world)
+    let parts = parts::simulate_parts(&mut world, cfg.seed, cfg.start.timestamp());
+    world.truth.parts = parts.truth.clone();
+    render(cfg, world, parts)
 }
 
 fn build_nodes(cfg: &SimConfig, rng: &mut Rng) -> Vec<Node> {
@@ -578,6 +596,9 @@ impl World {
                     component,
                     hang: root.symptom == Some("job_hang"),
                     pool,
+                    gpu: root.gpu,
+                    kind: root.kind,
+                    code: root.code,
                 });
             }
             None => self.truth.benign += 1,
@@ -941,18 +962,19 @@ const PLATFORM_JOB: [Template; 5] = [
     ),
 ];
 
-/// Draws a template and renders its root signal on node `n` (inside `job` if any).
+/// Draws a template and renders its root signal on `slot`: node `n` and GPU `g`, drawn when None
+/// (inside `job` if any).
 fn root_signal(
     world: &World,
     rng: &mut Rng,
     table: &[Template],
     t: i64,
-    n: usize,
+    (n, gpu): (usize, Option<u32>),
     job: Option<usize>,
     symptom: &'static str,
 ) -> (Sig, &'static str) {
     let (comp, _, kind, code, sym, text) = table[rng.weighted(&table.iter().map(|x| x.1).collect::<Vec<_>>())];
-    let g = rng.below(POOLS[world.nodes[n].pool].3 as usize) as u32;
+    let g = gpu.unwrap_or_else(|| rng.below(POOLS[world.nodes[n].pool].3 as usize) as u32);
     let msg = text
         .replace("{tb}", TRACEBACK)
         .replace("{g}", &g.to_string())
@@ -982,7 +1004,7 @@ fn hardware(world: &World, rng: &mut Rng, n: usize, t: i64, job: Option<usize>) 
     } else {
         ""
     };
-    let (mut root, component) = root_signal(world, rng, &HARDWARE, t, n, job, symptom);
+    let (mut root, component) = root_signal(world, rng, &HARDWARE, t, (n, None), job, symptom);
     let symptom = match (job.is_some(), component) {
         (true, "cooling") => "abnormal_behavior", // throttled GPUs slow the job down
         (false, "cpu" | "host" | "power" | "gpu") => "node_down",
@@ -1076,7 +1098,7 @@ fn node_failures(world: &mut World, rng: &mut Rng) {
                         (_, "platform") => "job_crash",
                         _ => "job_hang",
                     };
-                    let (root, comp) = root_signal(world, rng, table, t, n, job, symptom);
+                    let (root, comp) = root_signal(world, rng, table, t, (n, None), job, symptom);
                     let mut out = vec![root];
                     if let Some(j) = job {
                         let exit = (cat == "platform" && rng.chance(0.5)).then(|| WATCHDOG_EXIT.to_string());
@@ -1139,7 +1161,7 @@ fn job_failures(world: &mut World, rng: &mut Rng) {
                 } else {
                     job.nodes[0]
                 };
-                let (mut root, comp) = root_signal(world, rng, table, t, n, Some(j), "job_crash");
+                let (mut root, comp) = root_signal(world, rng, table, t, (n, None), Some(j), "job_crash");
                 if root.kind == "scheduler_error" && root.msg.contains("preempted") {
                     root.node = None;
                 }
@@ -1345,7 +1367,7 @@ fn aftermath(cfg: &SimConfig, world: &World, rng: &mut Rng) -> (Vec<Value>, Vec<
     (states.into_iter().map(|(_, v)| v).collect(), lifecycles)
 }
 
-fn render(cfg: &SimConfig, mut world: World) -> SimulatedFleet {
+fn render(cfg: &SimConfig, mut world: World, parts: parts::Output) -> SimulatedFleet {
     let base = cfg.start.timestamp();
     let sizes: Vec<usize> = (0..POOLS.len()).map(|p| pool_nodes(&world.nodes, p).len()).collect();
     let firsts: Vec<usize> = (0..POOLS.len())
@@ -1431,6 +1453,8 @@ fn render(cfg: &SimConfig, mut world: World) -> SimulatedFleet {
         jobs,
         node_states,
         lifecycles,
+        gpu_steps: parts.steps,
+        gpu_history: parts.history,
         truth: world.truth,
     }
 }
@@ -1493,7 +1517,10 @@ mod tests {
             if e["symptom"] == "none" {
                 // The server ignores symptom `none`: only benign signals may carry it.
                 assert!(
-                    e["kind"] == "low_utilization" || e["message"] == "all checks passed",
+                    e["kind"] == "low_utilization"
+                        || e["message"] == "all checks passed"
+                        || (e["kind"] == "ecc" && e["code"] == 1)
+                        || e["kind"] == "row_remap",
                     "{e}"
                 );
             }

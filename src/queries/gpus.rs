@@ -24,6 +24,22 @@ pub struct Fleet {
 
 impl Fleet {
     pub async fn load(db: &PgPool, cluster: Option<&str>, part: Option<&str>) -> Result<Self, sqlx::Error> {
+        if part.is_none() {
+            // The whole fleet: the four reads are independent, so they run at once on four of the
+            // pool's connections (the survival and AFR answers wait for the slowest, not the sum).
+            let (placements, parts, removals, failures) = tokio::try_join!(
+                storage::gpus::placements(db, cluster, None, None),
+                storage::gpus::parts(db, cluster, None),
+                storage::gpus::removals(db, cluster, None),
+                storage::gpus::part_failures(db, cluster, None),
+            )?;
+            return Ok(Fleet {
+                parts,
+                placements,
+                removals,
+                failures,
+            });
+        }
         let placements = storage::gpus::placements(db, cluster, part, None).await?;
         // A part named by a UUID it had: the rest by its identity.
         let identity = part.map(|p| placements.first().map_or(p.to_string(), |pl| pl.part.clone()));

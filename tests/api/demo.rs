@@ -76,6 +76,24 @@ fn checks() -> Vec<Check> {
         ("/v1/analytics/lemon-nodes", "", |b| {
             !b["lemons"].as_array().is_none_or(Vec::is_empty)
         }),
+        // The parts: removals of failed and RMA'd GPUs, the vendor lots, the early signals.
+        ("/v1/analytics/survival", "by=attribute:lot", |b| {
+            b["groups"].as_array().is_some_and(|g| {
+                g.iter()
+                    .any(|g| g["group"] == faultline::devtools::simulate::BAD_LOT && g["events"].as_u64() > Some(0))
+            })
+        }),
+        ("/v1/analytics/afr", "", |b| {
+            b["groups"]
+                .as_array()
+                .is_some_and(|g| g.iter().any(|g| g["failures"].as_u64() > Some(0)))
+        }),
+        ("/v1/analytics/parts-or-slots", "", |b| b["failures"].as_u64() > Some(0)),
+        ("/v1/analytics/precursors", "", |b| {
+            b["precursors"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|p| p["significant"] == true))
+        }),
     ]
 }
 

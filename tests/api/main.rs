@@ -26,6 +26,7 @@ mod logs;
 mod metrics;
 mod migrations;
 mod openapi;
+mod parts_simulated;
 mod postmortems;
 mod rebuild;
 mod replica;
