@@ -105,15 +105,24 @@ mod tests {
     fn age_sums_installed_time_only_and_counts_overlaps_once() {
         // Installed days 0-10, on a shelf 10-30, installed again 30-open.
         let life = [
-            Interval { from: d(0), to: Some(d(10)) },
+            Interval {
+                from: d(0),
+                to: Some(d(10)),
+            },
             Interval { from: d(30), to: None },
         ];
         assert_eq!(age_days_at(&life, d(5)), 5.0);
         assert_eq!(age_days_at(&life, d(20)), 10.0);
         assert_eq!(age_days_at(&life, d(40)), 20.0);
         let overlapping = [
-            Interval { from: d(0), to: Some(d(10)) },
-            Interval { from: d(5), to: Some(d(12)) },
+            Interval {
+                from: d(0),
+                to: Some(d(10)),
+            },
+            Interval {
+                from: d(5),
+                to: Some(d(12)),
+            },
         ];
         assert_eq!(age_days_at(&overlapping, d(100)), 12.0);
     }
@@ -122,13 +131,22 @@ mod tests {
     fn state_follows_the_last_interval_and_removal() {
         let open = [Interval { from: d(0), to: None }];
         assert_eq!(state(&open, &[(d(-5), "rma")]), PartState::Installed);
-        let closed = [Interval { from: d(0), to: Some(d(10)) }];
+        let closed = [Interval {
+            from: d(0),
+            to: Some(d(10)),
+        }];
         assert_eq!(state(&closed, &[]), PartState::Spare);
         assert_eq!(state(&closed, &[(d(10), "rma")]), PartState::Rma);
         // A removal before the last placement ended is history (the part came back since).
         let back = [
-            Interval { from: d(0), to: Some(d(10)) },
-            Interval { from: d(40), to: Some(d(50)) },
+            Interval {
+                from: d(0),
+                to: Some(d(10)),
+            },
+            Interval {
+                from: d(40),
+                to: Some(d(50)),
+            },
         ];
         assert_eq!(state(&back, &[(d(10), "rma")]), PartState::Spare);
         assert_eq!(state(&back, &[(d(10), "rma"), (d(50), "failed")]), PartState::Failed);

@@ -180,7 +180,7 @@ pub fn parts_or_slots(placements: &[Placement], failures: &[PartFailure], alpha:
             id: id.to_string(),
             failures: t.failures,
             distinct,
-            exposure_days: t.exposure,
+            exposure_days: crate::analytics::stats::positive_zero(t.exposure),
             expected: rate * t.exposure,
             p_value: tails[i],
             adjusted_p: adjusted[i],
@@ -203,7 +203,7 @@ pub fn parts_or_slots(placements: &[Placement], failures: &[PartFailure], alpha:
     PartsOrSlots {
         failures: counted,
         failures_without_exposure: failures.len() as u64 - counted,
-        exposure_days: exposure,
+        exposure_days: crate::analytics::stats::positive_zero(exposure),
         parts_tested: parts.len() as u64,
         slots_tested: slots.len() as u64,
         alpha,

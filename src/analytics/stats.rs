@@ -356,8 +356,7 @@ impl MtbfIntervals {
 /// counts again, and each pair costs two root searches over the incomplete gamma function (a
 /// tenth of an answer's CPU at 12,500 nodes when computed per request). Bounded: emptied when full.
 type QuantileMemo = std::sync::Mutex<foldhash::HashMap<(u64, u64), (f64, f64)>>;
-static QUANTILE_MEMO: std::sync::LazyLock<QuantileMemo> =
-    std::sync::LazyLock::new(Default::default);
+static QUANTILE_MEMO: std::sync::LazyLock<QuantileMemo> = std::sync::LazyLock::new(Default::default);
 const QUANTILE_MEMO_ENTRIES: usize = 1 << 16;
 
 /// (chi2((1+c)/2, 2r+2), chi2((1-c)/2, 2r)), NaN for the second when r = 0.

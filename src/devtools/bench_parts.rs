@@ -117,15 +117,15 @@ async fn inventory(opts: &PartsBenchOptions, rows: &mut Vec<String>) -> anyhow::
     ));
     // Rows written by the re-post: those whose xmin is at or after a transaction id taken before it
     // (a fresh database: no xid wraparound to mind).
-    let before: i64 = sqlx::query_scalar("SELECT (pg_current_xact_id()::text::bigint % 4294967296)")
+    let before: i64 = sqlx::query_scalar!(r#"SELECT (pg_current_xact_id()::text::bigint % 4294967296) AS "xid!""#)
         .fetch_one(&app.db)
         .await?;
     let (secs, again) = pass("again").await?;
-    let touched: i64 = sqlx::query_scalar(
-        "SELECT (SELECT count(*) FROM gpu_parts WHERE xmin::text::bigint >= $1)
-              + (SELECT count(*) FROM gpu_placements WHERE xmin::text::bigint >= $1)",
+    let touched: i64 = sqlx::query_scalar!(
+        r#"SELECT (SELECT count(*) FROM gpu_parts WHERE xmin::text::bigint >= $1)
+              + (SELECT count(*) FROM gpu_placements WHERE xmin::text::bigint >= $1) AS "touched!""#,
+        before,
     )
-    .bind(before)
     .fetch_one(&app.db)
     .await?;
     rows.push(format!(
@@ -303,11 +303,11 @@ async fn history(opts: &PartsBenchOptions, rows: &mut Vec<String>) -> anyhow::Re
     }
     let events_secs = t.elapsed().as_secs_f64();
     sqlx::raw_sql("VACUUM (ANALYZE)").execute(&app.db).await?;
-    let resolved: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM failures f WHERE EXISTS (
+    let resolved: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "resolved!" FROM failures f WHERE EXISTS (
              SELECT 1 FROM gpu_placements pl WHERE pl.cluster = f.cluster AND pl.hostname = f.root_node
                AND pl.gpu_index = f.root_gpu_index AND pl.installed_at <= f.first_at
-               AND (pl.removed_at IS NULL OR pl.removed_at > f.first_at))",
+               AND (pl.removed_at IS NULL OR pl.removed_at > f.first_at))"#,
     )
     .fetch_one(&app.db)
     .await?;

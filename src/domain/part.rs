@@ -19,7 +19,16 @@ use super::event::{FieldError, optional_text};
 use super::gpu::{GpuGeneration, generation_of};
 
 /// Values vendor tools print where a field has no value.
-const ABSENT: &[&str] = &["", "n/a", "[n/a]", "na", "none", "not supported", "[not supported]", "unknown"];
+const ABSENT: &[&str] = &[
+    "",
+    "n/a",
+    "[n/a]",
+    "na",
+    "none",
+    "not supported",
+    "[not supported]",
+    "unknown",
+];
 
 /// One GPU as a node reports it (`nvidia-smi -q -x`, DCGM, an agent).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
@@ -29,7 +38,10 @@ pub struct GpuReport {
     #[schema(minimum = 0, maximum = 1023)]
     pub index: Option<i32>,
     /// PCI bus id, e.g. `00000000:3B:00.0` (normalised to `0000:3b:00.0`); blank means absent.
-    #[schema(max_length = 256, pattern = r"^[ \t\n\r]*(?:(?:PCI:)?(?:[0-9A-Fa-f]{1,8}:)?[0-9A-Fa-f]{1,2}:(?:[01]?[0-9A-Fa-f])(?:\.[0-7])?)?[ \t\n\r]*$")]
+    #[schema(
+        max_length = 256,
+        pattern = r"^[ \t\n\r]*(?:(?:PCI:)?(?:[0-9A-Fa-f]{1,8}:)?[0-9A-Fa-f]{1,2}:(?:[01]?[0-9A-Fa-f])(?:\.[0-7])?)?[ \t\n\r]*$"
+    )]
     pub pci_bus_id: Option<String>,
     /// e.g. `GPU-28604e81-21ec-cc48-6759-bf2648b22e16`.
     #[schema(value_type = Option<super::event::OptionalText>)]
@@ -79,11 +91,17 @@ pub fn validate_gpu(prefix: &str, g: GpuReport) -> Result<ReportedGpu, FieldErro
     if let Some(i) = g.index
         && !(0..=1023).contains(&i)
     {
-        return Err(FieldError::new(f("index"), format!("{i} is not a GPU index (0..=1023)")));
+        return Err(FieldError::new(
+            f("index"),
+            format!("{i} is not a GPU index (0..=1023)"),
+        ));
     }
     let pci_bus_id = match present(&f("pci_bus_id"), g.pci_bus_id)? {
         Some(raw) => Some(crate::logparse::normalise_pci_bus_id(&raw).ok_or_else(|| {
-            FieldError::new(f("pci_bus_id"), format!("'{raw}' is not a PCI bus id (domain:bus:device.function)"))
+            FieldError::new(
+                f("pci_bus_id"),
+                format!("'{raw}' is not a PCI bus id (domain:bus:device.function)"),
+            )
         })?),
         None => None,
     };
@@ -139,7 +157,10 @@ pub fn validate_node_gpus(
                 None
             };
             if let Some(what) = clash {
-                return Err(FieldError::new(format!("gpus[{i}]"), format!("has the same {what} as gpus[{j}]")));
+                return Err(FieldError::new(
+                    format!("gpus[{i}]"),
+                    format!("has the same {what} as gpus[{j}]"),
+                ));
             }
         }
     }
@@ -303,11 +324,17 @@ pub fn plan_inventory(reports: &[NodeGpus], open: &[OpenPlacement]) -> Inventory
                     if same_slot && o.uuid == g.uuid {
                         continue;
                     }
-                    let reason = if same_slot { EndReason::Reidentified } else { EndReason::Moved };
+                    let reason = if same_slot {
+                        EndReason::Reidentified
+                    } else {
+                        EndReason::Moved
+                    };
                     if o.installed_at == r.observed_at {
                         // Reported twice at one instant: the later report in the batch wins.
-                        plan.close.retain(|c| !(c.part == o.part && c.installed_at == o.installed_at));
-                        plan.open.retain(|p| !(p.part == o.part && p.installed_at == o.installed_at));
+                        plan.close
+                            .retain(|c| !(c.part == o.part && c.installed_at == o.installed_at));
+                        plan.open
+                            .retain(|p| !(p.part == o.part && p.installed_at == o.installed_at));
                     }
                     plan.close.push(Closing {
                         cluster: o.cluster.clone(),
@@ -325,11 +352,17 @@ pub fn plan_inventory(reports: &[NodeGpus], open: &[OpenPlacement]) -> Inventory
     }
     // Parts a reported node no longer reports, unless another report already moved them.
     for r in &order {
-        for o in open.iter().filter(|o| o.cluster == r.cluster && o.hostname == r.hostname) {
+        for o in open
+            .iter()
+            .filter(|o| o.cluster == r.cluster && o.hostname == r.hostname)
+        {
             if reported.contains(&(r.cluster.as_str(), r.hostname.as_str(), o.part.as_str()))
                 || moved_away.contains(&(o.cluster.as_str(), o.part.as_str()))
                 || o.installed_at > r.observed_at
-                || plan.close.iter().any(|c| c.part == o.part && c.installed_at == o.installed_at)
+                || plan
+                    .close
+                    .iter()
+                    .any(|c| c.part == o.part && c.installed_at == o.installed_at)
             {
                 continue;
             }
@@ -426,23 +459,38 @@ mod tests {
             ..Default::default()
         };
         assert!(dup(g(0, "A"), g(1, "B")).is_ok());
-        assert_eq!(dup(g(0, "A"), g(1, "A")).unwrap_err().message, "has the same part (serial or UUID) as gpus[0]");
-        assert_eq!(dup(g(0, "A"), g(0, "B")).unwrap_err().message, "has the same index as gpus[0]");
+        assert_eq!(
+            dup(g(0, "A"), g(1, "A")).unwrap_err().message,
+            "has the same part (serial or UUID) as gpus[0]"
+        );
+        assert_eq!(
+            dup(g(0, "A"), g(0, "B")).unwrap_err().message,
+            "has the same index as gpus[0]"
+        );
     }
 
     #[test]
     fn an_unchanged_report_changes_nothing() {
         let open = vec![placed("n1", "A", 0, "GPU-a", 0), placed("n1", "B", 1, "GPU-b", 0)];
-        let plan = plan_inventory(&[report("n1", 5, vec![gpu(0, "A", "GPU-a"), gpu(1, "B", "GPU-b")])], &open);
+        let plan = plan_inventory(
+            &[report("n1", 5, vec![gpu(0, "A", "GPU-a"), gpu(1, "B", "GPU-b")])],
+            &open,
+        );
         assert_eq!(plan, InventoryPlan::default());
     }
 
     #[test]
     fn a_swap_closes_the_old_part_as_absent_and_opens_the_new_one() {
         let open = vec![placed("n1", "A", 0, "GPU-a", 0), placed("n1", "B", 1, "GPU-b", 0)];
-        let plan = plan_inventory(&[report("n1", 5, vec![gpu(0, "A", "GPU-a"), gpu(1, "C", "GPU-c")])], &open);
+        let plan = plan_inventory(
+            &[report("n1", 5, vec![gpu(0, "A", "GPU-a"), gpu(1, "C", "GPU-c")])],
+            &open,
+        );
         assert_eq!(plan.close.len(), 1);
-        assert_eq!((plan.close[0].part.as_str(), plan.close[0].reason, plan.close[0].at), ("B", EndReason::Absent, t(5)));
+        assert_eq!(
+            (plan.close[0].part.as_str(), plan.close[0].reason, plan.close[0].at),
+            ("B", EndReason::Absent, t(5))
+        );
         assert_eq!(plan.open.len(), 1);
         assert_eq!((plan.open[0].part.as_str(), plan.open[0].gpu_index), ("C", Some(1)));
     }
@@ -463,7 +511,10 @@ mod tests {
         // so it ages in its old slot until then.
         assert_eq!(reasons, vec![("A", EndReason::Moved, t(6))]);
         assert_eq!(plan.open.len(), 1);
-        assert_eq!((plan.open[0].hostname.as_str(), plan.open[0].gpu_index), ("n2", Some(3)));
+        assert_eq!(
+            (plan.open[0].hostname.as_str(), plan.open[0].gpu_index),
+            ("n2", Some(3))
+        );
     }
 
     #[test]

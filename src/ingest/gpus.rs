@@ -30,7 +30,10 @@ pub struct InventoryOutcome {
 /// report that changes nothing writes nothing.
 pub async fn apply_inventory(db: &PgPool, reports: &[NodeGpus]) -> Result<InventoryOutcome, sqlx::Error> {
     let mut tx = db.begin().await?;
-    let mut keys: Vec<String> = reports.iter().map(|r| format!("{}\n{}", r.cluster, r.hostname)).collect();
+    let mut keys: Vec<String> = reports
+        .iter()
+        .map(|r| format!("{}\n{}", r.cluster, r.hostname))
+        .collect();
     keys.extend(reports.iter().flat_map(|r| r.gpus.iter().map(|g| g.part.clone())));
     locks::lock(&mut tx, LockSpace::GpuParts, &keys).await?;
 
@@ -42,7 +45,10 @@ pub async fn apply_inventory(db: &PgPool, reports: &[NodeGpus]) -> Result<Invent
     for (cluster, hosts) in &hosts_by_cluster {
         open.extend(storage::gpus::open_on_nodes(&mut tx, cluster, hosts).await?);
     }
-    let parts: Vec<String> = reports.iter().flat_map(|r| r.gpus.iter().map(|g| g.part.clone())).collect();
+    let parts: Vec<String> = reports
+        .iter()
+        .flat_map(|r| r.gpus.iter().map(|g| g.part.clone()))
+        .collect();
     for o in storage::gpus::open_of_parts(&mut tx, &parts).await? {
         if !open.contains(&o) {
             open.push(o);
@@ -92,19 +98,21 @@ pub async fn apply_inventory(db: &PgPool, reports: &[NodeGpus]) -> Result<Invent
     }
     let mut rows: Vec<PartRow> = latest
         .iter()
-        .filter(|((cluster, part), (seen, g))| match stored.get(&(cluster.to_string(), part.to_string())) {
-            None => true,
-            Some(s) => {
-                let newer = |new: &Option<String>, old: &Option<String>| new.is_some() && new != old;
-                newer(&g.serial, &s.serial)
-                    || newer(&g.uuid, &s.uuid)
-                    || newer(&g.model, &s.model)
-                    || newer(&g.board_part_number, &s.board_part_number)
-                    || newer(&g.vbios, &s.vbios)
-                    || newer(&g.driver, &s.driver)
-                    || *seen < s.first_seen_at
-            }
-        })
+        .filter(
+            |((cluster, part), (seen, g))| match stored.get(&(cluster.to_string(), part.to_string())) {
+                None => true,
+                Some(s) => {
+                    let newer = |new: &Option<String>, old: &Option<String>| new.is_some() && new != old;
+                    newer(&g.serial, &s.serial)
+                        || newer(&g.uuid, &s.uuid)
+                        || newer(&g.model, &s.model)
+                        || newer(&g.board_part_number, &s.board_part_number)
+                        || newer(&g.vbios, &s.vbios)
+                        || newer(&g.driver, &s.driver)
+                        || *seen < s.first_seen_at
+                }
+            },
+        )
         .map(|((cluster, _), (seen, g))| PartRow {
             cluster: cluster.to_string(),
             part: g.part.clone(),
@@ -185,7 +193,8 @@ pub async fn import_history(db: &PgPool, actor: &Actor, mut h: History) -> Resul
         first_seen_at: t,
         ..Default::default()
     }));
-    h.parts.sort_by(|a, b| (&a.cluster, &a.part).cmp(&(&b.cluster, &b.part)));
+    h.parts
+        .sort_by(|a, b| (&a.cluster, &a.part).cmp(&(&b.cluster, &b.part)));
     let mut tx = db.begin().await?;
     let keys: Vec<String> = h.parts.iter().map(|p| p.part.clone()).collect();
     locks::lock(&mut tx, LockSpace::GpuParts, &keys).await?;

@@ -42,7 +42,11 @@ pub fn parse_gpus(xml: &str) -> Result<Vec<GpuReport>, String> {
     // without GPUs (which would close every placement of the node).
     match root_element(xml)? {
         Some(name) if name == "nvidia_smi_log" => {}
-        Some(name) => return Err(format!("not an nvidia-smi -q -x report: the root element is <{name}>, not <nvidia_smi_log>")),
+        Some(name) => {
+            return Err(format!(
+                "not an nvidia-smi -q -x report: the root element is <{name}>, not <nvidia_smi_log>"
+            ));
+        }
         None => return Err("not an nvidia-smi -q -x report: no root element".into()),
     }
     // The DOCTYPE names a DTD that is not fetched; serde's reader skips it.
@@ -130,7 +134,11 @@ mod tests {
 
     #[test]
     fn what_is_not_a_report_is_said_so() {
-        assert!(parse_gpus("{\"gpus\": []}").unwrap_err().starts_with("not an nvidia-smi -q -x report"));
+        assert!(
+            parse_gpus("{\"gpus\": []}")
+                .unwrap_err()
+                .starts_with("not an nvidia-smi -q -x report")
+        );
         assert!(parse_gpus("<nvidia_smi_log><gpu>").is_err());
         assert!(parse_gpus("<html></html>").unwrap_err().contains("<html>"));
         assert!(parse_gpus("").is_err());

@@ -216,7 +216,9 @@ pub async fn list(db: &PgPool, f: &GpuFilter, now: DateTime<Utc>) -> Result<(Vec
         let slot = open.get(life.part.as_str());
         out.push(GpuSummary {
             serial: fact.and_then(|p| p.serial.clone()),
-            uuid: slot.and_then(|s| s.uuid.clone()).or_else(|| fact.and_then(|p| p.uuid.clone())),
+            uuid: slot
+                .and_then(|s| s.uuid.clone())
+                .or_else(|| fact.and_then(|p| p.uuid.clone())),
             cluster: life.cluster.clone(),
             node: life.node.clone(),
             gpu_index: slot.and_then(|s| s.gpu_index),
@@ -313,13 +315,22 @@ pub async fn timeline(
     let Some(life) = fleet.lives(now).into_iter().next() else {
         return Ok(None);
     };
-    let fact = fleet.parts.iter().max_by_key(|p| p.updated_at).expect("a life has a part row");
+    let fact = fleet
+        .parts
+        .iter()
+        .max_by_key(|p| p.updated_at)
+        .expect("a life has a part row");
     let open = fleet.placements.iter().find(|p| p.removed_at.is_none());
     Ok(Some(GpuTimeline {
         board_part_number: fact.board_part_number.clone(),
         vbios: fact.vbios.clone(),
         driver: fact.driver.clone(),
-        first_seen_at: fleet.parts.iter().map(|p| p.first_seen_at).min().unwrap_or(fact.first_seen_at),
+        first_seen_at: fleet
+            .parts
+            .iter()
+            .map(|p| p.first_seen_at)
+            .min()
+            .unwrap_or(fact.first_seen_at),
         placements: fleet.placements.iter().map(PlacementView::from).collect(),
         removals: fleet
             .removals

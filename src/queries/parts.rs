@@ -106,7 +106,11 @@ fn subject(life: &PartLife, event: PartEvent) -> Subject {
 /// Events of the part over its life (every failure removal, or every hardware failure).
 fn events(life: &PartLife, event: PartEvent) -> u64 {
     match event {
-        PartEvent::Removal => life.removals.iter().filter(|(_, r)| RemovalReason::is_failure(r)).count() as u64,
+        PartEvent::Removal => life
+            .removals
+            .iter()
+            .filter(|(_, r)| RemovalReason::is_failure(r))
+            .count() as u64,
         PartEvent::HardwareFailure => life.hardware_failures.len() as u64,
     }
 }

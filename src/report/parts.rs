@@ -267,7 +267,12 @@ pub fn section(d: &ReportData) -> Section {
     survival_headers.extend(
         s.groups
             .first()
-            .map(|g| g.at_years.iter().map(|a| format!("Survival at {} y", a.years)).collect::<Vec<_>>())
+            .map(|g| {
+                g.at_years
+                    .iter()
+                    .map(|a| format!("Survival at {} y", a.years))
+                    .collect::<Vec<_>>()
+            })
             .unwrap_or_default(),
     );
     let afr_rows = p
@@ -345,23 +350,46 @@ pub fn section(d: &ReportData) -> Section {
             },
             Table {
                 caption: "Failures per part-year by model".into(),
-                headers: ["Model", "Parts", "Failure removals", "Part-years", "Per part-year", "Interval"]
-                    .map(String::from)
-                    .to_vec(),
+                headers: [
+                    "Model",
+                    "Parts",
+                    "Failure removals",
+                    "Part-years",
+                    "Per part-year",
+                    "Interval",
+                ]
+                .map(String::from)
+                .to_vec(),
                 rows: afr_rows,
             },
             Table {
                 caption: "Parts or slots with repeat hard failures".into(),
-                headers: ["Kind", "Part or slot", "Failures", "Distinct slots or parts", "Expected", "Adjusted p", "Recommendation"]
-                    .map(String::from)
-                    .to_vec(),
+                headers: [
+                    "Kind",
+                    "Part or slot",
+                    "Failures",
+                    "Distinct slots or parts",
+                    "Expected",
+                    "Adjusted p",
+                    "Recommendation",
+                ]
+                .map(String::from)
+                .to_vec(),
                 rows: suspects,
             },
             Table {
                 caption: "Strongest precursors of a hard failure".into(),
-                headers: ["Signal", "Occurrences", "Parts", "Failures after it", "Rate ratio", "Interval", "p"]
-                    .map(String::from)
-                    .to_vec(),
+                headers: [
+                    "Signal",
+                    "Occurrences",
+                    "Parts",
+                    "Failures after it",
+                    "Rate ratio",
+                    "Interval",
+                    "p",
+                ]
+                .map(String::from)
+                .to_vec(),
                 rows: precursor_rows,
             },
         ]

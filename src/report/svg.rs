@@ -693,7 +693,11 @@ pub fn step_paths(steps: &[CurveStep], x: &dyn Fn(f64) -> f64, y: &dyn Fn(f64) -
         let _ = write!(band, " V{:.1}", y(last.lower));
     }
     for i in (0..steps.len()).rev() {
-        let (before, from) = if i == 0 { (1.0, 0.0) } else { (steps[i - 1].lower, steps[i - 1].time) };
+        let (before, from) = if i == 0 {
+            (1.0, 0.0)
+        } else {
+            (steps[i - 1].lower, steps[i - 1].time)
+        };
         let _ = write!(band, " V{:.1} H{:.1}", y(before), x(from));
     }
     band.push_str(" Z");
@@ -1030,7 +1034,11 @@ mod tests {
         );
         assert_eq!(svg.matches("class=\"band\"").count(), 2);
         assert_eq!(svg.matches("class=\"step\"").count(), 2);
-        assert_eq!(svg.matches("class=\"at-risk-count\"").count(), 10, "five ticks per group");
+        assert_eq!(
+            svg.matches("class=\"at-risk-count\"").count(),
+            10,
+            "five ticks per group"
+        );
         assert!(svg.contains("<title>hopper: median &lt;10&gt; days</title>"));
         assert!(svg.contains("GPU generation (days)"), "the unit follows the axis");
         assert!(svg.contains("Number at risk"));

@@ -8,7 +8,11 @@ use sqlx::{PgConnection, PgPool};
 use crate::domain::part::{Closing, OpenPlacement};
 
 /// Open placements on the given nodes of one cluster.
-pub async fn open_on_nodes(conn: &mut PgConnection, cluster: &str, hosts: &[String]) -> Result<Vec<OpenPlacement>, sqlx::Error> {
+pub async fn open_on_nodes(
+    conn: &mut PgConnection,
+    cluster: &str,
+    hosts: &[String],
+) -> Result<Vec<OpenPlacement>, sqlx::Error> {
     sqlx::query_as!(
         OpenPlacement,
         "SELECT cluster, part, installed_at, hostname, gpu_index, pci_bus_id, uuid
@@ -33,7 +37,11 @@ pub async fn open_of_parts(conn: &mut PgConnection, parts: &[String]) -> Result<
 }
 
 /// The stored facts of the given parts of one cluster (to write only what changed).
-pub async fn parts_of_cluster(conn: &mut PgConnection, cluster: &str, parts: &[String]) -> Result<Vec<Part>, sqlx::Error> {
+pub async fn parts_of_cluster(
+    conn: &mut PgConnection,
+    cluster: &str,
+    parts: &[String],
+) -> Result<Vec<Part>, sqlx::Error> {
     sqlx::query_as!(
         Part,
         "SELECT cluster, part, serial, uuid, model, generation, board_part_number, vbios, driver, attributes,

@@ -208,7 +208,8 @@ async fn the_demo_fleet_shows_data_in_every_analysis_and_every_report_section() 
             "Downtime by recovery phase",
             "Worst nodes",
             "Fleet health",
-            "This fleet beside the published baselines"
+            "This fleet beside the published baselines",
+            "Parts"
         ]
     );
     for s in &sections {

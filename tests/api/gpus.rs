@@ -7,12 +7,26 @@ use serde_json::{Value, json};
 use crate::helpers::{ADMIN_TOKEN, Backend, TestApp, event, spawn_app, spawn_app_on_backend, uuid_n};
 
 async fn put(app: &TestApp, token: &str, path: &str, body: &Value) -> (u16, Value) {
-    let res = app.client.put(app.url(path)).bearer_auth(token).json(body).send().await.unwrap();
+    let res = app
+        .client
+        .put(app.url(path))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
     crate::helpers::status_json(res).await
 }
 
 async fn post(app: &TestApp, token: &str, path: &str, body: &Value) -> (u16, Value) {
-    let res = app.client.post(app.url(path)).bearer_auth(token).json(body).send().await.unwrap();
+    let res = app
+        .client
+        .post(app.url(path))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
     crate::helpers::status_json(res).await
 }
 
@@ -56,7 +70,14 @@ async fn swaps_moves_and_attribution(app: &TestApp) {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!((body["opened"].as_i64(), body["closed"].as_i64(), body["parts_written"].as_i64()), (Some(2), Some(0), Some(2)));
+    assert_eq!(
+        (
+            body["opened"].as_i64(),
+            body["closed"].as_i64(),
+            body["parts_written"].as_i64()
+        ),
+        (Some(2), Some(0), Some(2))
+    );
     // The same set again changes nothing and writes nothing.
     let (_, body) = put(
         app,
@@ -65,34 +86,72 @@ async fn swaps_moves_and_attribution(app: &TestApp) {
         &json!({"nodes": [node("c1", "n1", "2026-11-02T00:00:00Z", vec![gpu(0, "A"), gpu(1, "B")])]}),
     )
     .await;
-    assert_eq!((body["opened"].as_i64(), body["closed"].as_i64(), body["parts_written"].as_i64()), (Some(0), Some(0), Some(0)));
+    assert_eq!(
+        (
+            body["opened"].as_i64(),
+            body["closed"].as_i64(),
+            body["parts_written"].as_i64()
+        ),
+        (Some(0), Some(0), Some(0))
+    );
 
     // A signal on slot 1 before the swap: it is B's.
     let (s, b) = app
-        .post_events(&agent, &json!({"events": [event(&uuid_n(1), json!({"cluster": "c1", "node": "n1", "gpu_index": 1,
-                                                                        "occurred_at": "2026-11-03T00:00:00Z"}))]}))
+        .post_events(
+            &agent,
+            &json!({"events": [event(&uuid_n(1), json!({"cluster": "c1", "node": "n1", "gpu_index": 1,
+                                                                        "occurred_at": "2026-11-03T00:00:00Z"}))]}),
+        )
         .await;
     assert_eq!(s, 200, "{b}");
     // Day 5: B swapped out for C; day 6: B shows up in n2 slot 3 (back from repair).
-    put(app, &agent, "/v1/gpus/inventory", &json!({"nodes": [node("c1", "n1", "2026-11-05T00:00:00Z", vec![gpu(0, "A"), gpu(1, "C")])]})).await;
-    put(app, &agent, "/v1/gpus/inventory", &json!({"nodes": [node("c1", "n2", "2026-11-06T00:00:00Z", vec![gpu(3, "B")])]})).await;
+    put(
+        app,
+        &agent,
+        "/v1/gpus/inventory",
+        &json!({"nodes": [node("c1", "n1", "2026-11-05T00:00:00Z", vec![gpu(0, "A"), gpu(1, "C")])]}),
+    )
+    .await;
+    put(
+        app,
+        &agent,
+        "/v1/gpus/inventory",
+        &json!({"nodes": [node("c1", "n2", "2026-11-06T00:00:00Z", vec![gpu(3, "B")])]}),
+    )
+    .await;
     // A signal on n1 slot 1 after the swap: C's.
-    app.post_events(&agent, &json!({"events": [event(&uuid_n(2), json!({"cluster": "c1", "node": "n1", "gpu_index": 1,
-                                                                       "occurred_at": "2026-11-07T00:00:00Z"}))]}))
-        .await;
+    app.post_events(
+        &agent,
+        &json!({"events": [event(&uuid_n(2), json!({"cluster": "c1", "node": "n1", "gpu_index": 1,
+                                                                       "occurred_at": "2026-11-07T00:00:00Z"}))]}),
+    )
+    .await;
 
     let b = placements(app, "B").await;
     assert_eq!(b.len(), 2);
-    assert_eq!((b[0].0.as_str(), b[0].1, b[0].3.as_str(), b[0].4.as_str()), ("n1", 1, Some("2026-11-05T00:00:00Z"), Some("absent")));
-    assert_eq!((b[1].0.as_str(), b[1].1, b[1].3.clone(), b[1].4.clone()), ("n2", 3, Value::Null, Value::Null));
+    assert_eq!(
+        (b[0].0.as_str(), b[0].1, b[0].3.as_str(), b[0].4.as_str()),
+        ("n1", 1, Some("2026-11-05T00:00:00Z"), Some("absent"))
+    );
+    assert_eq!(
+        (b[1].0.as_str(), b[1].1, b[1].3.clone(), b[1].4.clone()),
+        ("n2", 3, Value::Null, Value::Null)
+    );
     let (_, tb) = app.get(ADMIN_TOKEN, "/v1/gpus/B").await;
     assert_eq!(tb["failures"].as_array().unwrap().len(), 1, "{tb}");
     assert_eq!(tb["failures"][0]["first_at"], "2026-11-03T00:00:00Z");
     // The failure names its root GPU and the part there at the time.
     let id = tb["failures"][0]["failure_id"].as_str().unwrap();
     let (_, f) = app.get(ADMIN_TOKEN, &format!("/v1/failures/{id}")).await;
-    assert_eq!((f["root_gpu"]["gpu_index"].as_i64(), f["root_gpu"]["part"].as_str()), (Some(1), Some("B")), "{f}");
-    assert_eq!((tb["state"].as_str(), tb["node"].as_str()), (Some("installed"), Some("n2")));
+    assert_eq!(
+        (f["root_gpu"]["gpu_index"].as_i64(), f["root_gpu"]["part"].as_str()),
+        (Some(1), Some("B")),
+        "{f}"
+    );
+    assert_eq!(
+        (tb["state"].as_str(), tb["node"].as_str()),
+        (Some("installed"), Some("n2"))
+    );
     // Installed 2026-11-01..05 and since 2026-11-06: 4 days plus the time since.
     let (_, tc) = app.get(ADMIN_TOKEN, "/v1/gpus/C").await;
     assert_eq!(tc["failures"].as_array().unwrap().len(), 1, "{tc}");
@@ -104,7 +163,13 @@ async fn swaps_moves_and_attribution(app: &TestApp) {
     // The same serial with a new UUID in the same slot: reidentified, history kept.
     let mut a2 = gpu(0, "A");
     a2["uuid"] = json!("GPU-A-after-repair");
-    put(app, &agent, "/v1/gpus/inventory", &json!({"nodes": [node("c1", "n1", "2026-11-08T00:00:00Z", vec![a2, gpu(1, "C")])]})).await;
+    put(
+        app,
+        &agent,
+        "/v1/gpus/inventory",
+        &json!({"nodes": [node("c1", "n1", "2026-11-08T00:00:00Z", vec![a2, gpu(1, "C")])]}),
+    )
+    .await;
     let a = placements(app, "A").await;
     assert_eq!(a.len(), 2);
     assert_eq!(a[0].4.as_str(), Some("reidentified"));
@@ -112,15 +177,29 @@ async fn swaps_moves_and_attribution(app: &TestApp) {
     assert_eq!(ta["uuid"], "GPU-A-after-repair");
 
     // A's move to another cluster closes it in c1.
-    put(app, &agent, "/v1/gpus/inventory", &json!({"nodes": [node("c2", "m1", "2026-11-09T00:00:00Z", vec![gpu(0, "A")])]})).await;
+    put(
+        app,
+        &agent,
+        "/v1/gpus/inventory",
+        &json!({"nodes": [node("c2", "m1", "2026-11-09T00:00:00Z", vec![gpu(0, "A")])]}),
+    )
+    .await;
     let a = placements(app, "A").await;
     assert_eq!(a.len(), 3);
-    assert_eq!((a[1].3.as_str(), a[1].4.as_str()), (Some("2026-11-09T00:00:00Z"), Some("moved")));
+    assert_eq!(
+        (a[1].3.as_str(), a[1].4.as_str()),
+        (Some("2026-11-09T00:00:00Z"), Some("moved"))
+    );
     assert_eq!(a[2].0, "m1");
 
     // A node's slots over time.
     let (_, slots) = app.get(ADMIN_TOKEN, "/v1/nodes/c1/n1/gpus").await;
-    let parts: Vec<&str> = slots["placements"].as_array().unwrap().iter().map(|p| p["part"].as_str().unwrap()).collect();
+    let parts: Vec<&str> = slots["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["part"].as_str().unwrap())
+        .collect();
     assert_eq!(parts, ["A", "B", "C", "A"]);
 
     // The list: states and filters.
@@ -129,9 +208,22 @@ async fn swaps_moves_and_attribution(app: &TestApp) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|g| (g["part"].as_str().unwrap(), g["cluster"].as_str().unwrap(), g["state"].as_str().unwrap()))
+        .map(|g| {
+            (
+                g["part"].as_str().unwrap(),
+                g["cluster"].as_str().unwrap(),
+                g["state"].as_str().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(listed, [("A", "c2", "installed"), ("B", "c1", "installed"), ("C", "c1", "installed")]);
+    assert_eq!(
+        listed,
+        [
+            ("A", "c2", "installed"),
+            ("B", "c1", "installed"),
+            ("C", "c1", "installed")
+        ]
+    );
     let (_, on_n2) = app.get(ADMIN_TOKEN, "/v1/gpus?node=n2").await;
     assert_eq!(on_n2["gpus"].as_array().unwrap().len(), 1);
     let (_, page) = app.get(ADMIN_TOKEN, "/v1/gpus?limit=2").await;
@@ -152,7 +244,13 @@ async fn swaps_moves_and_attribution(app: &TestApp) {
     assert_eq!(status, 403);
 
     // Removal: admin only, audited, closes the placement.
-    let (status, _) = post(app, &agent, "/v1/gpus/C/removals", &json!({"cluster": "c1", "reason": "rma"})).await;
+    let (status, _) = post(
+        app,
+        &agent,
+        "/v1/gpus/C/removals",
+        &json!({"cluster": "c1", "reason": "rma"}),
+    )
+    .await;
     assert_eq!(status, 403);
     let (status, r) = post(
         app,
@@ -169,11 +267,22 @@ async fn swaps_moves_and_attribution(app: &TestApp) {
     assert_eq!(tc["placements"][0]["end_reason"], "rma");
     let (_, audit) = app.get(ADMIN_TOKEN, "/v1/audit?action=gpu.removal").await;
     assert_eq!(audit["entries"][0]["target"], "c1/C", "{audit}");
-    let (status, _) = post(app, ADMIN_TOKEN, "/v1/gpus/nope/removals", &json!({"cluster": "c1", "reason": "failed"})).await;
+    let (status, _) = post(
+        app,
+        ADMIN_TOKEN,
+        "/v1/gpus/nope/removals",
+        &json!({"cluster": "c1", "reason": "failed"}),
+    )
+    .await;
     assert_eq!(status, 404);
-    let (status, _) = post(app, ADMIN_TOKEN, "/v1/gpus/B/removals", &json!({"cluster": "c1", "reason": "failed",
-                                                                             "at": "2026-11-01T00:00:00Z"}))
-        .await;
+    let (status, _) = post(
+        app,
+        ADMIN_TOKEN,
+        "/v1/gpus/B/removals",
+        &json!({"cluster": "c1", "reason": "failed",
+                                                                             "at": "2026-11-01T00:00:00Z"}),
+    )
+    .await;
     assert_eq!(status, 409, "a removal before the part's placement");
 }
 
@@ -202,7 +311,10 @@ async fn nvidia_smi_xml_registers_the_node_and_an_unchanged_report_writes_nothin
     };
     let (status, body) = crate::helpers::status_json(send(xml, "application/xml").await.unwrap()).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!((body["opened"].as_i64(), body["parts_written"].as_i64()), (Some(2), Some(2)));
+    assert_eq!(
+        (body["opened"].as_i64(), body["parts_written"].as_i64()),
+        (Some(2), Some(2))
+    );
     let versions = || async {
         sqlx::query_scalar::<_, String>("SELECT string_agg(xmin::text, ',' ORDER BY part) FROM gpu_parts")
             .fetch_one(&app.db)
@@ -211,12 +323,22 @@ async fn nvidia_smi_xml_registers_the_node_and_an_unchanged_report_writes_nothin
     };
     let before = versions().await;
     let (_, body) = crate::helpers::status_json(send(xml, "text/xml").await.unwrap()).await;
-    assert_eq!((body["opened"].as_i64(), body["closed"].as_i64(), body["parts_written"].as_i64()), (Some(0), Some(0), Some(0)));
+    assert_eq!(
+        (
+            body["opened"].as_i64(),
+            body["closed"].as_i64(),
+            body["parts_written"].as_i64()
+        ),
+        (Some(0), Some(0), Some(0))
+    );
     assert_eq!(versions().await, before, "an unchanged report rewrites no part");
     let (_, g) = app.get(ADMIN_TOKEN, "/v1/gpus/0320717031755").await;
     assert_eq!((g["node"].as_str(), g["gpu_index"].as_i64()), (Some("gpu-07"), Some(1)));
     assert_eq!(g["placements"][0]["pci_bus_id"], "0000:82:00.0");
-    assert_eq!((g["vbios"].as_str(), g["driver"].as_str()), (Some("86.00.3A.00.02"), Some("375.66")));
+    assert_eq!(
+        (g["vbios"].as_str(), g["driver"].as_str()),
+        (Some("86.00.3A.00.02"), Some("375.66"))
+    );
     assert_eq!(g["generation"], "pascal");
     // Not a report; not a type we read.
     let (status, body) = crate::helpers::status_json(send("<html></html>", "application/xml").await.unwrap()).await;
@@ -224,7 +346,13 @@ async fn nvidia_smi_xml_registers_the_node_and_an_unchanged_report_writes_nothin
     let (status, _) = crate::helpers::status_json(send("x", "text/plain").await.unwrap()).await;
     assert_eq!(status, 415);
     // A GPU without serial or UUID is refused, saying which.
-    let (status, body) = put(&app, &agent, "/v1/nodes/c1/gpu-08/gpus", &json!({"gpus": [gpu(0, "X"), {"index": 1}]})).await;
+    let (status, body) = put(
+        &app,
+        &agent,
+        "/v1/nodes/c1/gpu-08/gpus",
+        &json!({"gpus": [gpu(0, "X"), {"index": 1}]}),
+    )
+    .await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["details"]["rejected"][0]["field"], "gpus[1].serial");
 }
@@ -234,9 +362,12 @@ async fn history_imports_are_idempotent_and_late_inventory_attributes_earlier_fa
     let app = spawn_app().await;
     let agent = app.token("agent", None).await;
     // A failure on n5 slot 2 before any inventory.
-    app.post_events(&agent, &json!({"events": [event(&uuid_n(9), json!({"cluster": "c1", "node": "n5", "gpu_index": 2,
-                                                                       "occurred_at": "2026-10-15T00:00:00Z"}))]}))
-        .await;
+    app.post_events(
+        &agent,
+        &json!({"events": [event(&uuid_n(9), json!({"cluster": "c1", "node": "n5", "gpu_index": 2,
+                                                                       "occurred_at": "2026-10-15T00:00:00Z"}))]}),
+    )
+    .await;
     let import = json!({
         "parts": [{"cluster": "c1", "serial": "S1", "model": "NVIDIA A100-SXM4-80GB", "attributes": {"lot": "L7"}},
                   {"cluster": "c1", "serial": "S2", "attributes": {"lot": "L8", "bad": {"nested": 1}}}],
@@ -257,13 +388,24 @@ async fn history_imports_are_idempotent_and_late_inventory_attributes_earlier_fa
         .iter()
         .map(|r| (r["index"].as_i64().unwrap(), r["field"].as_str().unwrap()))
         .collect();
-    assert_eq!(rejected, [(1, "parts[1].attributes.bad"), (4, "placements[2].removed_at")]);
+    assert_eq!(
+        rejected,
+        [(1, "parts[1].attributes.bad"), (4, "placements[2].removed_at")]
+    );
     assert_eq!(body2["written"], json!({"parts": 2, "placements": 2, "removals": 1}));
     let (_, again) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
-    assert_eq!(again["written"], json!({"parts": 0, "placements": 0, "removals": 0}), "{again}");
+    assert_eq!(
+        again["written"],
+        json!({"parts": 0, "placements": 0, "removals": 0}),
+        "{again}"
+    );
     let (_, s1) = app.get(ADMIN_TOKEN, "/v1/gpus/S1").await;
     assert_eq!(s1["state"], "failed");
-    assert_eq!(s1["failures"].as_array().unwrap().len(), 1, "late inventory attributes the earlier failure: {s1}");
+    assert_eq!(
+        s1["failures"].as_array().unwrap().len(),
+        1,
+        "late inventory attributes the earlier failure: {s1}"
+    );
     assert_eq!(s1["attributes"]["lot"], "L7");
     assert_eq!(s1["generation"], "ampere");
     // 2026-01-01 to 2026-10-20: 292 days installed.
@@ -286,9 +428,7 @@ async fn survival_and_afr_match_hand_computed_lifetimes() {
                "installed_at": format!("{from}T00:00:00Z"), "removed_at": format!("{to}T00:00:00Z"), "end_reason": reason})
     };
     let part = |serial: &str, model: &str, lot: &str| json!({"cluster": "c1", "serial": serial, "model": model, "attributes": {"lot": lot}});
-    let rm = |serial: &str, at: &str, reason: &str| {
-        json!({"cluster": "c1", "serial": serial, "removed_at": format!("{at}T00:00:00Z"), "reason": reason})
-    };
+    let rm = |serial: &str, at: &str, reason: &str| json!({"cluster": "c1", "serial": serial, "removed_at": format!("{at}T00:00:00Z"), "reason": reason});
     let import = json!({
         "parts": [part("P1", "NVIDIA H100 80GB HBM3", "L1"), part("P2", "NVIDIA H100 80GB HBM3", "L1"),
                   part("P3", "NVIDIA H100 80GB HBM3", "L2"), part("P4", "NVIDIA H100 80GB HBM3", "L2"),
@@ -308,21 +448,35 @@ async fn survival_and_afr_match_hand_computed_lifetimes() {
     let (status, s) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?by=generation").await;
     assert_eq!(status, 200, "{s}");
     let groups = s["groups"].as_array().unwrap();
-    assert_eq!(groups.iter().map(|g| g["group"].as_str().unwrap()).collect::<Vec<_>>(), ["ampere", "hopper"]);
+    assert_eq!(
+        groups.iter().map(|g| g["group"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["ampere", "hopper"]
+    );
     let hopper = &groups[1];
-    assert_eq!((hopper["parts"].as_u64(), hopper["events"].as_u64()), (Some(4), Some(2)));
+    assert_eq!(
+        (hopper["parts"].as_u64(), hopper["events"].as_u64()),
+        (Some(4), Some(2))
+    );
     let steps: Vec<(f64, u64, u64, u64, f64)> = hopper["curve"]["steps"]
         .as_array()
         .unwrap()
         .iter()
         .map(|st| {
-            (st["time"].as_f64().unwrap(), st["at_risk"].as_u64().unwrap(), st["events"].as_u64().unwrap(),
-             st["censored"].as_u64().unwrap(), st["survival"].as_f64().unwrap())
+            (
+                st["time"].as_f64().unwrap(),
+                st["at_risk"].as_u64().unwrap(),
+                st["events"].as_u64().unwrap(),
+                st["censored"].as_u64().unwrap(),
+                st["survival"].as_f64().unwrap(),
+            )
         })
         .collect();
     // 50: P4 censored (4 at risk); 100: P1 and P3 fail (3 at risk), S = 1/3; 300: P2 censored.
     assert_eq!(steps.len(), 3);
-    assert_eq!((steps[0].0, steps[0].1, steps[0].2, steps[0].3, steps[0].4), (50.0, 4, 0, 1, 1.0));
+    assert_eq!(
+        (steps[0].0, steps[0].1, steps[0].2, steps[0].3, steps[0].4),
+        (50.0, 4, 0, 1, 1.0)
+    );
     assert_eq!((steps[1].0, steps[1].1, steps[1].2, steps[1].3), (100.0, 3, 2, 0));
     assert!((steps[1].4 - 1.0 / 3.0).abs() < 1e-12);
     assert_eq!((steps[2].0, steps[2].3), (300.0, 1));
@@ -337,23 +491,47 @@ async fn survival_and_afr_match_hand_computed_lifetimes() {
     // Log-rank by hand: at 100, E(hopper) = 2 x 3/5, V = 2 x 0.6 x 0.4 x 3/4; at 200, E = 1/3,
     // V = 2/9; (2 - 1.5333)^2 / 0.58222 = 0.374046 on 1 df (lifelines: 0.37404580152671746).
     let lr = &s["log_rank"];
-    assert!((lr["statistic"].as_f64().unwrap() - 0.374_045_801_526_717_46).abs() < 1e-9, "{lr}");
+    assert!(
+        (lr["statistic"].as_f64().unwrap() - 0.374_045_801_526_717_46).abs() < 1e-9,
+        "{lr}"
+    );
     assert_eq!(lr["degrees_of_freedom"], 1);
 
     // AFR: hopper 2 failure removals over 100 + 300 + 100 + 50 = 550 part-days = 1.505818 part-years.
     let (status, a) = app.get(ADMIN_TOKEN, "/v1/analytics/afr?by=model").await;
     assert_eq!(status, 200, "{a}");
-    let h100 = a["groups"].as_array().unwrap().iter().find(|g| g["group"] == "NVIDIA H100 80GB HBM3").unwrap();
+    let h100 = a["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["group"] == "NVIDIA H100 80GB HBM3")
+        .unwrap();
     assert_eq!(h100["failures"], 2);
     assert!((h100["part_years"].as_f64().unwrap() - 550.0 / 365.25).abs() < 1e-9);
     assert!((h100["rate_per_year"].as_f64().unwrap() - 2.0 / (550.0 / 365.25)).abs() < 1e-9);
     // By a site attribute; the event can be the first hardware failure instead (none resolved here).
-    let (_, lots) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?by=attribute:lot&event=hardware_failure").await;
+    let (_, lots) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/analytics/survival?by=attribute:lot&event=hardware_failure",
+        )
+        .await;
     assert_eq!(lots["groups"].as_array().unwrap().len(), 3);
     assert_eq!(lots["groups"][0]["events"], 0);
-    let res = app.client.get(app.url("/v1/analytics/survival?format=csv")).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    let res = app
+        .client
+        .get(app.url("/v1/analytics/survival?format=csv"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
     let csv = res.text().await.unwrap();
-    assert!(csv.starts_with("group,time_days,at_risk,events,censored,survival,lower,upper,variance\r\nampere,200,2,1,0,0.5,"), "{csv}");
+    assert!(
+        csv.starts_with(
+            "group,time_days,at_risk,events,censored,survival,lower,upper,variance\r\nampere,200,2,1,0,0.5,"
+        ),
+        "{csv}"
+    );
     let (status, _) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?by=vendor").await;
     assert_eq!(status, 400);
     let (status, _) = app.get(ADMIN_TOKEN, "/v1/analytics/afr?confidence=2").await;
@@ -366,22 +544,47 @@ async fn survival_and_afr_match_hand_computed_lifetimes() {
 async fn precursors_and_parts_or_slots_read_failures_resolved_to_parts() {
     let app = spawn_app().await;
     let agent = app.token("agent", None).await;
-    put(&app, &agent, "/v1/gpus/inventory", &json!({"nodes": [node("c1", "n1", "2026-06-01T00:00:00Z", vec![gpu(0, "X"), gpu(1, "Y")])]})).await;
+    put(
+        &app,
+        &agent,
+        "/v1/gpus/inventory",
+        &json!({"nodes": [node("c1", "n1", "2026-06-01T00:00:00Z", vec![gpu(0, "X"), gpu(1, "Y")])]}),
+    )
+    .await;
     let ev = |n: u32, at: &str, kind: &str, code: i64| {
-        event(&uuid_n(n), json!({"cluster": "c1", "node": "n1", "gpu_index": 0, "occurred_at": at, "kind": kind, "code": code,
-                                 "message": null}))
+        event(
+            &uuid_n(n),
+            json!({"cluster": "c1", "node": "n1", "gpu_index": 0, "occurred_at": at, "kind": kind, "code": code,
+                                 "message": null}),
+        )
     };
     let (status, body) = app
-        .post_events(&agent, &json!({"events": [ev(1, "2026-09-01T00:00:00Z", "ecc", 1),
+        .post_events(
+            &agent,
+            &json!({"events": [ev(1, "2026-09-01T00:00:00Z", "ecc", 1),
                                                 ev(2, "2026-09-03T00:00:00Z", "xid", 79),
-                                                ev(3, "2026-10-03T00:00:00Z", "xid", 79)]}))
+                                                ev(3, "2026-10-03T00:00:00Z", "xid", 79)]}),
+        )
         .await;
     assert_eq!(status, 200, "{body}");
-    let (status, p) = app.get(ADMIN_TOKEN, "/v1/analytics/precursors?to=2026-11-30T00:00:00Z&window_days=7").await;
+    let (status, p) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/analytics/precursors?to=2026-11-30T00:00:00Z&window_days=7",
+        )
+        .await;
     assert_eq!(status, 200, "{p}");
     assert_eq!((p["parts"].as_u64(), p["failures"].as_u64()), (Some(2), Some(2)));
-    let ecc = p["precursors"].as_array().unwrap().iter().find(|r| r["kind"] == "ecc").expect("ecc is a precursor");
-    assert_eq!((ecc["exposed_failures"].as_u64(), ecc["unexposed_failures"].as_u64()), (Some(1), Some(1)));
+    let ecc = p["precursors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "ecc")
+        .expect("ecc is a precursor");
+    assert_eq!(
+        (ecc["exposed_failures"].as_u64(), ecc["unexposed_failures"].as_u64()),
+        (Some(1), Some(1))
+    );
     assert!((ecc["exposed_days"].as_f64().unwrap() - 7.0).abs() < 1e-9, "{ecc}");
     assert!((ecc["unexposed_days"].as_f64().unwrap() - 357.0).abs() < 1e-9, "{ecc}");
     // (1 / 7) / (1 / 357) = 51.
@@ -391,7 +594,10 @@ async fn precursors_and_parts_or_slots_read_failures_resolved_to_parts() {
     assert_eq!(status, 200, "{ps}");
     assert_eq!(ps["failures"], 2);
     assert_eq!(ps["parts"][0]["id"], "X");
-    assert_eq!((ps["parts"][0]["failures"].as_u64(), ps["parts"][0]["distinct"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(
+        (ps["parts"][0]["failures"].as_u64(), ps["parts"][0]["distinct"].as_u64()),
+        (Some(2), Some(1))
+    );
     assert_eq!(ps["slots"][0]["id"], "c1/n1/gpu0");
     // The timeline lists every failure resolved to X, the corrected ECC one (low, transient) too.
     let (_, x) = app.get(ADMIN_TOKEN, "/v1/gpus/X").await;

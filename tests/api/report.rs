@@ -391,7 +391,15 @@ async fn the_dashboard_is_served_without_a_token() {
             "{path}: no external references"
         );
     }
-    let script = app.client.get(app.url("/assets/parts.js")).send().await.unwrap().text().await.unwrap();
+    let script = app
+        .client
+        .get(app.url("/assets/parts.js"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     for endpoint in ["q('survival'", "q('afr'", "q('parts-or-slots'", "q('precursors'"] {
         assert!(script.contains(endpoint), "the Parts panel fetches {endpoint}");
     }

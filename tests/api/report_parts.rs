@@ -15,9 +15,7 @@ pub async fn load_parts_history(app: &TestApp, cluster: &str) {
                "installed_at": format!("{from}T00:00:00Z"), "removed_at": format!("{to}T00:00:00Z"), "end_reason": reason})
     };
     let part = |serial: &str, model: &str| json!({"cluster": cluster, "serial": serial, "model": model});
-    let rm = |serial: &str, at: &str, reason: &str| {
-        json!({"cluster": cluster, "serial": serial, "removed_at": format!("{at}T00:00:00Z"), "reason": reason})
-    };
+    let rm = |serial: &str, at: &str, reason: &str| json!({"cluster": cluster, "serial": serial, "removed_at": format!("{at}T00:00:00Z"), "reason": reason});
     let (h100, a100) = ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB");
     let import = json!({
         "parts": [part("P1", h100), part("P2", h100), part("P3", h100), part("P4", h100), part("Q1", a100), part("Q2", a100)],
@@ -31,7 +29,14 @@ pub async fn load_parts_history(app: &TestApp, cluster: &str) {
         "removals": [rm("P1", "2025-04-11", "failed"), rm("P3", "2025-06-10", "rma"), rm("P4", "2025-02-20", "decommissioned"),
                      rm("Q1", "2025-07-20", "failed")]
     });
-    let res = app.client.post(app.url("/v1/gpus/history")).bearer_auth(ADMIN_TOKEN).json(&import).send().await.unwrap();
+    let res = app
+        .client
+        .post(app.url("/v1/gpus/history"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&import)
+        .send()
+        .await
+        .unwrap();
     let (status, body): (u16, Value) = crate::helpers::status_json(res).await;
     assert_eq!(status, 200, "{body}");
 }
@@ -61,24 +66,59 @@ async fn the_parts_section_carries_the_parts_analytics() {
     assert_eq!(
         survival,
         [
-            strings(&["ampere", "2", "1", "200.0 days", "200.0 to unbounded", "50.0% (1 at risk)", "n/a", "n/a", "n/a"]),
-            strings(&["hopper", "4", "2", "100.0 days", "100.0 to unbounded", "n/a", "n/a", "n/a", "n/a"]),
+            strings(&[
+                "ampere",
+                "2",
+                "1",
+                "200.0 days",
+                "200.0 to unbounded",
+                "50.0% (1 at risk)",
+                "n/a",
+                "n/a",
+                "n/a"
+            ]),
+            strings(&[
+                "hopper",
+                "4",
+                "2",
+                "100.0 days",
+                "100.0 to unbounded",
+                "n/a",
+                "n/a",
+                "n/a",
+                "n/a"
+            ]),
         ]
     );
     // AFR: H100 2 removals over 550 part-days = 1.5058 part-years = 1.33 per part-year; A100 1 over
     // 600 days = 1.6427 part-years = 0.61.
     let afr = html_table(&html, "Failures per part-year by model");
     assert_eq!(afr.len(), 2);
-    assert_eq!(afr[0][..5], strings(&["NVIDIA A100-SXM4-80GB", "2", "1", "1.64", "0.61"]));
-    assert_eq!(afr[1][..5], strings(&["NVIDIA H100 80GB HBM3", "4", "2", "1.51", "1.33"]));
+    assert_eq!(
+        afr[0][..5],
+        strings(&["NVIDIA A100-SXM4-80GB", "2", "1", "1.64", "0.61"])
+    );
+    assert_eq!(
+        afr[1][..5],
+        strings(&["NVIDIA H100 80GB HBM3", "4", "2", "1.51", "1.33"])
+    );
     for caption in ["Survival by GPU generation", "Failures per part-year by model"] {
         assert_eq!(html_table(&html, caption), md_table(&md, caption), "{caption}");
     }
     // The same numbers as the API.
     let (_, a) = app.get(&reader, "/v1/analytics/afr?by=model").await;
-    let h100 = a["groups"].as_array().unwrap().iter().find(|g| g["group"] == "NVIDIA H100 80GB HBM3").unwrap();
+    let h100 = a["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["group"] == "NVIDIA H100 80GB HBM3")
+        .unwrap();
     assert_eq!(format!("{:.2}", h100["rate_per_year"].as_f64().unwrap()), "1.33");
-    assert!(afr[1][5].starts_with(&format!("{:.2} to ", h100["lower"].as_f64().unwrap())), "{:?}", afr[1]);
+    assert!(
+        afr[1][5].starts_with(&format!("{:.2} to ", h100["lower"].as_f64().unwrap())),
+        "{:?}",
+        afr[1]
+    );
 
     // The curves: a band and a step line per generation, at risk under the ticks 0..400 days.
     let chart = &html[html.find("data-chart=\"part-survival\"").expect("survival chart")..];
@@ -104,7 +144,12 @@ async fn a_fleet_without_parts_says_so() {
     let (status, _, html) = report(&app, ADMIN_TOKEN, "", "text/html").await;
     assert_eq!(status, 200);
     let (_, _, md) = report(&app, ADMIN_TOKEN, "", "text/markdown").await;
-    assert!(html.contains("<section id=\"parts\"><h2>Parts</h2><p class=\"lead\">No GPU parts are recorded for this fleet.</p></section>"));
-    assert!(md.contains("## Parts\n\n**No GPU parts are recorded for this fleet.**"), "{md}");
+    assert!(html.contains(
+        "<section id=\"parts\"><h2>Parts</h2><p class=\"lead\">No GPU parts are recorded for this fleet.</p></section>"
+    ));
+    assert!(
+        md.contains("## Parts\n\n**No GPU parts are recorded for this fleet.**"),
+        "{md}"
+    );
     assert!(!html.contains("data-chart=\"part-survival\""));
 }

@@ -191,7 +191,11 @@ async fn history_older_than_retention_forms_its_failures(backend: Backend) {
             .fetch_one(&app.db)
             .await
             .unwrap();
-    assert_eq!(resolution.as_deref(), Some("drained"), "the post-mortem follows its failure");
+    assert_eq!(
+        resolution.as_deref(),
+        Some("drained"),
+        "the post-mortem follows its failure"
+    );
     crate::rollups::assert_rollups_recount_from(&app, "a late signal joined an old failure", true).await;
     pass(&app).await;
     let (_, body) = app.post_events(ADMIN_TOKEN, &late).await;

@@ -38,8 +38,11 @@ pub struct PartsQuery {
 impl PartsQuery {
     fn parse(&self, caller: &Caller) -> ApiResult<(Option<String>, PartGrouping, PartEvent, f64)> {
         let by = self.by.as_deref().unwrap_or("generation");
-        let grouping = PartGrouping::parse(by)
-            .ok_or_else(|| bad(format!("by '{by}' is not generation, model, cluster, all or attribute:KEY")))?;
+        let grouping = PartGrouping::parse(by).ok_or_else(|| {
+            bad(format!(
+                "by '{by}' is not generation, model, cluster, all or attribute:KEY"
+            ))
+        })?;
         let confidence = self.confidence.unwrap_or(0.95);
         if !(confidence.is_finite() && (0.5..=0.999).contains(&confidence)) {
             return Err(bad("confidence must be between 0.5 and 0.999"));
@@ -53,7 +56,17 @@ impl PartsQuery {
     }
 }
 
-const SURVIVAL_CSV: [&str; 9] = ["group", "time_days", "at_risk", "events", "censored", "survival", "lower", "upper", "variance"];
+const SURVIVAL_CSV: [&str; 9] = [
+    "group",
+    "time_days",
+    "at_risk",
+    "events",
+    "censored",
+    "survival",
+    "lower",
+    "upper",
+    "variance",
+];
 
 /// Kaplan-Meier survival of GPU parts by group, with Greenwood bands, medians, survival at 1, 2,
 /// 3 and 5 years and a log-rank test between the groups.
@@ -95,7 +108,15 @@ pub async fn survival(
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
     let (cluster, by, event, confidence) = q.parse(&caller)?;
-    let answer = qp::survival(&ctx.read_db, cluster.as_deref(), &by, event, confidence, q.to.unwrap_or_else(Utc::now)).await?;
+    let answer = qp::survival(
+        &ctx.read_db,
+        cluster.as_deref(),
+        &by,
+        event,
+        confidence,
+        q.to.unwrap_or_else(Utc::now),
+    )
+    .await?;
     Ok(respond(format, "survival", answer, |a| {
         let mut csv = Csv::new(&SURVIVAL_CSV);
         for g in &a.groups {
@@ -145,9 +166,25 @@ pub async fn afr(
 ) -> ApiResult<Response> {
     caller.require(Permission::Query)?;
     let (cluster, by, event, confidence) = q.parse(&caller)?;
-    let answer = qp::afr(&ctx.read_db, cluster.as_deref(), &by, event, confidence, q.to.unwrap_or_else(Utc::now)).await?;
+    let answer = qp::afr(
+        &ctx.read_db,
+        cluster.as_deref(),
+        &by,
+        event,
+        confidence,
+        q.to.unwrap_or_else(Utc::now),
+    )
+    .await?;
     Ok(respond(format, "afr", answer, |a| {
-        let mut csv = Csv::new(&["group", "parts", "failures", "part_years", "rate_per_year", "lower", "upper"]);
+        let mut csv = Csv::new(&[
+            "group",
+            "parts",
+            "failures",
+            "part_years",
+            "rate_per_year",
+            "lower",
+            "upper",
+        ]);
         for g in &a.groups {
             csv.row([
                 g.group.clone(),
@@ -206,12 +243,23 @@ pub async fn parts_or_slots(
     let answer = qp::parts_or_slots(&ctx.read_db, cluster.as_deref(), alpha, q.to.unwrap_or_else(Utc::now)).await?;
     Ok(respond(format, "parts-or-slots", answer, |a| {
         let mut csv = Csv::new(&[
-            "kind", "id", "failures", "distinct", "exposure_days", "expected", "p_value", "adjusted_p", "significant",
+            "kind",
+            "id",
+            "failures",
+            "distinct",
+            "exposure_days",
+            "expected",
+            "p_value",
+            "adjusted_p",
+            "significant",
             "recommendation",
         ]);
         for x in a.result.parts.iter().chain(&a.result.slots) {
             csv.row([
-                serde_json::to_value(x.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+                serde_json::to_value(x.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
                 x.id.clone(),
                 s(x.failures),
                 s(x.distinct),
@@ -220,7 +268,10 @@ pub async fn parts_or_slots(
                 s(x.p_value),
                 s(x.adjusted_p),
                 s(x.significant),
-                serde_json::to_value(x.recommendation).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+                serde_json::to_value(x.recommendation)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
             ]);
         }
         csv.finish()
@@ -277,11 +328,30 @@ pub async fn precursors(
         wq.from = Some(wq.to.unwrap_or_else(Utc::now) - Duration::days(365));
     }
     let w = wq.window(&caller)?;
-    let answer = qp::precursors(&ctx.read_db, w.cluster.as_deref(), w.from, w.to, window_days, confidence).await?;
+    let answer = qp::precursors(
+        &ctx.read_db,
+        w.cluster.as_deref(),
+        w.from,
+        w.to,
+        window_days,
+        confidence,
+    )
+    .await?;
     Ok(respond(format, "precursors", answer, |a| {
         let mut csv = Csv::new(&[
-            "kind", "code", "occurrences", "parts_with_signal", "exposed_days", "exposed_failures", "unexposed_days",
-            "unexposed_failures", "rate_ratio", "ratio_lower", "ratio_upper", "p_value", "significant",
+            "kind",
+            "code",
+            "occurrences",
+            "parts_with_signal",
+            "exposed_days",
+            "exposed_failures",
+            "unexposed_days",
+            "unexposed_failures",
+            "rate_ratio",
+            "ratio_lower",
+            "ratio_upper",
+            "p_value",
+            "significant",
         ]);
         for p in &a.precursors {
             csv.row([

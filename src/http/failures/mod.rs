@@ -302,12 +302,14 @@ pub async fn get_failure(
             }
         })
         .collect();
-    let root_gpu = storage::gpus::root_gpu(&ctx.db, &row.cluster, row.id).await?.map(|g| RootGpuView {
-        gpu_index: g.gpu_index,
-        uuid: g.uuid,
-        pci_bus_id: g.pci_bus_id,
-        part: g.part,
-    });
+    let root_gpu = storage::gpus::root_gpu(&ctx.db, &row.cluster, row.id)
+        .await?
+        .map(|g| RootGpuView {
+            gpu_index: g.gpu_index,
+            uuid: g.uuid,
+            pci_bus_id: g.pci_bus_id,
+            part: g.part,
+        });
     Ok(Json(FailureDetail {
         root_gpu,
         failure: row.into(),

@@ -84,7 +84,10 @@ fn validate_input(input: NodeGpusInput, now: DateTime<Utc>) -> Result<NodeGpus, 
         ));
     }
     if input.gpus.len() > 1024 {
-        return Err(FieldError::new("gpus", format!("{} GPUs; a node has at most 1024", input.gpus.len())));
+        return Err(FieldError::new(
+            "gpus",
+            format!("{} GPUs; a node has at most 1024", input.gpus.len()),
+        ));
     }
     validate_node_gpus(
         required_text("cluster", input.cluster)?,
@@ -191,7 +194,9 @@ pub async fn put_node_gpus(
 ) -> ApiResult<Json<GpuInventoryResponse>> {
     caller.require(Permission::Ingest)?;
     if !caller.may_write(&cluster) {
-        return Err(ApiError::Forbidden(format!("this token may not write cluster '{cluster}'")));
+        return Err(ApiError::Forbidden(format!(
+            "this token may not write cluster '{cluster}'"
+        )));
     }
     let is_xml = match content_type(&headers).as_deref() {
         Some("application/xml" | "text/xml") => true,
@@ -211,7 +216,8 @@ pub async fn put_node_gpus(
     let (observed_at, gpus) = if is_xml {
         let text = std::str::from_utf8(&bytes)
             .map_err(|e| ApiError::bad_request("invalid_xml", format!("the body is not UTF-8: {e}")))?;
-        let gpus = crate::logparse::nvidia_smi::parse_gpus(text).map_err(|e| ApiError::bad_request("invalid_xml", e))?;
+        let gpus =
+            crate::logparse::nvidia_smi::parse_gpus(text).map_err(|e| ApiError::bad_request("invalid_xml", e))?;
         (None, gpus)
     } else {
         let one: OneNodeGpus = serde_json::from_slice(&bytes)

@@ -4,6 +4,7 @@
 
 pub mod history;
 pub mod inventory;
+mod records;
 
 use axum::extract::State;
 use axum::routing::get;
@@ -83,7 +84,10 @@ pub async fn list_gpus(
     caller.require(Permission::ReadInventory)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
-        return Err(ApiError::bad_request("invalid_query", format!("limit {limit} is not in 1..=1000")));
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("limit {limit} is not in 1..=1000"),
+        ));
     }
     let after = match q.cursor.as_deref() {
         Some(c) => Some(
@@ -171,7 +175,9 @@ pub async fn node_gpus(
 ) -> ApiResult<Json<NodeSlots>> {
     caller.require(Permission::ReadInventory)?;
     if !caller.may_read(&cluster) {
-        return Err(ApiError::Forbidden(format!("this token may not read cluster '{cluster}'")));
+        return Err(ApiError::Forbidden(format!(
+            "this token may not read cluster '{cluster}'"
+        )));
     }
     let placements = crate::queries::gpus::node_slots(&ctx.read_db, &cluster, &hostname).await?;
     Ok(Json(NodeSlots {

@@ -200,9 +200,7 @@ fn import_item_rule(schemas: &mut serde_json::Value) {
 /// removal of a history import, names at least one (non-blank), as `domain::part` checks.
 fn part_identity_rule(schemas: &mut serde_json::Value) {
     use serde_json::json;
-    let named = |f: &str| {
-        json!({"required": [f], "properties": {f: {"type": "string", "pattern": crate::domain::event::TEXT_PATTERN}}})
-    };
+    let named = |f: &str| json!({"required": [f], "properties": {f: {"type": "string", "pattern": crate::domain::event::TEXT_PATTERN}}});
     for name in ["GpuReport", "PartInput", "PlacementInput", "RemovalInput"] {
         if let Some(item) = schemas.get_mut(name).and_then(|s| s.as_object_mut()) {
             item.insert("anyOf".into(), json!([named("serial"), named("uuid")]));
