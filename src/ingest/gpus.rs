@@ -129,6 +129,13 @@ pub async fn apply_inventory(db: &PgPool, reports: &[NodeGpus]) -> Result<Invent
         .collect();
     rows.sort_by(|a, b| (&a.cluster, &a.part).cmp(&(&b.cluster, &b.part)));
     let parts_written = storage::gpus::upsert_parts(&mut tx, &rows, Utc::now()).await? as usize;
+    if opened + closed + parts_written > 0 {
+        let clusters = reports
+            .iter()
+            .map(|r| r.cluster.clone())
+            .chain(plan.close.iter().map(|c| c.cluster.clone()));
+        storage::gpus::bump_part_versions(&mut tx, &sorted_distinct(clusters)).await?;
+    }
     tx.commit().await?;
     Ok(InventoryOutcome {
         opened,
@@ -201,6 +208,15 @@ pub async fn import_history(db: &PgPool, actor: &Actor, mut h: History) -> Resul
     let parts = storage::gpus::upsert_parts(&mut tx, &h.parts, Utc::now()).await? as usize;
     let placements = storage::gpus::upsert_placements(&mut tx, &h.placements).await? as usize;
     let removals = storage::gpus::upsert_removals(&mut tx, &h.removals).await? as usize;
+    if parts + placements + removals > 0 {
+        let clusters = h
+            .parts
+            .iter()
+            .map(|p| p.cluster.clone())
+            .chain(h.placements.iter().map(|p| p.cluster.clone()))
+            .chain(h.removals.iter().map(|r| r.cluster.clone()));
+        storage::gpus::bump_part_versions(&mut tx, &sorted_distinct(clusters)).await?;
+    }
     let mut clusters: Vec<&str> = h.parts.iter().map(|p| p.cluster.as_str()).collect();
     clusters.dedup();
     super::audit::record(
@@ -288,6 +304,7 @@ pub async fn remove_part(db: &PgPool, actor: &Actor, r: Removal) -> Result<bool,
         }],
     )
     .await?;
+    storage::gpus::bump_part_versions(&mut tx, std::slice::from_ref(&r.cluster)).await?;
     super::audit::record(
         &mut tx,
         actor,
@@ -301,4 +318,12 @@ pub async fn remove_part(db: &PgPool, actor: &Actor, r: Removal) -> Result<bool,
     .await?;
     tx.commit().await?;
     Ok(closed)
+}
+
+/// The clusters a write touched, each once, in the order their version rows are locked.
+fn sorted_distinct(clusters: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = clusters.collect();
+    out.sort();
+    out.dedup();
+    out
 }

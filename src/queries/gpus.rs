@@ -2,12 +2,14 @@
 //! part's timeline; a node's slots over time. Also the per-part lives the parts analytics use.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
+use super::kept::Source;
 use crate::analytics::part_life::{self, Interval, PartState};
 use crate::domain::gpu::GpuGeneration;
 use crate::storage;
@@ -51,61 +53,139 @@ impl Fleet {
         })
     }
 
-    /// One life per part identity (across the clusters it served in).
+    /// One life per part identity (across the clusters it served in), aged at `now`.
     pub fn lives(&self, now: DateTime<Utc>) -> Vec<PartLife> {
-        let mut lives: BTreeMap<&str, PartLife> = BTreeMap::new();
-        for p in &self.parts {
-            let life = lives.entry(&p.part).or_insert_with(|| PartLife::new(p));
-            // The latest-updated row's facts describe the part; attributes merge.
-            if p.updated_at >= life.updated_at {
-                life.model = p.model.clone().or(life.model.take());
-                if p.model.is_some() {
-                    life.generation = p.generation.clone();
-                }
-                life.updated_at = p.updated_at;
-            }
-            if let (Some(into), Some(from)) = (life.attributes.as_object_mut(), p.attributes.as_object()) {
-                into.extend(from.clone());
-            }
-        }
-        for pl in &self.placements {
-            if let Some(life) = lives.get_mut(pl.part.as_str()) {
-                life.intervals.push(Interval {
-                    from: pl.installed_at,
-                    to: pl.removed_at,
-                });
-                if pl.removed_at.is_none() {
-                    life.node = Some(pl.hostname.clone());
-                    life.cluster = pl.cluster.clone();
-                }
-            }
-        }
-        for r in &self.removals {
-            if let Some(life) = lives.get_mut(r.part.as_str()) {
-                life.removals.push((r.removed_at, r.reason.clone()));
-            }
-        }
-        for f in &self.failures {
-            if let Some(life) = f.part.as_deref().and_then(|p| lives.get_mut(p)) {
-                life.failures += 1;
-                if f.is_hard() {
-                    life.hardware_failures.push(f.first_at);
-                }
-            }
-        }
+        let mut lives = lives_of(&self.parts, &self.placements, &self.removals);
+        attach_failures(&mut lives, &self.failures);
+        age_at(&mut lives, now);
         lives
-            .into_values()
-            .map(|mut l| {
-                l.intervals.sort_by_key(|i| i.from);
-                l.removals.sort();
-                l.hardware_failures.sort();
-                let removals: Vec<(DateTime<Utc>, &str)> = l.removals.iter().map(|(t, r)| (*t, r.as_str())).collect();
-                l.state = part_life::state(&l.intervals, &removals);
-                l.installed_days = part_life::age_days_at(&l.intervals, now);
-                l
-            })
-            .collect()
     }
+}
+
+/// The lives of the parts, in identity order, without their failures and not yet aged.
+fn lives_of(parts: &[Part], placements: &[Placement], removals: &[Removal]) -> Vec<PartLife> {
+    let mut lives: BTreeMap<&str, PartLife> = BTreeMap::new();
+    for p in parts {
+        let life = lives.entry(&p.part).or_insert_with(|| PartLife::new(p));
+        // The latest-updated row's facts describe the part; attributes merge.
+        if p.updated_at >= life.updated_at {
+            life.model = p.model.clone().or(life.model.take());
+            if p.model.is_some() {
+                life.generation = p.generation.clone();
+            }
+            life.updated_at = p.updated_at;
+        }
+        if let (Some(into), Some(from)) = (life.attributes.as_object_mut(), p.attributes.as_object()) {
+            into.extend(from.clone());
+        }
+    }
+    for pl in placements {
+        if let Some(life) = lives.get_mut(pl.part.as_str()) {
+            life.intervals.push(Interval {
+                from: pl.installed_at,
+                to: pl.removed_at,
+            });
+            if pl.removed_at.is_none() {
+                life.node = Some(pl.hostname.clone());
+                life.cluster = pl.cluster.clone();
+            }
+        }
+    }
+    for r in removals {
+        if let Some(life) = lives.get_mut(r.part.as_str()) {
+            life.removals.push((r.removed_at, r.reason.clone()));
+        }
+    }
+    lives
+        .into_values()
+        .map(|mut l| {
+            l.intervals.sort_by_key(|i| i.from);
+            l.removals.sort();
+            let removals: Vec<(DateTime<Utc>, &str)> = l.removals.iter().map(|(t, r)| (*t, r.as_str())).collect();
+            l.state = part_life::state(&l.intervals, &removals);
+            l
+        })
+        .collect()
+}
+
+/// Counts each failure against its part (lives in identity order).
+fn attach_failures(lives: &mut [PartLife], failures: &[PartFailure]) {
+    for f in failures {
+        let Some(part) = f.part.as_deref() else { continue };
+        if let Ok(i) = lives.binary_search_by(|l| l.part.as_str().cmp(part)) {
+            let life = &mut lives[i];
+            life.failures += 1;
+            if f.is_hard() {
+                life.hardware_failures.push(f.first_at);
+            }
+        }
+    }
+    for l in lives.iter_mut() {
+        l.hardware_failures.sort();
+    }
+}
+
+fn age_at(lives: &mut [PartLife], now: DateTime<Utc>) {
+    for l in lives.iter_mut() {
+        l.installed_days = part_life::age_days_at(&l.intervals, now);
+    }
+}
+
+/// Lives built from a database's parts history, kept with the parts versions they were read at.
+type KeptLives = (Vec<(String, i64)>, Arc<Vec<PartLife>>);
+
+/// Process-wide, like the rollup caches (`kept.rs`): correct across instances because each use
+/// first reads the versions from the database it answers from. Bounded in entries (one per
+/// database and cluster filter); past the bound it starts afresh.
+static KEPT_LIVES: LazyLock<Mutex<HashMap<Source, KeptLives>>> = LazyLock::new(Default::default);
+const KEPT_LIVES_MAX: usize = 8;
+
+/// The lives of every part of a cluster (every cluster when None), aged at `now`, with their
+/// failures when `with_failures`. The parts history (parts, placements, removals) is read again
+/// only after a write moved its version; the failures, which change with every ingest, are read
+/// each time they are asked for.
+pub async fn fleet_lives(
+    db: &PgPool,
+    cluster: Option<&str>,
+    now: DateTime<Utc>,
+    with_failures: bool,
+) -> Result<Vec<PartLife>, sqlx::Error> {
+    let failures = async {
+        match with_failures {
+            true => storage::gpus::part_failures(db, cluster, None).await,
+            false => Ok(Vec::new()),
+        }
+    };
+    let (versions, failures) = tokio::try_join!(storage::gpus::part_versions(db, cluster), failures)?;
+    let source = Source::of(db, cluster);
+    let kept = {
+        let kept = KEPT_LIVES.lock().unwrap_or_else(|e| e.into_inner());
+        kept.get(&source)
+            .filter(|(v, _)| *v == versions)
+            .map(|(_, l)| l.clone())
+    };
+    let base = match kept {
+        Some(lives) => lives,
+        None => {
+            // Read after the versions: what is read is at least as new as what it is filed under.
+            let (placements, parts, removals) = tokio::try_join!(
+                storage::gpus::placements(db, cluster, None, None),
+                storage::gpus::parts(db, cluster, None),
+                storage::gpus::removals(db, cluster, None),
+            )?;
+            let lives = Arc::new(lives_of(&parts, &placements, &removals));
+            let mut kept = KEPT_LIVES.lock().unwrap_or_else(|e| e.into_inner());
+            if kept.len() >= KEPT_LIVES_MAX && !kept.contains_key(&source) {
+                kept.clear();
+            }
+            kept.insert(source, (versions, lives.clone()));
+            lives
+        }
+    };
+    let mut lives = (*base).clone();
+    attach_failures(&mut lives, &failures);
+    age_at(&mut lives, now);
+    Ok(lives)
 }
 
 /// A part's life, across clusters.

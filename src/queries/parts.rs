@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
-use super::gpus::{Fleet, PartLife};
+use super::gpus::{Fleet, PartLife, fleet_lives};
 use crate::analytics::part_life::age_days_at;
 use crate::analytics::parts::{self, PartsOrSlots};
 use crate::analytics::precursors::{self, PartHistory, PrecursorLift, PrecursorSignal};
@@ -80,18 +80,24 @@ pub enum PartEvent {
     HardwareFailure,
 }
 
-/// The part's (event, age at it in days), else (censored, its age now).
-fn subject(life: &PartLife, event: PartEvent) -> Subject {
-    let first = match event {
-        PartEvent::Removal => life
-            .removals
-            .iter()
-            .filter(|(_, reason)| RemovalReason::is_failure(reason))
-            .map(|(t, _)| *t)
-            .min(),
-        PartEvent::HardwareFailure => life.hardware_failures.first().copied(),
+/// Times of the part's events up to `now` (every failure removal, or every hard failure).
+fn event_times(life: &PartLife, event: PartEvent, now: DateTime<Utc>) -> impl Iterator<Item = DateTime<Utc>> + '_ {
+    let times: Box<dyn Iterator<Item = DateTime<Utc>> + '_> = match event {
+        PartEvent::Removal => Box::new(
+            life.removals
+                .iter()
+                .filter(|(_, reason)| RemovalReason::is_failure(reason))
+                .map(|(t, _)| *t),
+        ),
+        PartEvent::HardwareFailure => Box::new(life.hardware_failures.iter().copied()),
     };
-    match first {
+    times.filter(move |t| *t <= now)
+}
+
+/// The part's (event, age at it in days), else (censored, its age at `now`): an event after
+/// `now` has not happened yet as of then.
+fn subject(life: &PartLife, event: PartEvent, now: DateTime<Utc>) -> Subject {
+    match event_times(life, event, now).min() {
         Some(t) => Subject {
             duration: age_days_at(&life.intervals, t),
             event: true,
@@ -103,16 +109,9 @@ fn subject(life: &PartLife, event: PartEvent) -> Subject {
     }
 }
 
-/// Events of the part over its life (every failure removal, or every hardware failure).
-fn events(life: &PartLife, event: PartEvent) -> u64 {
-    match event {
-        PartEvent::Removal => life
-            .removals
-            .iter()
-            .filter(|(_, r)| RemovalReason::is_failure(r))
-            .count() as u64,
-        PartEvent::HardwareFailure => life.hardware_failures.len() as u64,
-    }
+/// Events of the part over its life up to `now`.
+fn events(life: &PartLife, event: PartEvent, now: DateTime<Utc>) -> u64 {
+    event_times(life, event, now).count() as u64
 }
 
 /// Survival at a whole number of years.
@@ -162,10 +161,13 @@ pub async fn survival(
     confidence: f64,
     now: DateTime<Utc>,
 ) -> Result<SurvivalAnswer, sqlx::Error> {
-    let lives = Fleet::load(db, cluster, None).await?.lives(now);
+    let lives = fleet_lives(db, cluster, now, event == PartEvent::HardwareFailure).await?;
     let mut grouped: BTreeMap<String, Vec<Subject>> = BTreeMap::new();
     for life in &lives {
-        grouped.entry(by.group_of(life)).or_default().push(subject(life, event));
+        grouped
+            .entry(by.group_of(life))
+            .or_default()
+            .push(subject(life, event, now));
     }
     let groups: Vec<SurvivalGroup> = grouped
         .iter()
@@ -240,12 +242,12 @@ pub async fn afr(
     confidence: f64,
     now: DateTime<Utc>,
 ) -> Result<AfrAnswer, sqlx::Error> {
-    let lives = Fleet::load(db, cluster, None).await?.lives(now);
+    let lives = fleet_lives(db, cluster, now, event == PartEvent::HardwareFailure).await?;
     let mut grouped: BTreeMap<String, (u64, u64, f64)> = BTreeMap::new();
     for life in &lives {
         let g = grouped.entry(by.group_of(life)).or_default();
         g.0 += 1;
-        g.1 += events(life, event);
+        g.1 += events(life, event, now);
         g.2 += life.installed_days;
     }
     Ok(AfrAnswer {
@@ -348,7 +350,7 @@ pub async fn precursors(
     window_days: f64,
     confidence: f64,
 ) -> Result<PrecursorAnswer, sqlx::Error> {
-    let lives = Fleet::load(db, cluster, None).await?.lives(to);
+    let lives = fleet_lives(db, cluster, to, true).await?;
     let signals = storage::gpus::part_signals(db, cluster, from, to).await?;
     let mut by_part: HashMap<&str, Vec<PrecursorSignal>> = HashMap::new();
     for s in &signals {

@@ -41,6 +41,7 @@ pub const DISTRIBUTED_TABLES: &[&str] = &[
     "gpu_parts",
     "gpu_placements",
     "gpu_removals",
+    "gpu_part_versions",
 ];
 
 /// Tables that are Faultline's bookkeeping, not data: they stay on the coordinator.

@@ -479,3 +479,31 @@ pub async fn root_gpu(db: &PgPool, cluster: &str, id: uuid::Uuid) -> Result<Opti
     .fetch_optional(db)
     .await
 }
+
+/// Raises the parts version of each cluster (sorted, distinct: the rows are locked in that order
+/// until the transaction ends, so concurrent writers cannot deadlock on them).
+pub async fn bump_part_versions(conn: &mut PgConnection, clusters: &[String]) -> Result<(), sqlx::Error> {
+    if clusters.is_empty() {
+        return Ok(());
+    }
+    sqlx::query!(
+        "INSERT INTO gpu_part_versions AS v (cluster, version)
+         SELECT c, 1 FROM unnest($1::text[]) AS c ORDER BY c
+         ON CONFLICT (cluster) DO UPDATE SET version = v.version + 1",
+        clusters,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// (cluster, version) of the parts of a cluster (every cluster when None), in cluster order.
+pub async fn part_versions(db: &PgPool, cluster: Option<&str>) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "SELECT cluster, version FROM gpu_part_versions WHERE ($1::text IS NULL OR cluster = $1) ORDER BY cluster",
+        cluster,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.cluster, r.version)).collect())
+}

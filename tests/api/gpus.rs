@@ -534,6 +534,34 @@ async fn survival_and_afr_match_hand_computed_lifetimes() {
     );
     let (status, _) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?by=vendor").await;
     assert_eq!(status, 400);
+
+    // A removal written after the answers above is in the next one (the lives kept between reads
+    // are read again once a write moved the parts' version): Q2, out of its slot since 400 days,
+    // is recorded as failed then, so ampere has 2 events of 2 and its curve reaches 0 at 400.
+    let (status, r) = post(
+        &app,
+        ADMIN_TOKEN,
+        "/v1/gpus/Q2/removals",
+        &json!({"cluster": "c1", "reason": "failed", "at": "2026-02-05T00:00:00Z"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{r}");
+    let (_, s) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?by=generation").await;
+    let ampere = &s["groups"][0];
+    assert_eq!(
+        (ampere["group"].as_str(), ampere["events"].as_u64()),
+        (Some("ampere"), Some(2))
+    );
+    assert_eq!(ampere["curve"]["steps"][1]["time"], 400.0);
+    assert_eq!(ampere["curve"]["steps"][1]["survival"], 0.0);
+    // As of a time before that removal, it has not happened: one event.
+    let (_, s) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/analytics/survival?by=generation&to=2026-01-01T00:00:00Z",
+        )
+        .await;
+    assert_eq!(s["groups"][0]["events"], 1);
     let (status, _) = app.get(ADMIN_TOKEN, "/v1/analytics/afr?confidence=2").await;
     assert_eq!(status, 400);
 }
