@@ -42,6 +42,9 @@ pub enum Command {
     /// Measure GPU parts at fleet scale: 100,000 GPUs' inventory posted (then again, unchanged),
     /// and the survival analysis over a Titan-sized history (30,000 parts, 6,000 hard failures).
     BenchParts(BenchPartsArgs),
+    /// Read a Slurm cluster's accounting (jobs, node drains and their reasons) into Faultline.
+    #[command(subcommand)]
+    Slurm(SlurmCommand),
     /// Measure the log-line parsers on one core (99 % noise, 1 % signals) and print lines/s.
     BenchParse(BenchParseArgs),
 }
@@ -79,6 +82,49 @@ pub struct SimulateArgs {
     pub start: Option<chrono::DateTime<chrono::Utc>>,
     /// Events per request.
     #[arg(long, env = "FAULTLINE_SIMULATE_BATCH", default_value_t = 5000)]
+    pub batch: usize,
+}
+
+#[derive(Subcommand)]
+pub enum SlurmCommand {
+    /// Send the jobs (`sacct`) and node events (`sacctmgr show event`) recorded since the server's
+    /// cursor for the cluster, then move the cursor; with `--follow`, again every N seconds.
+    Sync(SlurmSyncArgs),
+}
+
+#[derive(clap::Args, Clone)]
+pub struct SlurmSyncArgs {
+    /// Base URL of the Faultline server.
+    #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    /// An agent token (scoped to the cluster) or an admin token.
+    #[arg(long, env = "FAULTLINE_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// The cluster's name in Faultline.
+    #[arg(long, env = "FAULTLINE_SLURM_CLUSTER")]
+    pub cluster: String,
+    /// The cluster's name in Slurm's accounting (`sacct -M`), when it differs [default: the
+    /// cluster Slurm's configuration names].
+    #[arg(long, env = "FAULTLINE_SLURM_ACCOUNTING_CLUSTER")]
+    pub slurm_cluster: Option<String>,
+    /// The `sacct` program.
+    #[arg(long, env = "FAULTLINE_SLURM_SACCT", default_value = "sacct")]
+    pub sacct: PathBuf,
+    /// The `sacctmgr` program.
+    #[arg(long, env = "FAULTLINE_SLURM_SACCTMGR", default_value = "sacctmgr")]
+    pub sacctmgr: PathBuf,
+    /// Where the first sync of a cluster starts, RFC 3339 [default: 7 days ago].
+    #[arg(long, env = "FAULTLINE_SLURM_SINCE", value_parser = crate::domain::window::parse_rfc3339)]
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Seconds each window reaches back before the cursor: slurmdbd records a job's end a little
+    /// after the job ends, and a re-read record is a duplicate.
+    #[arg(long, env = "FAULTLINE_SLURM_OVERLAP_SECS", default_value_t = 300)]
+    pub overlap_secs: u64,
+    /// Repeat every N seconds instead of once (a failed pass is reported and retried at the next).
+    #[arg(long, env = "FAULTLINE_SLURM_FOLLOW_SECS")]
+    pub follow: Option<u64>,
+    /// Jobs or signals per request.
+    #[arg(long, env = "FAULTLINE_SLURM_BATCH", default_value_t = 1000)]
     pub batch: usize,
 }
 

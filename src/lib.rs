@@ -17,3 +17,4 @@ pub mod logparse;
 pub mod queries;
 pub mod report;
 pub mod storage;
+pub mod sync;

@@ -89,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Simulate(args) => simulate(args).await,
         Command::Report(args) => report(args).await,
+        Command::Slurm(faultline::cli::SlurmCommand::Sync(args)) => faultline::sync::slurm::run(args).await,
         Command::Bench(args) => {
             telemetry::init_tracing();
             let server =

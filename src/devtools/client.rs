@@ -63,7 +63,7 @@ fn retry_after(res: &reqwest::Response) -> Option<Duration> {
 
 /// A path segment with the characters a URL path may not carry percent-encoded (serials are
 /// digits, UUIDs `GPU-` and hex, but a site's identity could hold anything).
-fn urlencoding_path(s: &str) -> String {
+pub fn urlencoding_path(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
@@ -399,6 +399,27 @@ impl Client {
             .send(reqwest::Method::GET, "/v1/reports/reliability", |r| r.query(&query))
             .await?;
         res.text().await.context("reading the report")
+    }
+
+    /// A request with an optional JSON body and its decoded JSON answer (and retries), through
+    /// [`send`](Self::send).
+    pub async fn send_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<(Value, u64)> {
+        match body {
+            Some(b) => self.send_with_retry(method, path, b).await,
+            None => {
+                let (res, retries) = self.send(method.clone(), path, |r| r).await?;
+                let answer = res
+                    .json()
+                    .await
+                    .with_context(|| format!("decoding the answer to {method} {path}"))?;
+                Ok((answer, retries))
+            }
+        }
     }
 
     /// A JSON request and its decoded JSON answer, through [`send`](Self::send).

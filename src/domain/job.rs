@@ -48,6 +48,42 @@ pub struct JobInput {
     /// When it ended; required unless the state is `running`.
     pub end: Option<DateTime<Utc>>,
     pub state: JobState,
+    /// The job's name in the scheduler.
+    #[serde(default)]
+    #[schema(value_type = Option<Text>)]
+    pub name: Option<String>,
+    /// The scheduler's own final state, which `state` folds (Slurm: TIMEOUT, NODE_FAIL,
+    /// OUT_OF_MEMORY, PREEMPTED... are failed or cancelled).
+    #[serde(default)]
+    #[schema(value_type = Option<Text>, max_length = 64)]
+    pub scheduler_state: Option<String>,
+    /// The job's exit code.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 255)]
+    pub exit_code: Option<i32>,
+    /// The signal that ended the job, if one did.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 255)]
+    pub exit_signal: Option<i32>,
+    /// Slurm's DerivedExitCode: the highest exit code of the job's steps.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 255)]
+    pub derived_exit_code: Option<i32>,
+    /// Times the job was requeued and ran again; `start` is its first run's.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub restarts: Option<i32>,
+}
+
+/// What the scheduler says of a job beyond its run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobDetails {
+    pub name: Option<String>,
+    pub scheduler_state: Option<String>,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub derived_exit_code: Option<i32>,
+    pub restarts: i32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +95,7 @@ pub struct Job {
     pub start: DateTime<Utc>,
     pub end: Option<DateTime<Utc>>,
     pub state: JobState,
+    pub details: JobDetails,
 }
 
 pub const MAX_JOB_GPUS: i32 = 1_000_000;
@@ -99,7 +136,32 @@ pub fn validate_job(input: JobInput) -> Result<Job, FieldError> {
         (_, Some(end)) if end < input.start => return Err(FieldError::new("end", "is before start")),
         _ => {}
     }
+    let code = |field: &str, v: Option<i32>| match v {
+        Some(c) if !(0..=255).contains(&c) => Err(FieldError::new(field, format!("{c} is not in 0..=255"))),
+        v => Ok(v),
+    };
+    let details = JobDetails {
+        name: input.name.map(|n| required_text("name", n)).transpose()?,
+        scheduler_state: match input
+            .scheduler_state
+            .map(|s| required_text("scheduler_state", s))
+            .transpose()?
+        {
+            Some(s) if s.len() > 64 => return Err(FieldError::new("scheduler_state", "longer than 64 bytes")),
+            s => s,
+        },
+        exit_code: code("exit_code", input.exit_code)?,
+        exit_signal: code("exit_signal", input.exit_signal)?,
+        derived_exit_code: code("derived_exit_code", input.derived_exit_code)?,
+        restarts: match input.restarts {
+            Some(r) if !(0..=1_000_000).contains(&r) => {
+                return Err(FieldError::new("restarts", format!("{r} is not in 0..=1000000")));
+            }
+            r => r.unwrap_or(0),
+        },
+    };
     Ok(Job {
+        details,
         id: required_text("id", input.id)?,
         cluster: required_text("cluster", input.cluster)?,
         gpus: input.gpus,

@@ -22,6 +22,7 @@ pub mod rate_limit;
 pub mod rebuilds;
 pub mod report;
 pub mod rules;
+pub mod sync_cursors;
 pub mod terms;
 pub mod tokens;
 
@@ -84,6 +85,7 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(failures::router())
         .merge(analytics::router())
         .merge(jobs::router())
+        .merge(sync_cursors::router())
         .merge(report::router())
         .merge(audit::router())
 }

@@ -12,6 +12,7 @@ pub mod nvsentinel;
 pub mod rebuild;
 pub mod refold;
 pub mod rollups;
+pub mod sync_cursors;
 pub mod timing;
 pub mod tokens;
 

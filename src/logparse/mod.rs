@@ -25,6 +25,7 @@ pub mod nvidia_smi;
 mod prefix;
 pub mod records;
 mod scan;
+pub mod slurm;
 
 /// A PCI bus id in the one form signals and inventory share (`0000:3b:00.0`), from any of the
 /// forms tools print (`00000000:3B:00.0`, `PCI:0000:3b:00`, `3b:00.0`); None if it is not one.

@@ -42,6 +42,7 @@ pub const DISTRIBUTED_TABLES: &[&str] = &[
     "gpu_placements",
     "gpu_removals",
     "gpu_part_versions",
+    "sync_cursors",
 ];
 
 /// Tables that are Faultline's bookkeeping, not data: they stay on the coordinator.

@@ -44,16 +44,28 @@ pub async fn upsert(conn: &mut PgConnection, jobs: &[Job]) -> Result<u64, sqlx::
     let starts: Vec<DateTime<Utc>> = jobs.iter().map(|j| j.start).collect();
     let ends: Vec<Option<DateTime<Utc>>> = jobs.iter().map(|j| j.end).collect();
     let states: Vec<&str> = jobs.iter().map(|j| j.state.as_str()).collect();
+    let names: Vec<Option<&str>> = jobs.iter().map(|j| j.details.name.as_deref()).collect();
+    let scheduler_states: Vec<Option<&str>> = jobs.iter().map(|j| j.details.scheduler_state.as_deref()).collect();
+    let exit_codes: Vec<Option<i32>> = jobs.iter().map(|j| j.details.exit_code).collect();
+    let exit_signals: Vec<Option<i32>> = jobs.iter().map(|j| j.details.exit_signal).collect();
+    let derived: Vec<Option<i32>> = jobs.iter().map(|j| j.details.derived_exit_code).collect();
+    let restarts: Vec<i32> = jobs.iter().map(|j| j.details.restarts).collect();
     let done = sqlx::query!(
-        "INSERT INTO jobs (cluster, job_id, gpus, nodes, started_at, ended_at, state)
+        "INSERT INTO jobs (cluster, job_id, gpus, nodes, started_at, ended_at, state, name, scheduler_state,
+                          exit_code, exit_signal, derived_exit_code, restarts)
          SELECT cluster, job_id, gpus,
                 CASE WHEN nodes = '' THEN '{}'::text[] ELSE string_to_array(nodes, E'\\x1f') END,
-                started_at, ended_at, state
-         FROM UNNEST($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[])
-              AS t(cluster, job_id, gpus, nodes, started_at, ended_at, state)
+                started_at, ended_at, state, name, scheduler_state, exit_code, exit_signal, derived_exit_code, restarts
+         FROM UNNEST($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[],
+                     $8::text[], $9::text[], $10::int[], $11::int[], $12::int[], $13::int[])
+              AS t(cluster, job_id, gpus, nodes, started_at, ended_at, state, name, scheduler_state, exit_code,
+                   exit_signal, derived_exit_code, restarts)
          ON CONFLICT (cluster, job_id) DO UPDATE SET
              gpus = EXCLUDED.gpus, nodes = EXCLUDED.nodes, started_at = EXCLUDED.started_at,
-             ended_at = EXCLUDED.ended_at, state = EXCLUDED.state, updated_at = EXCLUDED.updated_at",
+             ended_at = EXCLUDED.ended_at, state = EXCLUDED.state, updated_at = EXCLUDED.updated_at,
+             name = EXCLUDED.name, scheduler_state = EXCLUDED.scheduler_state, exit_code = EXCLUDED.exit_code,
+             exit_signal = EXCLUDED.exit_signal, derived_exit_code = EXCLUDED.derived_exit_code,
+             restarts = EXCLUDED.restarts",
         &clusters as &[&str],
         &ids as &[&str],
         &gpus,
@@ -61,6 +73,12 @@ pub async fn upsert(conn: &mut PgConnection, jobs: &[Job]) -> Result<u64, sqlx::
         &starts,
         &ends as &[Option<DateTime<Utc>>],
         &states as &[&str],
+        &names as &[Option<&str>],
+        &scheduler_states as &[Option<&str>],
+        &exit_codes as &[Option<i32>],
+        &exit_signals as &[Option<i32>],
+        &derived as &[Option<i32>],
+        &restarts,
     )
     .execute(&mut *conn)
     .await?;

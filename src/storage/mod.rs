@@ -18,6 +18,7 @@ pub mod partitions;
 pub mod rebuilds;
 pub mod rollups;
 pub mod signal_stats;
+pub mod sync_cursors;
 pub mod tokens;
 
 use sqlx::PgPool;

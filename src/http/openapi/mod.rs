@@ -61,6 +61,8 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::gpus::history::import_history,
         http::gpus::history::remove_part,
         http::jobs::upsert_jobs,
+        http::sync_cursors::get_cursor,
+        http::sync_cursors::advance_cursor,
         http::analytics::recovery::recovery,
         http::analytics::errors::top_errors,
         http::analytics::concentration::node_concentration,
