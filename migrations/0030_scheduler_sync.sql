@@ -24,3 +24,6 @@ ALTER TABLE jobs
     ADD COLUMN derived_exit_code integer NULL,
     -- Times the job was requeued and ran again (its node failed, it was preempted).
     ADD COLUMN restarts          integer NOT NULL DEFAULT 0 CHECK (restarts >= 0);
+
+-- A job's failures (its detail, `GET /v1/failures?job_id=`) without a scan of the cluster's.
+CREATE INDEX failures_job_idx ON failures (cluster, job_id) WHERE job_id IS NOT NULL;

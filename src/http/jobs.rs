@@ -1,21 +1,23 @@
 //! `PUT /v1/jobs`: jobs from the scheduler, so failure rates can be given per job and per GPU-hour.
 
 use axum::extract::State;
-use axum::routing::put;
+use axum::routing::{get, put};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::ApiContext;
 use super::caller::Caller;
-use super::extract::AppJson;
+use super::extract::{AppJson, AppPath};
 use crate::domain::auth::Permission;
 use crate::domain::job::{JobInput, parse_job};
-use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::ingest::batch::{Batch, RejectReason, RejectedItem, Route, count_stored};
 
 pub fn router() -> Router<ApiContext> {
-    Router::new().route("/v1/jobs", put(upsert_jobs))
+    Router::new()
+        .route("/v1/jobs", put(upsert_jobs))
+        .route("/v1/jobs/{cluster}/{id}", get(get_job))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -81,4 +83,34 @@ pub async fn upsert_jobs(
         upserted,
         rejected,
     }))
+}
+
+/// One job: its run, what the scheduler said of it (name, own state, exit codes, restarts) and
+/// the failures folded under it.
+#[utoipa::path(
+    get, path = "/v1/jobs/{cluster}/{id}", tag = "failures",
+    params(("cluster" = String, Path, description = "Cluster"), ("id" = String, Path, description = "The scheduler's job id")),
+    responses(
+        (status = 200, description = "The job", body = crate::queries::jobs::JobView),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not query, or the cluster is outside its scope", body = ErrorBody),
+        (status = 404, description = "No such job in the cluster", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_job(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    AppPath((cluster, id)): AppPath<(String, String)>,
+) -> ApiResult<Json<crate::queries::jobs::JobView>> {
+    caller.require(Permission::Query)?;
+    if !caller.may_read(&cluster) {
+        return Err(ApiError::Forbidden(format!(
+            "this token may not read cluster '{cluster}'"
+        )));
+    }
+    crate::queries::jobs::job(&ctx.read_db, &cluster, &id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound(format!("no job '{id}' in cluster '{cluster}'")))
 }

@@ -11,6 +11,7 @@ pub mod gpus;
 pub mod headline;
 pub mod inputs;
 pub mod job_size;
+pub mod jobs;
 mod kept;
 pub mod parts;
 pub mod rebuilds;

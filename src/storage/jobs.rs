@@ -141,3 +141,39 @@ pub async fn running_in(
     .fetch_all(db)
     .await
 }
+
+/// A job with what the scheduler said of it.
+#[derive(Debug)]
+pub struct JobRecord {
+    pub cluster: String,
+    pub job_id: String,
+    pub gpus: i32,
+    pub nodes: Vec<String>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub state: String,
+    pub name: Option<String>,
+    pub scheduler_state: Option<String>,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub derived_exit_code: Option<i32>,
+    pub restarts: i32,
+    pub updated_at: DateTime<Utc>,
+    /// Failures folded under the job, in time order.
+    pub failure_ids: Vec<uuid::Uuid>,
+}
+
+pub async fn job(db: &sqlx::PgPool, cluster: &str, job_id: &str) -> Result<Option<JobRecord>, sqlx::Error> {
+    sqlx::query_as!(
+        JobRecord,
+        r#"SELECT j.cluster, j.job_id, j.gpus, j.nodes, j.started_at, j.ended_at, j.state, j.name, j.scheduler_state,
+                  j.exit_code, j.exit_signal, j.derived_exit_code, j.restarts, j.updated_at,
+                  ARRAY(SELECT f.id FROM failures f WHERE f.cluster = j.cluster AND f.job_id = j.job_id
+                        ORDER BY f.first_at, f.id) AS "failure_ids!"
+           FROM jobs j WHERE j.cluster = $1 AND j.job_id = $2"#,
+        cluster,
+        job_id,
+    )
+    .fetch_optional(db)
+    .await
+}

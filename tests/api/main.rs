@@ -35,6 +35,7 @@ mod report_parts;
 mod reporting;
 mod retention;
 mod rollups;
+mod scheduler_sync;
 mod shutdown;
 mod simulation;
 mod storage;

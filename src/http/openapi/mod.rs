@@ -61,6 +61,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::gpus::history::import_history,
         http::gpus::history::remove_part,
         http::jobs::upsert_jobs,
+        http::jobs::get_job,
         http::sync_cursors::get_cursor,
         http::sync_cursors::advance_cursor,
         http::analytics::recovery::recovery,
