@@ -36,5 +36,7 @@ mod reporting;
 mod retention;
 mod rollups;
 mod shutdown;
+mod slurm;
+mod slurm_harness;
 mod simulation;
 mod storage;
