@@ -403,18 +403,22 @@ StorageUser=root
         vec![("SLURM_CONF".to_string(), self.conf.display().to_string())]
     }
 
+    #[allow(dead_code)] // for the sync test
     pub fn sacct_path(&self) -> PathBuf {
         self.bins["sacct"].clone()
     }
 
+    #[allow(dead_code)] // for the sync test
     pub fn sacctmgr_path(&self) -> PathBuf {
         self.bins["sacctmgr"].clone()
     }
 
+    #[allow(dead_code)] // for the sync test
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    #[allow(dead_code)] // for the sync test
     pub fn database(&self) -> &str {
         &self.database
     }
@@ -606,7 +610,7 @@ impl Drop for SlurmCluster {
     fn drop(&mut self) {
         // Jobs first: slurmd leaves running jobs (and their slurmstepd) behind when it stops.
         if self.daemons.iter().any(|d| d.name == "slurmctld") {
-            let _ = self.try_run("scancel", &["--user=root", "--full"]);
+            let _ = self.try_run("scancel", &["--user=root"]);
         }
         // slurmds and slurmctld together, then slurmdbd (slurmctld's last records go to it),
         // then munged.
@@ -643,6 +647,7 @@ impl Drop for SlurmCluster {
 /// The jobs and node events [`run_scenario`] made, with when it made them (UTC; Slurm prints its
 /// times in the local time zone, without an offset).
 #[derive(Debug, Clone)]
+#[allow(dead_code)] // the times are for the sync test
 pub struct Scenario {
     /// Exit 0 on gpu-0001 with `--gres=gpu:2`: COMPLETED.
     pub completed: u32,
