@@ -45,28 +45,45 @@ async fn a_real_slurm_records_jobs_and_node_events() {
     // JobIDRaw|JobName|State|ExitCode|DerivedExitCode|NodeList|AllocTRES|Start|End
     let jobs = by_job(&sacct);
     let only = |job: u32| {
-        let records = jobs.get(&job).unwrap_or_else(|| panic!("job {job} not in sacct\n{context}"));
+        let records = jobs
+            .get(&job)
+            .unwrap_or_else(|| panic!("job {job} not in sacct\n{context}"));
         assert_eq!(records.len(), 1, "one record of job {job} (none requeued)\n{context}");
         records[0].clone()
     };
     let [healthy, failing] = NODES;
     let completed = only(scenario.completed);
-    assert_eq!(completed[1..6], ["train-ok", "COMPLETED", "0:0", "0:0", healthy], "{context}");
+    assert_eq!(
+        completed[1..6],
+        ["train-ok", "COMPLETED", "0:0", "0:0", healthy],
+        "{context}"
+    );
     assert!(completed[6].split(',').any(|t| t == "gres/gpu=2"), "{context}");
     let failed = only(scenario.failed);
-    assert_eq!(failed[1..6], ["train-fails", "FAILED", "3:0", "0:0", healthy], "{context}");
+    assert_eq!(
+        failed[1..6],
+        ["train-fails", "FAILED", "3:0", "0:0", healthy],
+        "{context}"
+    );
     assert!(!failed[6].contains("gres/gpu"), "{context}");
     let timeout = only(scenario.timeout);
     assert_eq!(timeout[1..3], ["train-timeout", "TIMEOUT"], "{context}");
     assert_eq!(timeout[5], healthy, "{context}");
     let node_fail = only(scenario.node_fail);
-    assert_eq!(node_fail[1..6], ["train-node-lost", "NODE_FAIL", "0:0", "0:0", failing], "{context}");
+    assert_eq!(
+        node_fail[1..6],
+        ["train-node-lost", "NODE_FAIL", "0:0", "0:0", failing],
+        "{context}"
+    );
     assert!(node_fail[6].split(',').any(|t| t == "gres/gpu=4"), "{context}");
     let during_drain = only(scenario.during_drain);
     assert_eq!(during_drain[1..3], ["eval-during-drain", "COMPLETED"], "{context}");
     assert_eq!(during_drain[5], failing, "{context}");
     for job in [&completed, &failed, &timeout, &node_fail, &during_drain] {
-        assert!(job[7] != "Unknown" && job[8] != "Unknown", "started and ended: {job:?}\n{context}");
+        assert!(
+            job[7] != "Unknown" && job[8] != "Unknown",
+            "started and ended: {job:?}\n{context}"
+        );
     }
     assert_eq!(jobs.len(), 5, "only the scenario's jobs\n{context}");
 
@@ -84,7 +101,10 @@ async fn a_real_slurm_records_jobs_and_node_events() {
     assert_eq!(drain[0], failing, "{context}");
     assert_eq!(drain[3..6], ["DRAIN", DRAIN_REASON, "root(0)"], "{context}");
     for event in [down, drain] {
-        assert!(event[1] < event[2] && event[2] != "Unknown", "ended: {event:?}\n{context}");
+        assert!(
+            event[1] < event[2] && event[2] != "Unknown",
+            "ended: {event:?}\n{context}"
+        );
     }
     // The node lost its job when it went down; the drain began once the running job had ended.
     assert!(node_fail[8] <= down[2], "{context}");

@@ -86,7 +86,17 @@ fn find_binary(program: &str) -> PathBuf {
     path.split(':')
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
-        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/local/bin"].map(PathBuf::from))
+        .chain(
+            [
+                "/usr/sbin",
+                "/sbin",
+                "/usr/bin",
+                "/bin",
+                "/usr/local/sbin",
+                "/usr/local/bin",
+            ]
+            .map(PathBuf::from),
+        )
         .map(|d| d.join(program))
         .find(|p| p.is_file())
         .unwrap_or_else(|| {
@@ -174,11 +184,7 @@ impl SlurmCluster {
     /// root in it) and waits until both nodes are idle. Panics, with the daemons' logs, when a
     /// step fails or does not finish in time.
     pub fn start(cluster_name: &str) -> SlurmCluster {
-        let bins: BTreeMap<&'static str, PathBuf> = SBIN
-            .iter()
-            .chain(BIN)
-            .map(|b| (*b, find_binary(b)))
-            .collect();
+        let bins: BTreeMap<&'static str, PathBuf> = SBIN.iter().chain(BIN).map(|b| (*b, find_binary(b))).collect();
         let now = unix_now();
         if let Err(e) = mysql("SELECT 1") {
             panic!(
@@ -281,7 +287,11 @@ SelectTypeParameters=CR_Core
             )
             .unwrap();
         }
-        writeln!(slurm_conf, "PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP").unwrap();
+        writeln!(
+            slurm_conf,
+            "PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+        )
+        .unwrap();
         std::fs::write(&self.conf, slurm_conf).unwrap();
         let mut gres = String::from("AutoDetect=off\n");
         for (n, node) in NODES.iter().enumerate() {
@@ -358,7 +368,11 @@ StorageUser=root
         // -i: ignore (there is none) saved state.
         self.spawn_daemon("slurmctld", "slurmctld", &["-D".into(), "-i".into()]);
         for node in NODES {
-            self.spawn_daemon(&format!("slurmd-{node}"), "slurmd", &["-D".into(), "-N".into(), node.into()]);
+            self.spawn_daemon(
+                &format!("slurmd-{node}"),
+                "slurmd",
+                &["-D".into(), "-N".into(), node.into()],
+            );
         }
         self.wait_for("both nodes idle", Duration::from_secs(60), |c| {
             NODES.iter().all(|n| c.node_state(n).as_deref() == Some("IDLE"))
@@ -387,11 +401,7 @@ StorageUser=root
     /// `program` (a Slurm client or daemon, found on PATH or in the sbin directories) with the
     /// cluster's environment.
     pub fn command(&self, program: &str) -> Command {
-        let path = self
-            .bins
-            .get(program)
-            .cloned()
-            .unwrap_or_else(|| find_binary(program));
+        let path = self.bins.get(program).cloned().unwrap_or_else(|| find_binary(program));
         let mut command = Command::new(path);
         command.envs(self.env());
         command
@@ -476,7 +486,10 @@ StorageUser=root
         } else {
             format!("#!/bin/sh\n{script}\n")
         };
-        let path = self.dir.join("jobs").join(format!("script-{}.sh", uuid::Uuid::new_v4().simple()));
+        let path = self
+            .dir
+            .join("jobs")
+            .join(format!("script-{}.sh", uuid::Uuid::new_v4().simple()));
         std::fs::write(&path, script).unwrap();
         let mut all = vec!["--parsable"];
         all.extend_from_slice(args);
@@ -515,12 +528,19 @@ StorageUser=root
                     .filter_map(|l| l.split_once('|'))
                     .filter_map(|(id, state)| Some((id.parse::<u32>().ok()?, state.to_string())))
                     .collect();
-                let running = ["PENDING", "RUNNING", "REQUEUED", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING"];
-                if jobs.iter().all(|j| {
-                    states
-                        .get(j)
-                        .is_some_and(|s| !running.iter().any(|r| s.starts_with(r)))
-                }) {
+                let running = [
+                    "PENDING",
+                    "RUNNING",
+                    "REQUEUED",
+                    "SUSPENDED",
+                    "COMPLETING",
+                    "CONFIGURING",
+                    "RESIZING",
+                ];
+                if jobs
+                    .iter()
+                    .all(|j| states.get(j).is_some_and(|s| !running.iter().any(|r| s.starts_with(r))))
+                {
                     return states;
                 }
             }
@@ -568,8 +588,7 @@ StorageUser=root
     /// The last 25 lines of each daemon's log (stdout and stderr), for failure messages.
     pub fn log_tails(&self) -> String {
         let mut out = String::new();
-        let mut logs: Vec<(String, PathBuf)> =
-            self.daemons.iter().map(|d| (d.name.clone(), d.log.clone())).collect();
+        let mut logs: Vec<(String, PathBuf)> = self.daemons.iter().map(|d| (d.name.clone(), d.log.clone())).collect();
         logs.push(("munged (own log)".into(), self.dir.join("munge/munged.log")));
         for (name, log) in logs {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -724,10 +743,7 @@ pub fn run_scenario(cluster: &SlurmCluster) -> Scenario {
         c.node_state(failing_node).as_deref() == Some("IDLE")
     });
 
-    let during_drain = cluster.sbatch(
-        &["--job-name=eval-during-drain", "--gres=gpu:1", &failing],
-        "sleep 4",
-    );
+    let during_drain = cluster.sbatch(&["--job-name=eval-during-drain", "--gres=gpu:1", &failing], "sleep 4");
     cluster.wait_for("the job on the node to drain to run", Duration::from_secs(30), |_| {
         job_state(during_drain) == "RUNNING"
     });
@@ -752,10 +768,7 @@ pub fn run_scenario(cluster: &SlurmCluster) -> Scenario {
             .all(|e| e.get(2).is_some_and(|end| end != "Unknown"))
     });
 
-    cluster.wait_until_done(
-        &[completed, failed, during_drain, timeout],
-        Duration::from_secs(150),
-    );
+    cluster.wait_until_done(&[completed, failed, during_drain, timeout], Duration::from_secs(150));
     Scenario {
         completed,
         failed,
