@@ -218,8 +218,9 @@ impl SlurmCluster {
             std::fs::create_dir_all(d.join(sub)).unwrap();
         }
         use std::os::unix::fs::PermissionsExt;
-        // munged refuses a key readable by others, and a socket dir writable by others.
-        std::fs::set_permissions(d.join("munge"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        // munged refuses a key readable by others, and a socket dir writable by others (and
+        // warns about one others cannot search).
+        std::fs::set_permissions(d.join("munge"), std::fs::Permissions::from_mode(0o755)).unwrap();
         let key: Vec<u8> = (0..8).flat_map(|_| *uuid::Uuid::new_v4().as_bytes()).collect();
         let key_path = d.join("munge/munge.key");
         std::fs::write(&key_path, &key).unwrap();
@@ -544,6 +545,12 @@ StorageUser=root
                     return states;
                 }
             }
+            if let Some(d) = self.exited_daemon() {
+                panic!(
+                    "waiting for jobs {ids} to end: {d} exited ({states:?})\n{}",
+                    self.log_tails()
+                );
+            }
             if Instant::now() > deadline {
                 panic!(
                     "jobs {ids} not all done within {timeout:?}: {states:?}\nsqueue:\n{}\n{}",
@@ -555,17 +562,21 @@ StorageUser=root
         }
     }
 
+    /// The name of a daemon that has exited (gone, or a zombie not yet waited for): nothing that
+    /// is waited for will happen then.
+    fn exited_daemon(&self) -> Option<&str> {
+        self.daemons.iter().find_map(|d| {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", d.child.id())).unwrap_or_default();
+            let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+            matches!(state, None | Some('Z' | 'X')).then_some(d.name.as_str())
+        })
+    }
+
     /// Waits until `done` holds, polling; panics after `timeout` naming `what`, with the logs.
     pub fn wait_for(&self, what: &str, timeout: Duration, mut done: impl FnMut(&SlurmCluster) -> bool) {
         let deadline = Instant::now() + timeout;
         while !done(self) {
-            if let Some(d) = self.daemons.iter().find_map(|d| {
-                // A daemon that exited (gone, or a zombie not yet waited for) will not make
-                // anything happen.
-                let stat = std::fs::read_to_string(format!("/proc/{}/stat", d.child.id())).unwrap_or_default();
-                let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
-                matches!(state, None | Some('Z' | 'X')).then_some(&d.name)
-            }) {
+            if let Some(d) = self.exited_daemon() {
                 panic!("waiting for {what}: {d} exited\n{}", self.log_tails());
             }
             if Instant::now() > deadline {
