@@ -37,5 +37,7 @@ mod retention;
 mod rollups;
 mod scheduler_sync;
 mod shutdown;
+mod slurm;
+mod slurm_harness;
 mod simulation;
 mod storage;
