@@ -40,8 +40,17 @@ pub struct BurstIdentity {
     pub root_cause: Option<(&'static str, &'static str)>,
 }
 
-/// None for a signal without a node: with no source to compare, it is never merged.
+/// Kinds that record a change of state (a node drained or returned, a job started): each is a
+/// fact of its own, so two of them are never one burst (a node drained twice within a minute was
+/// out of service twice).
+pub const TRANSITION_KINDS: &[&str] = &["node_drain", "node_resume", "job_start"];
+
+/// None for a signal that is never merged: one without a node (no source to compare) or a
+/// transition ([`TRANSITION_KINDS`]).
 pub fn identity(e: &Event) -> Option<BurstIdentity> {
+    if TRANSITION_KINDS.contains(&e.kind.as_str()) {
+        return None;
+    }
     Some(BurstIdentity {
         cluster: e.cluster.clone(),
         node: e.node.clone()?,
@@ -153,6 +162,21 @@ mod tests {
         assert_eq!(bursts[0].event.id, Uuid::from_u128(1));
         // last = 9,999 * 10 ms = 99.99 s
         assert_eq!(bursts[0].last_at, at(0) + Duration::milliseconds(99_990));
+    }
+
+    #[test]
+    fn drains_and_returns_are_never_one_burst() {
+        let events: Vec<Event> = (0..3)
+            .map(|i| {
+                let mut e = ev(i as u128 + 1, 5 * i, "n07", 0);
+                e.kind = "node_drain".into();
+                e.code = None;
+                e
+            })
+            .collect();
+        let bursts = collapse(events, burst_gap());
+        assert_eq!(bursts.len(), 3);
+        assert!(bursts.iter().all(|b| b.count == 1));
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub async fn extend_stored(
     let candidates: Vec<(usize, &Burst)> = bursts
         .iter()
         .enumerate()
-        .filter(|(_, b)| b.event.node.is_some())
+        .filter(|(_, b)| crate::fold::burst::identity(&b.event).is_some())
         .collect();
     if candidates.is_empty() {
         return Ok(out);

@@ -308,7 +308,9 @@ pub fn node_event_signals(cluster: &str, events: &[NodeEvent], jobs: &[SlurmJob]
             }));
         }
         if let Some(reason) = e.reason.as_deref().and_then(text) {
-            let ended = node_failed.get(e.node.as_str()).and_then(|jobs| {
+            // Only a node going down ends its jobs NODE_FAIL; a drain lets them finish.
+            let down = e.state.to_ascii_uppercase().contains("DOWN");
+            let ended = node_failed.get(e.node.as_str()).filter(|_| down).and_then(|jobs| {
                 jobs.iter()
                     .filter_map(|j| Some((j, (j.end? - e.start).num_seconds().abs())))
                     .filter(|(_, d)| *d <= NODE_FAIL_LINK_SECS)
@@ -348,7 +350,8 @@ mod tests {
         );
         let events = parse_events(
             "gpu-0002|2026-12-01T11:00:00|2026-12-01T12:00:00|DOWN|Xid 79 on gpu 3|root(0)\n\
-             gpu-0003|2026-12-01T11:00:00|Unknown|DRAIN|Not responding|slurm(64030)\n",
+             gpu-0003|2026-12-01T11:00:00|Unknown|DRAIN|Not responding|slurm(64030)\n\
+             gpu-0002|2026-12-01T11:00:30|Unknown|DRAIN|NHC: check_gpu: ECC|root(0)\n",
         )
         .0;
         let signals = node_event_signals("c1", &events, &jobs);
@@ -360,13 +363,17 @@ mod tests {
                 "node_resume",
                 "health_check",
                 "node_drain",
-                "node_unreachable"
+                "node_unreachable",
+                "node_drain",
+                "health_check"
             ]
         );
         assert_eq!(signals[2]["job_id"], "7");
         assert_eq!(signals[2]["job_gpus"], 8);
         assert_eq!(signals[2]["message"], "Xid 79 on gpu 3");
         assert!(signals[4].get("job_id").is_none());
+        // A drain half a minute later lets the node's jobs finish: it ended none.
+        assert!(signals[6].get("job_id").is_none());
         // Ids are the event's: read again, the same signals.
         assert_eq!(node_event_signals("c1", &events, &jobs), signals);
         assert_ne!(signals[0]["id"], node_event_signals("c2", &events, &jobs)[0]["id"]);

@@ -37,7 +37,7 @@ mod retention;
 mod rollups;
 mod scheduler_sync;
 mod shutdown;
+mod simulation;
 mod slurm;
 mod slurm_harness;
-mod simulation;
 mod storage;

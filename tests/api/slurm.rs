@@ -1,9 +1,12 @@
 //! A real Slurm 22.05 (see [`crate::slurm_harness`]): the records `faultline slurm sync` reads, as
-//! `sacct` and `sacctmgr` print them.
+//! `sacct` and `sacctmgr` print them, and what arrives in Faultline through the sync.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use serde_json::{Value, json};
+
+use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app};
 use crate::slurm_harness::{DOWN_REASON, DRAIN_REASON, NODES, Scenario, SlurmCluster, run_scenario};
 
 /// Starts the cluster and runs the scenario off the async runtime; a panic in there (with the
@@ -65,7 +68,7 @@ async fn a_real_slurm_records_jobs_and_node_events() {
         ["train-fails", "FAILED", "3:0", "0:0", healthy],
         "{context}"
     );
-    assert!(!failed[6].contains("gres/gpu"), "{context}");
+    assert!(failed[6].split(',').any(|t| t == "gres/gpu=1"), "{context}");
     let timeout = only(scenario.timeout);
     assert_eq!(timeout[1..3], ["train-timeout", "TIMEOUT"], "{context}");
     assert_eq!(timeout[5], healthy, "{context}");
@@ -110,6 +113,175 @@ async fn a_real_slurm_records_jobs_and_node_events() {
     assert!(node_fail[8] <= down[2], "{context}");
     assert!(during_drain[8] <= drain[1], "{context}");
 
+    synced_through_the_api(&cluster, &scenario, &context).await;
+
     let stop = cluster.stop();
     eprintln!("slurm: stopped in {stop:.1?}");
+}
+
+/// `faultline slurm sync` against the real server, as a site would run it.
+async fn sync(app: &TestApp, cluster: &SlurmCluster, token: &str, since: chrono::DateTime<chrono::Utc>) -> String {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .args([
+            "slurm",
+            "sync",
+            "--cluster",
+            SITE,
+            "--server",
+            &app.address,
+            "--token",
+            token,
+        ])
+        .arg("--sacct")
+        .arg(cluster.sacct_path())
+        .arg("--sacctmgr")
+        .arg(cluster.sacctmgr_path())
+        .args(["--since", &since.to_rfc3339()])
+        .envs(cluster.env())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "slurm sync failed: {stderr}");
+    stderr
+}
+
+const SITE: &str = "slurm-c1";
+
+async fn synced_through_the_api(cluster: &SlurmCluster, scenario: &Scenario, context: &str) {
+    let app = spawn_app().await;
+    let nodes: Vec<Value> = NODES
+        .iter()
+        .map(|n| {
+            json!({"hostname": n, "cluster": SITE, "gpu_model": "H100", "gpu_count": 4, "group": "g1",
+                        "in_service_since": "2026-01-01T00:00:00Z"})
+        })
+        .collect();
+    let (status, body) = app.put_nodes(ADMIN_TOKEN, &json!({ "nodes": nodes })).await;
+    assert_eq!(status, 200, "{body}");
+    let token = app.token("agent", Some(SITE)).await;
+    let since = scenario.submitted_at - chrono::Duration::minutes(10);
+    let summary = sync(&app, cluster, &token, since).await;
+    assert!(
+        summary.contains("5 jobs (0 without GPUs left out), 2 node events, 6 signals; 0 rejected, 0 unreadable lines"),
+        "{summary}\n{context}"
+    );
+
+    let job = |id: u32| {
+        let app = &app;
+        async move {
+            let (status, j) = app.get(ADMIN_TOKEN, &format!("/v1/jobs/{SITE}/{id}")).await;
+            assert_eq!(status, 200, "job {id}: {j}");
+            j
+        }
+    };
+    let [healthy, failing] = NODES;
+    let completed = job(scenario.completed).await;
+    assert_eq!(
+        (
+            completed["state"].as_str(),
+            completed["gpus"].as_i64(),
+            completed["name"].as_str()
+        ),
+        (Some("completed"), Some(2), Some("train-ok"))
+    );
+    assert_eq!(completed["nodes"], json!([healthy]));
+    let failed = job(scenario.failed).await;
+    assert_eq!(
+        (
+            failed["state"].as_str(),
+            failed["scheduler_state"].as_str(),
+            failed["exit_code"].as_i64()
+        ),
+        (Some("failed"), Some("FAILED"), Some(3))
+    );
+    let timeout = job(scenario.timeout).await;
+    assert_eq!(
+        (timeout["state"].as_str(), timeout["scheduler_state"].as_str()),
+        (Some("failed"), Some("TIMEOUT"))
+    );
+    // The job that lost its node has the node's failure, classified from the drain's reason.
+    let node_fail = job(scenario.node_fail).await;
+    assert_eq!(
+        (
+            node_fail["state"].as_str(),
+            node_fail["scheduler_state"].as_str(),
+            node_fail["gpus"].as_i64()
+        ),
+        (Some("failed"), Some("NODE_FAIL"), Some(4))
+    );
+    let ids = node_fail["failure_ids"].as_array().unwrap();
+    assert_eq!(ids.len(), 1, "{node_fail}\n{context}");
+    let (_, f) = app
+        .get(ADMIN_TOKEN, &format!("/v1/failures/{}", ids[0].as_str().unwrap()))
+        .await;
+    let f = &f["failure"];
+    assert_eq!(
+        (
+            f["root_cause"]["category"].as_str(),
+            f["root_cause"]["component"].as_str()
+        ),
+        (Some("hardware"), Some("gpu")),
+        "{f}"
+    );
+    assert_eq!(f["job_id"], scenario.node_fail.to_string());
+
+    // The drain explains itself: its reason is a failure of the node (GPU memory), and the node's
+    // state has both out-of-service intervals.
+    let (_, failures) = app
+        .get(
+            ADMIN_TOKEN,
+            &format!(
+                "/v1/failures?cluster={SITE}&node={failing}&from={}",
+                since.to_rfc3339().replace('+', "%2B")
+            ),
+        )
+        .await;
+    let components: Vec<&str> = failures["failures"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{failures}"))
+        .iter()
+        .map(|f| f["root_cause"]["component"].as_str().unwrap())
+        .collect();
+    assert!(components.contains(&"gpu_memory"), "{failures}");
+    let (status, state) = app.get(ADMIN_TOKEN, &format!("/v1/nodes/{SITE}/{failing}/state")).await;
+    assert_eq!(status, 200, "{state}");
+    let transitions: Vec<&str> = state["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(transitions, ["drained", "returned", "drained", "returned"], "{state}");
+
+    // Job analytics answer from the records: 5 jobs, 4 failed: 3 by the scheduler (FAILED, TIMEOUT,
+    // NODE_FAIL) and the job that ran on gpu-0002 until its drain began, which a failure names
+    // (the drain's reason, GPU memory, at the job's last second).
+    let (status, sizes) = app
+        .get(
+            ADMIN_TOKEN,
+            &format!(
+                "/v1/analytics/job-size?cluster={SITE}&from={}",
+                since.to_rfc3339().replace('+', "%2B")
+            ),
+        )
+        .await;
+    assert_eq!(status, 200, "{sizes}");
+    assert_eq!(sizes["jobs"], 5, "{sizes}");
+    let failed_jobs: u64 = sizes["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["failed_jobs"].as_u64().unwrap())
+        .sum();
+    assert_eq!(failed_jobs, 4, "{sizes}");
+
+    // Again: the cursors say where the last pass ended, and what is read again is a duplicate.
+    let events = app.count("SELECT count(*) FROM events").await;
+    let summary = sync(&app, cluster, &token, since).await;
+    assert!(summary.contains("0 rejected"), "{summary}");
+    assert_eq!(app.count("SELECT count(*) FROM events").await, events);
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 5);
+    let (_, cursor) = app.get(&token, &format!("/v1/sync-cursors/{SITE}/slurm-jobs")).await;
+    assert!(cursor["position"].is_string(), "{cursor}");
 }

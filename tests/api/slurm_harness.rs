@@ -713,12 +713,15 @@ pub fn run_scenario(cluster: &SlurmCluster) -> Scenario {
     let healthy = on(NODES[0]);
     let failing = on(failing_node);
     let submitted_at = now();
-    let timeout = cluster.sbatch(&["--job-name=train-timeout", "--time=1", &healthy], "sleep 300");
+    let timeout = cluster.sbatch(
+        &["--job-name=train-timeout", "--time=1", "--gres=gpu:1", &healthy],
+        "sleep 300",
+    );
     let completed = cluster.sbatch(
         &["--job-name=train-ok", "--gres=gpu:2", &healthy],
         "echo \"GPUs: $CUDA_VISIBLE_DEVICES\"\nsleep 1\nexit 0",
     );
-    let failed = cluster.sbatch(&["--job-name=train-fails", &healthy], "sleep 1\nexit 3");
+    let failed = cluster.sbatch(&["--job-name=train-fails", "--gres=gpu:1", &healthy], "sleep 1\nexit 3");
     let node_fail = cluster.sbatch(
         &["--job-name=train-node-lost", "--no-requeue", "--gres=gpu:4", &failing],
         "sleep 300",
