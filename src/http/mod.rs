@@ -16,6 +16,7 @@ pub mod health;
 pub mod jobs;
 pub mod logs;
 pub mod nodes;
+pub mod integrations;
 pub mod nvsentinel;
 pub mod openapi;
 pub mod rate_limit;
@@ -74,6 +75,7 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(events::router())
         .merge(logs::router())
         .merge(nvsentinel::router())
+        .merge(integrations::router())
         .merge(nodes::router())
         .merge(gpus::router())
         .merge(tokens::router())
