@@ -88,6 +88,9 @@ async fn main() -> anyhow::Result<()> {
             serve(settings).await
         }
         Command::Simulate(args) => simulate(args).await,
+        Command::Gpud(faultline::cli::GpudArgs {
+            command: faultline::cli::GpudCommand::Sync(args),
+        }) => faultline::devtools::gpud_sync::run(args).await,
         Command::Report(args) => report(args).await,
         Command::Bench(args) => {
             telemetry::init_tracing();
