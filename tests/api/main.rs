@@ -20,6 +20,8 @@ mod gpus;
 mod helpers;
 mod host_components;
 mod ingest;
+mod integrations_dcgm_gpud;
+mod integrations_kubernetes;
 mod instances;
 mod inventory;
 mod logs;
