@@ -47,7 +47,10 @@ const CATEGORIES: [&str; 17] = [
 pub type CodeInfo = (i64, &'static str, u8, u8, &'static str);
 
 pub fn code_info(code: i64) -> Option<&'static CodeInfo> {
-    usize::try_from(code).ok().and_then(|i| CODES.get(i)).filter(|c| c.0 == code)
+    usize::try_from(code)
+        .ok()
+        .and_then(|i| CODES.get(i))
+        .filter(|c| c.0 == code)
 }
 
 /// The root cause a DCGM error category names (None: the catalog decides, e.g. by the Xid).
@@ -255,7 +258,9 @@ pub fn diag_results(doc: &Value) -> Result<Vec<DiagResult>, FieldError> {
         for e in group.get("entities").and_then(Value::as_array).into_iter().flatten() {
             if let Some(id) = e.get("entity_id").and_then(Value::as_i64) {
                 // "<<<NOT_SUPPORTED>>>" is how DCGM says a part has no readable serial.
-                let serial = text(e, "serial_num").filter(|s| !s.starts_with('<')).map(str::to_string);
+                let serial = text(e, "serial_num")
+                    .filter(|s| !s.starts_with('<'))
+                    .map(str::to_string);
                 gpus.insert(id, (serial, text(e, "device_id").map(str::to_string)));
             }
         }
@@ -311,7 +316,12 @@ fn result_gpus(r: &DiagResult) -> Result<Vec<i64>, FieldError> {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Number(n)) => n.to_string(),
         Some(Value::String(s)) => s.clone(),
-        Some(other) => return Err(FieldError::new(field("gpu_ids"), format!("{other} is not a list of GPU ids"))),
+        Some(other) => {
+            return Err(FieldError::new(
+                field("gpu_ids"),
+                format!("{other} is not a list of GPU ids"),
+            ));
+        }
     };
     ids.split(',')
         .map(str::trim)
@@ -344,13 +354,23 @@ pub fn map_diag_result(r: &DiagResult, run: &Run) -> Result<Vec<Event>, FieldErr
     };
     let gpus = result_gpus(r)?;
     let mut warnings: Vec<(Option<i64>, String)> = Vec::new();
-    for (wi, w) in r.result.get("warnings").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        let message = text(w, "warning")
-            .ok_or_else(|| FieldError::new(field(&format!("warnings[{wi}].warning")), "missing"))?;
+    for (wi, w) in r
+        .result
+        .get("warnings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let message =
+            text(w, "warning").ok_or_else(|| FieldError::new(field(&format!("warnings[{wi}].warning")), "missing"))?;
         let code = match w.get("error_id") {
             None | Some(Value::Null) => None,
             Some(c) => Some(c.as_i64().ok_or_else(|| {
-                FieldError::new(field(&format!("warnings[{wi}].error_id")), format!("{c} is not an error code"))
+                FieldError::new(
+                    field(&format!("warnings[{wi}].error_id")),
+                    format!("{c} is not an error code"),
+                )
             })?),
         };
         warnings.push((code, message.to_string()));
@@ -358,7 +378,11 @@ pub fn map_diag_result(r: &DiagResult, run: &Run) -> Result<Vec<Event>, FieldErr
     if warnings.is_empty() {
         warnings.push((None, format!("DCGM diagnostic test '{}' {status}", r.test)));
     }
-    let slots: Vec<Option<i64>> = if gpus.is_empty() { vec![None] } else { gpus.into_iter().map(Some).collect() };
+    let slots: Vec<Option<i64>> = if gpus.is_empty() {
+        vec![None]
+    } else {
+        gpus.into_iter().map(Some).collect()
+    };
     let mut out = Vec::new();
     for gpu in &slots {
         for (code, message) in &warnings {
@@ -375,7 +399,9 @@ pub fn map_diag_result(r: &DiagResult, run: &Run) -> Result<Vec<Event>, FieldErr
                     attributes.insert("pci_device_id".into(), d.clone().into());
                 }
             }
-            let gpu_index = gpu.and_then(|g| i32::try_from(g).ok()).filter(|g| (0..=1023).contains(g));
+            let gpu_index = gpu
+                .and_then(|g| i32::try_from(g).ok())
+                .filter(|g| (0..=1023).contains(g));
             let path = format!("{}/{}", r.path, gpu.map_or(String::new(), |g| g.to_string()));
             out.push(signal(
                 run,
@@ -461,8 +487,7 @@ fn system_root_cause(system: &str) -> Option<RootCause> {
 /// One incident's signal: health `Failure` is a failure, `Warning` is stored with symptom `none`;
 /// the code found in its text, when any, decides as for diag results.
 pub fn map_health_incident(i: &HealthIncident, run: &Run) -> Result<Event, FieldError> {
-    let health = text(&i.value, "value")
-        .ok_or_else(|| FieldError::new(format!("{}.value", i.path), "missing"))?;
+    let health = text(&i.value, "value").ok_or_else(|| FieldError::new(format!("{}.value", i.path), "missing"))?;
     let failed = match health {
         "Failure" => true,
         "Warning" => false,

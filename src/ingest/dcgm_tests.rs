@@ -29,7 +29,10 @@ fn the_code_table_is_dcgms() {
     assert_eq!(CODES.len(), 133);
     assert!(CODES.iter().enumerate().all(|(i, c)| c.0 == i as i64));
     // dcgm_errors.c: DBE is ISOLATE / HARDWARE_MEMORY, persistence mode CONFIG / SOFTWARE_OTHER.
-    assert_eq!(code_info(4).map(|c| (c.1, c.2, c.3)), Some(("VOLATILE_DBE_DETECTED", 2, 10)));
+    assert_eq!(
+        code_info(4).map(|c| (c.1, c.2, c.3)),
+        Some(("VOLATILE_DBE_DETECTED", 2, 10))
+    );
     assert_eq!(code_info(29).map(|c| (c.2, c.3)), Some((5, 8)));
     assert!(code_info(133).is_none() && code_info(-1).is_none());
 }
@@ -39,7 +42,10 @@ fn dcgm4_layout_failures_are_signals_on_their_gpus() {
     let e = diag("dcgm4");
     assert_eq!(e.len(), 2);
     // Persistence mode off: DCGM rates it CONFIG, so it is stored but makes no failure.
-    assert_eq!((e[0].kind.as_str(), e[0].code, e[0].gpu_index), ("dcgm", Some(29), Some(0)));
+    assert_eq!(
+        (e[0].kind.as_str(), e[0].code, e[0].gpu_index),
+        ("dcgm", Some(29), Some(0))
+    );
     assert_eq!(e[0].symptom, Some(Symptom::None));
     assert_eq!(e[0].attributes["dcgm_severity"], "CONFIG");
     // A double-bit ECC error: ISOLATE, HARDWARE_MEMORY -> hardware / gpu_memory, on serial ...242.
@@ -71,14 +77,23 @@ fn older_layout_failures_are_signals_too() {
 #[test]
 fn xid_codes_become_xid_signals() {
     assert_eq!(kind_and_code(Some(101), "Detected XID 79 for GPU 3"), ("xid", Some(79)));
-    assert_eq!(kind_and_code(Some(109), "Detected fatal NvSwitch SXID 20034"), ("sxid", Some(20034)));
-    assert_eq!(kind_and_code(Some(120), "GPU 3 has fallen off the bus"), ("xid", Some(79)));
+    assert_eq!(
+        kind_and_code(Some(109), "Detected fatal NvSwitch SXID 20034"),
+        ("sxid", Some(20034))
+    );
+    assert_eq!(
+        kind_and_code(Some(120), "GPU 3 has fallen off the bus"),
+        ("xid", Some(79))
+    );
     assert_eq!(kind_and_code(Some(4), "x"), ("dcgm", Some(4)));
 }
 
 #[test]
 fn health_incidents_find_their_code_in_the_text() {
-    assert_eq!(code_from_text("Detected 2 volatile double-bit ECC error(s) in GPU 1.").map(|c| c.0), Some(4));
+    assert_eq!(
+        code_from_text("Detected 2 volatile double-bit ECC error(s) in GPU 1.").map(|c| c.0),
+        Some(4)
+    );
     assert_eq!(
         code_from_text("Detected more than 8 PCIe replays per minute for GPU 1 : 13").map(|c| c.0),
         Some(3)
@@ -87,7 +102,10 @@ fn health_incidents_find_their_code_in_the_text() {
     let doc: Value = serde_json::from_str(include_str!("../../tests/fixtures/dcgm/health-failure.json")).unwrap();
     let (overall, incidents) = health_incidents(&doc).unwrap();
     assert_eq!((overall.as_str(), incidents.len()), ("Failure", 2));
-    let e: Vec<Event> = incidents.iter().map(|i| map_health_incident(i, &run()).unwrap()).collect();
+    let e: Vec<Event> = incidents
+        .iter()
+        .map(|i| map_health_incident(i, &run()).unwrap())
+        .collect();
     assert_eq!((e[0].code, e[0].gpu_index, e[0].symptom), (Some(4), Some(1), None));
     // A Warning (PCIe replays) is stored with symptom none.
     assert_eq!((e[1].code, e[1].symptom), (Some(3), Some(Symptom::None)));
@@ -97,7 +115,8 @@ fn health_incidents_find_their_code_in_the_text() {
 
 #[test]
 fn malformed_results_name_their_field() {
-    let mut doc: Value = serde_json::from_str(include_str!("../../tests/fixtures/dcgm/diag-dcgm4-layout.json")).unwrap();
+    let mut doc: Value =
+        serde_json::from_str(include_str!("../../tests/fixtures/dcgm/diag-dcgm4-layout.json")).unwrap();
     doc["DCGM Diagnostic"]["test_categories"][1]["tests"][0]["results"][1]["status"] = json!("Exploded");
     let results = diag_results(&doc).unwrap();
     let err = map_diag_result(&results[2], &run()).unwrap_err();

@@ -162,9 +162,19 @@ pub fn machine_gpus(info: &Value, cluster: &str, node: Option<&str>) -> Result<V
         .and_then(Value::as_array)
         .map(|g| g.iter().collect())
         .unwrap_or_default();
-    let bus = |g: &Value| g.get("busID").and_then(Value::as_str).unwrap_or("").to_ascii_lowercase();
+    let bus = |g: &Value| {
+        g.get("busID")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_ascii_lowercase()
+    };
     gpus.sort_by_key(|g| bus(g));
-    let text = |g: &Value, k: &str| g.get(k).and_then(Value::as_str).filter(|s| !s.trim().is_empty()).map(str::to_string);
+    let text = |g: &Value, k: &str| {
+        g.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+            .map(str::to_string)
+    };
     let gpus: Vec<Value> = gpus
         .iter()
         .enumerate()
@@ -186,7 +196,10 @@ mod tests {
 
     #[test]
     fn xid_events_are_xid_signals() {
-        let e: Vec<Event> = events().iter().map(|e| map_event(e, "c1", "gpu-node-07").unwrap()).collect();
+        let e: Vec<Event> = events()
+            .iter()
+            .map(|e| map_event(e, "c1", "gpu-node-07").unwrap())
+            .collect();
         let got: Vec<(&str, Option<i64>)> = e.iter().map(|e| (e.kind.as_str(), e.code)).collect();
         assert_eq!(got, vec![("xid", Some(74)), ("xid", Some(79))]);
         assert_eq!(e[1].attributes["pci_bus_id"], "0000:04:00");
@@ -198,20 +211,38 @@ mod tests {
 
     #[test]
     fn kinds_of_other_components() {
-        assert_eq!(kind_and_code("accelerator-nvidia-error-sxid", "error_sxid", "SXID 20034 detected"), ("sxid", Some(20034)));
-        assert_eq!(kind_and_code("accelerator-nvidia-nvlink", "nvlink_down", ""), ("nvlink", None));
-        assert_eq!(kind_and_code("accelerator-nvidia-remapped-rows", "row_remapping_failed", ""), ("row_remap", None));
+        assert_eq!(
+            kind_and_code("accelerator-nvidia-error-sxid", "error_sxid", "SXID 20034 detected"),
+            ("sxid", Some(20034))
+        );
+        assert_eq!(
+            kind_and_code("accelerator-nvidia-nvlink", "nvlink_down", ""),
+            ("nvlink", None)
+        );
+        assert_eq!(
+            kind_and_code("accelerator-nvidia-remapped-rows", "row_remapping_failed", ""),
+            ("row_remap", None)
+        );
         assert_eq!(kind_and_code("memory", "oom_kill", ""), ("host_oom", None));
-        assert_eq!(kind_and_code("accelerator-nvidia-infiniband", "ib_port_down", ""), ("link_down", None));
+        assert_eq!(
+            kind_and_code("accelerator-nvidia-infiniband", "ib_port_down", ""),
+            ("link_down", None)
+        );
     }
 
     #[test]
     fn bad_events_name_their_field() {
         let mut e = events();
         e[0].event["time"] = Value::Null;
-        assert_eq!(map_event(&e[0], "c1", "n").unwrap_err().field.as_deref(), Some("[0].events[0].time"));
+        assert_eq!(
+            map_event(&e[0], "c1", "n").unwrap_err().field.as_deref(),
+            Some("[0].events[0].time")
+        );
         e[1].event["type"] = "Loud".into();
-        assert_eq!(map_event(&e[1], "c1", "n").unwrap_err().field.as_deref(), Some("[0].events[1].type"));
+        assert_eq!(
+            map_event(&e[1], "c1", "n").unwrap_err().field.as_deref(),
+            Some("[0].events[1].type")
+        );
         assert!(split_body(json!([{"events": []}])).is_err());
     }
 

@@ -123,7 +123,12 @@ pub fn map_object(value: &Value, cluster: &str, now: DateTime<Utc>) -> Result<Ve
             map_conditions(node, value.get("conditions"), "conditions", false, None, now)?
         }
         "" => return Err(FieldError::new("kind", "missing: an Event, Node or Pod object")),
-        other => return Err(FieldError::new("kind", format!("'{other}' is not an Event, Node or Pod"))),
+        other => {
+            return Err(FieldError::new(
+                "kind",
+                format!("'{other}' is not an Event, Node or Pod"),
+            ));
+        }
     };
     let mut out: Vec<Event> = Vec::with_capacity(signals.len());
     for s in signals {
@@ -276,9 +281,12 @@ fn gpu_in_text(message: &str) -> GpuInText {
     let mut g = GpuInText::default();
     for token in message.split(|c: char| c.is_whitespace() || c == ';' || c == ',') {
         if let Some(code) = token.strip_prefix("ErrorCode:") {
-            g.codes.extend(code.split(',').filter(|c| !c.is_empty()).map(str::to_string));
+            g.codes
+                .extend(code.split(',').filter(|c| !c.is_empty()).map(str::to_string));
         } else if let Some(p) = token.strip_prefix("PCI:") {
-            g.pci = g.pci.or(Some(p.trim_end_matches([')', ':']).to_string()).filter(|p| !p.is_empty()));
+            g.pci = g
+                .pci
+                .or(Some(p.trim_end_matches([')', ':']).to_string()).filter(|p| !p.is_empty()));
         } else if let Some(i) = token.strip_prefix("GPU:") {
             if let Ok(i) = i.parse::<i32>()
                 && (0..=1023).contains(&i)
@@ -301,8 +309,14 @@ fn condition_kind(kind: &str, codes: &[String]) -> (&'static str, Option<i64>) {
         "NetworkUnavailable" => ("link_down", None),
         "KernelDeadlock" => ("kernel_panic", None),
         "ReadonlyFilesystem" => ("storage_error", None),
-        "MemoryPressure" | "DiskPressure" | "PIDPressure" | "FrequentKubeletRestart" | "FrequentDockerRestart"
-        | "FrequentContainerdRestart" | "ContainerRuntimeUnhealthy" | "KubeletUnhealthy" => ("health_check", None),
+        "MemoryPressure"
+        | "DiskPressure"
+        | "PIDPressure"
+        | "FrequentKubeletRestart"
+        | "FrequentDockerRestart"
+        | "FrequentContainerdRestart"
+        | "ContainerRuntimeUnhealthy"
+        | "KubeletUnhealthy" => ("health_check", None),
         // NVSentinel names its conditions after the check (`GpuXidError`, `GpuMemWatch`, ...).
         other => super::nvsentinel::kind_and_code("", other, codes),
     }
@@ -343,7 +357,11 @@ fn map_conditions(
             .or(time_at(c, "lastHeartbeatTime", &field("lastHeartbeatTime"))?)
             .unwrap_or(now);
         latest = latest.max(Some(at));
-        let bad = if kind == "Ready" { status != "True" } else { status == "True" };
+        let bad = if kind == "Ready" {
+            status != "True"
+        } else {
+            status == "True"
+        };
         if !bad {
             continue;
         }
@@ -487,7 +505,9 @@ fn map_pod(v: &Value, now: DateTime<Utc>) -> Result<Vec<Signal>, FieldError> {
                     symptom: Some(Symptom::JobCrash),
                     gpu_index: None,
                     gpu_uuid: None,
-                    message: format!("container {container} of pod {namespace}/{name} terminated: {reason} (exit code {exit}){note}"),
+                    message: format!(
+                        "container {container} of pod {namespace}/{name} terminated: {reason} (exit code {exit}){note}"
+                    ),
                     attributes,
                 });
             }
@@ -499,7 +519,11 @@ fn map_pod(v: &Value, now: DateTime<Utc>) -> Result<Vec<Signal>, FieldError> {
         let mut at = None;
         if let Some(conditions) = status.get("conditions").and_then(Value::as_array) {
             for (i, c) in conditions.iter().enumerate() {
-                let t = time_at(c, "lastTransitionTime", &format!("status.conditions[{i}].lastTransitionTime"))?;
+                let t = time_at(
+                    c,
+                    "lastTransitionTime",
+                    &format!("status.conditions[{i}].lastTransitionTime"),
+                )?;
                 at = at.max(t);
             }
         }

@@ -24,9 +24,15 @@ fn all(name: &str) -> Vec<Vec<Event>> {
 #[test]
 fn events_become_node_and_job_signals() {
     let mapped = all("events");
-    let kinds: Vec<Vec<&str>> = mapped.iter().map(|e| e.iter().map(|e| e.kind.as_str()).collect()).collect();
+    let kinds: Vec<Vec<&str>> = mapped
+        .iter()
+        .map(|e| e.iter().map(|e| e.kind.as_str()).collect())
+        .collect();
     // NodeNotReady, OOMKilling on the node, BackOff of a Job's pod; Scheduled says nothing.
-    assert_eq!(kinds, vec![vec!["node_unreachable"], vec!["host_oom"], vec!["job_exit"], vec![]]);
+    assert_eq!(
+        kinds,
+        vec![vec!["node_unreachable"], vec!["host_oom"], vec!["job_exit"], vec![]]
+    );
     let backoff = &mapped[2][0];
     assert_eq!(
         (backoff.node.as_deref(), backoff.job_id.as_deref()),
@@ -58,7 +64,10 @@ fn bad_node_conditions_are_signals_and_a_drain() {
         vec![("storage_error", None), ("xid", Some(79)), ("node_drain", None)]
     );
     let xid = &e[1];
-    assert_eq!((xid.gpu_index, xid.attributes["pci_bus_id"].as_str()), (Some(3), Some("0000:3b:00")));
+    assert_eq!(
+        (xid.gpu_index, xid.attributes["pci_bus_id"].as_str()),
+        (Some(3), Some("0000:3b:00"))
+    );
     // The drain starts with the earliest bad condition (10:04:30), before the cordon (10:07).
     assert_eq!(e[2].occurred_at.to_rfc3339(), "2026-11-30T10:04:30+00:00");
     assert!(e[2].message.as_deref().unwrap().contains("cordoned"));
@@ -88,15 +97,26 @@ fn a_healthy_node_returns_at_its_latest_transition() {
 fn pod_terminations_and_evictions_are_job_signals() {
     let mapped = all("pods");
     let oom = &mapped[0][0];
-    assert_eq!((oom.kind.as_str(), oom.code, oom.job_id.as_deref()), ("host_oom", Some(137), None));
+    assert_eq!(
+        (oom.kind.as_str(), oom.code, oom.job_id.as_deref()),
+        ("host_oom", Some(137), None)
+    );
     let error = &mapped[1][0];
     assert_eq!(
-        (error.kind.as_str(), error.code, error.job_id.as_deref(), error.node.as_deref()),
+        (
+            error.kind.as_str(),
+            error.code,
+            error.job_id.as_deref(),
+            error.node.as_deref()
+        ),
         ("job_exit", Some(1), Some("train-llm"), Some("gpu-node-07"))
     );
     assert_eq!(error.occurred_at.to_rfc3339(), "2026-11-30T10:02:35+00:00");
     let evicted = &mapped[2][0];
-    assert_eq!((evicted.kind.as_str(), evicted.job_id.as_deref()), ("scheduler_error", Some("eval-5")));
+    assert_eq!(
+        (evicted.kind.as_str(), evicted.job_id.as_deref()),
+        ("scheduler_error", Some("eval-5"))
+    );
     assert_eq!(evicted.occurred_at.to_rfc3339(), "2026-11-30T10:21:00+00:00");
 }
 

@@ -26,7 +26,10 @@ async fn dcgm_diag_and_health_reports_are_classified_by_their_codes() {
     let (status, r) = post(&app, DIAG, include_str!("../fixtures/dcgm/diag-dcgm4-layout.json")).await;
     assert_eq!(status, 200, "{r}");
     // Persistence mode (CONFIG: no failure) on GPU 0, a double-bit ECC error (ISOLATE) on GPU 1.
-    assert_eq!((r["signals"].as_u64(), r["no_failure"].as_u64(), r["ignored"].as_u64()), (Some(2), Some(1), Some(3)));
+    assert_eq!(
+        (r["signals"].as_u64(), r["no_failure"].as_u64(), r["ignored"].as_u64()),
+        (Some(2), Some(1), Some(3))
+    );
     let root: String = sqlx::query_scalar(
         "SELECT rc_category || '/' || rc_component || ' ' || (attributes->>'gpu_serial') FROM events WHERE kind = 'dcgm' AND code = 4 AND gpu_index = 1",
     )
@@ -34,18 +37,36 @@ async fn dcgm_diag_and_health_reports_are_classified_by_their_codes() {
     .await
     .unwrap();
     assert_eq!(root, "hardware/gpu_memory 1654922000242");
-    assert_eq!(app.count("SELECT count(*) FROM failures WHERE category = 'hardware'").await, 1);
+    assert_eq!(
+        app.count("SELECT count(*) FROM failures WHERE category = 'hardware'")
+            .await,
+        1
+    );
     let (_, again) = post(&app, DIAG, include_str!("../fixtures/dcgm/diag-dcgm4-layout.json")).await;
-    assert_eq!((again["duplicates"].as_u64(), again["accepted"].as_u64()), (Some(2), Some(0)));
+    assert_eq!(
+        (again["duplicates"].as_u64(), again["accepted"].as_u64()),
+        (Some(2), Some(0))
+    );
 
-    let (status, r) = post(&app, DIAG, include_str!("../fixtures/dcgm/diag-gpu-diagnostic-layout.json")).await;
+    let (status, r) = post(
+        &app,
+        DIAG,
+        include_str!("../fixtures/dcgm/diag-gpu-diagnostic-layout.json"),
+    )
+    .await;
     assert_eq!((status, r["signals"].as_u64()), (200, Some(3)), "{r}");
 
     let health = "/v1/integrations/dcgm/health?cluster=c1&node=gpu-node-08&at=2026-11-30T11:00:00Z";
     let (status, r) = post(&app, health, include_str!("../fixtures/dcgm/health-failure.json")).await;
     assert_eq!(status, 200, "{r}");
     assert_eq!((r["signals"].as_u64(), r["no_failure"].as_u64()), (Some(2), Some(1)));
-    assert_eq!(app.count("SELECT count(*) FROM events WHERE node = 'gpu-node-08' AND code = 4 AND rc_component = 'gpu_memory'").await, 1);
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM events WHERE node = 'gpu-node-08' AND code = 4 AND rc_component = 'gpu_memory'"
+        )
+        .await,
+        1
+    );
     let (status, r) = post(&app, health, include_str!("../fixtures/dcgm/health-healthy.json")).await;
     assert_eq!((status, r["signals"].as_u64()), (200, Some(0)));
 }
@@ -57,7 +78,10 @@ async fn a_malformed_dcgm_result_is_refused_by_its_path() {
     doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["results"][0]["status"] = json!(7);
     let (status, r) = post(&app, DIAG, &doc.to_string()).await;
     assert_eq!(status, 200, "{r}");
-    assert_eq!(r["rejected"][0]["field"], "DCGM Diagnostic.test_categories[0].tests[0].results[0].status");
+    assert_eq!(
+        r["rejected"][0]["field"],
+        "DCGM Diagnostic.test_categories[0].tests[0].results[0].status"
+    );
     assert_eq!(r["accepted"], 1);
     let (status, r) = post(&app, DIAG, include_str!("../fixtures/dcgm/health-failure.json")).await;
     assert_eq!(status, 422, "{r}");
@@ -86,7 +110,18 @@ async fn gpud_sync_sends_events_and_gpus() {
         let (gpud, server) = (gpud.clone(), app.address.clone());
         tokio::task::spawn_blocking(move || {
             std::process::Command::new(env!("CARGO_BIN_EXE_faultline"))
-                .args(["gpud", "sync", "--url", &gpud, "--server", &server, "--token", ADMIN_TOKEN, "--cluster", "c1"])
+                .args([
+                    "gpud",
+                    "sync",
+                    "--url",
+                    &gpud,
+                    "--server",
+                    &server,
+                    "--token",
+                    ADMIN_TOKEN,
+                    "--cluster",
+                    "c1",
+                ])
                 .output()
                 .unwrap()
         })
@@ -94,13 +129,33 @@ async fn gpud_sync_sends_events_and_gpus() {
     let out = sync().await.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(stdout.contains("gpu-node-07: 2 GPUs; 2 events: 2 new signals"), "{stdout}");
-    assert_eq!(app.count("SELECT count(*) FROM events WHERE kind = 'xid' AND code IN (74, 79) AND node = 'gpu-node-07'").await, 2);
-    assert_eq!(app.count("SELECT count(*) FROM gpu_placements WHERE hostname = 'gpu-node-07' AND removed_at IS NULL").await, 2);
+    assert!(
+        stdout.contains("gpu-node-07: 2 GPUs; 2 events: 2 new signals"),
+        "{stdout}"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'xid' AND code IN (74, 79) AND node = 'gpu-node-07'")
+            .await,
+        2
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM gpu_placements WHERE hostname = 'gpu-node-07' AND removed_at IS NULL")
+            .await,
+        2
+    );
     let again = sync().await.unwrap();
     assert!(String::from_utf8_lossy(&again.stdout).contains("0 new signals, 2 duplicates"));
     let https = std::process::Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .args(["gpud", "sync", "--url", "https://127.0.0.1:15132", "--token", "t", "--cluster", "c1"])
+        .args([
+            "gpud",
+            "sync",
+            "--url",
+            "https://127.0.0.1:15132",
+            "--token",
+            "t",
+            "--cluster",
+            "c1",
+        ])
         .output()
         .unwrap();
     assert!(!https.status.success() && String::from_utf8_lossy(&https.stderr).contains("socat"));

@@ -42,12 +42,24 @@ async fn kubernetes_events_are_classified_signals_and_idempotent() {
     let (status, r) = post(&app, &fixture("events")).await;
     assert_eq!(status, 200, "{r}");
     // NodeNotReady, OOMKilling, BackOff; Scheduled is ignored.
-    assert_eq!((r["received"].as_u64(), r["signals"].as_u64(), r["ignored"].as_u64()), (Some(4), Some(3), Some(1)));
+    assert_eq!(
+        (r["received"].as_u64(), r["signals"].as_u64(), r["ignored"].as_u64()),
+        (Some(4), Some(3), Some(1))
+    );
     assert_eq!(r["accepted"], 3);
     assert_eq!(root_of(&app, "host_oom").await, "user/oom");
-    assert_eq!(app.count("SELECT count(*) FROM events WHERE job_id = 'train-llm' AND kind = 'job_exit' AND node = 'gpu-node-07'").await, 1);
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM events WHERE job_id = 'train-llm' AND kind = 'job_exit' AND node = 'gpu-node-07'"
+        )
+        .await,
+        1
+    );
     let (status, again) = post(&app, &fixture("events")).await;
-    assert_eq!((status, again["duplicates"].as_u64(), again["accepted"].as_u64()), (200, Some(3), Some(0)));
+    assert_eq!(
+        (status, again["duplicates"].as_u64(), again["accepted"].as_u64()),
+        (200, Some(3), Some(0))
+    );
     assert_eq!(app.count("SELECT count(*) FROM events").await, 3);
 }
 
@@ -60,11 +72,21 @@ async fn node_conditions_drain_the_node_and_pod_failures_hit_their_job() {
     assert_eq!(status, 200);
     let (status, r) = post(&app, &fixture("node")).await;
     assert_eq!(status, 200, "{r}");
-    assert_eq!(r["signals_by_kind"], json!({"node_drain": 1, "storage_error": 1, "xid": 1}));
+    assert_eq!(
+        r["signals_by_kind"],
+        json!({"node_drain": 1, "storage_error": 1, "xid": 1})
+    );
     assert_eq!(root_of(&app, "xid").await, "hardware/gpu");
-    assert_eq!(app.count("SELECT count(*) FROM events WHERE kind = 'xid' AND code = 79 AND gpu_index = 3").await, 1);
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'xid' AND code = 79 AND gpu_index = 3")
+            .await,
+        1
+    );
     let (status, state) = app
-        .get(ADMIN_TOKEN, "/v1/nodes/c1/gpu-node-07/state?from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z")
+        .get(
+            ADMIN_TOKEN,
+            "/v1/nodes/c1/gpu-node-07/state?from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z",
+        )
         .await;
     assert_eq!(status, 200, "{state}");
     assert_eq!(state["state"], "drained");
@@ -74,20 +96,33 @@ async fn node_conditions_drain_the_node_and_pod_failures_hit_their_job() {
 
     let (status, r) = post(&app, &fixture("pods")).await;
     assert_eq!(status, 200, "{r}");
-    assert_eq!(r["signals_by_kind"], json!({"host_oom": 1, "job_exit": 1, "scheduler_error": 1}));
-    assert_eq!(app.count("SELECT count(*) FROM events WHERE job_id = 'train-llm' AND code = 1").await, 1);
+    assert_eq!(
+        r["signals_by_kind"],
+        json!({"host_oom": 1, "job_exit": 1, "scheduler_error": 1})
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE job_id = 'train-llm' AND code = 1")
+            .await,
+        1
+    );
 }
 
 #[tokio::test]
 async fn a_malformed_object_is_refused_by_its_field_and_the_others_stored() {
     let app = spawn_app().await;
     let mut body = fixture("events");
-    body["items"][1]["involvedObject"].as_object_mut().unwrap().remove("name");
+    body["items"][1]["involvedObject"]
+        .as_object_mut()
+        .unwrap()
+        .remove("name");
     let (status, r) = post(&app, &body).await;
     assert_eq!(status, 200, "{r}");
     assert_eq!(r["rejected"][0]["index"], 1);
     assert_eq!(r["rejected"][0]["field"], "involvedObject.name");
     assert_eq!(r["accepted"], 2);
     let (status, r) = post(&app, &json!({"kind": "Service", "metadata": {"name": "x"}})).await;
-    assert_eq!((status, r["details"]["rejected"][0]["field"].as_str()), (422, Some("kind")));
+    assert_eq!(
+        (status, r["details"]["rejected"][0]["field"].as_str()),
+        (422, Some("kind"))
+    );
 }

@@ -62,7 +62,9 @@ pub(crate) async fn json_body(
 ) -> ApiResult<serde_json::Value> {
     caller.require(crate::domain::auth::Permission::Ingest)?;
     if !caller.may_write(cluster) {
-        return Err(ApiError::Forbidden(format!("this token may not write cluster '{cluster}'")));
+        return Err(ApiError::Forbidden(format!(
+            "this token may not write cluster '{cluster}'"
+        )));
     }
     match content_type(headers).as_deref() {
         Some("application/json") => {}
@@ -90,7 +92,11 @@ pub(crate) fn document_error(e: FieldError) -> ApiError {
 }
 
 /// Stores the signals of the accepted items and answers.
-pub(crate) async fn store(ctx: &ApiContext, route: Route, batch: Accepted<Vec<Event>>) -> ApiResult<IntegrationResponse> {
+pub(crate) async fn store(
+    ctx: &ApiContext,
+    route: Route,
+    batch: Accepted<Vec<Event>>,
+) -> ApiResult<IntegrationResponse> {
     let mut out = IntegrationResponse {
         received: batch.received,
         rejected: batch.rejected,
