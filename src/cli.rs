@@ -47,6 +47,47 @@ pub enum Command {
     Slurm(SlurmCommand),
     /// Measure the log-line parsers on one core (99 % noise, 1 % signals) and print lines/s.
     BenchParse(BenchParseArgs),
+    /// leptonai/gpud on a node: `faultline gpud sync` copies its events and GPUs into Faultline.
+    Gpud(GpudArgs),
+}
+
+#[derive(clap::Args)]
+pub struct GpudArgs {
+    #[command(subcommand)]
+    pub command: GpudCommand,
+}
+
+#[derive(Subcommand)]
+pub enum GpudCommand {
+    /// Pull gpud's events (`GET /v1/events`) and machine info (`GET /machine-info`) and send them
+    /// to Faultline: the events as signals, the GPUs' UUIDs and serials into the parts inventory.
+    Sync(GpudSyncArgs),
+}
+
+#[derive(clap::Args)]
+pub struct GpudSyncArgs {
+    /// gpud's local API, plain HTTP (this build has no TLS: put a forwarder in front of gpud's
+    /// HTTPS port, see docs/ingest.md).
+    #[arg(long, env = "FAULTLINE_GPUD_URL", default_value = "http://127.0.0.1:15133")]
+    pub url: String,
+    /// Base URL of the Faultline server.
+    #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    /// An agent (or admin) token.
+    #[arg(long, env = "FAULTLINE_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// The cluster the node belongs to.
+    #[arg(long, env = "FAULTLINE_CLUSTER")]
+    pub cluster: String,
+    /// The node's hostname in Faultline [default: the hostname gpud reports].
+    #[arg(long, env = "FAULTLINE_GPUD_NODE")]
+    pub node: Option<String>,
+    /// Hours of events to pull, ending now (gpud keeps three days; re-sent events are duplicates).
+    #[arg(long, env = "FAULTLINE_GPUD_SINCE_HOURS", default_value_t = 72)]
+    pub since_hours: u32,
+    /// Repeat every this many seconds [default: sync once and exit].
+    #[arg(long, env = "FAULTLINE_GPUD_EVERY_SECONDS")]
+    pub every: Option<u64>,
 }
 
 #[derive(clap::Args)]

@@ -88,6 +88,9 @@ async fn main() -> anyhow::Result<()> {
             serve(settings).await
         }
         Command::Simulate(args) => simulate(args).await,
+        Command::Gpud(faultline::cli::GpudArgs {
+            command: faultline::cli::GpudCommand::Sync(args),
+        }) => faultline::sync::gpud::run(args).await,
         Command::Report(args) => report(args).await,
         Command::Slurm(faultline::cli::SlurmCommand::Sync(args)) => faultline::sync::slurm::run(args).await,
         Command::Bench(args) => {

@@ -423,7 +423,7 @@ impl Client {
     }
 
     /// A JSON request and its decoded JSON answer, through [`send`](Self::send).
-    async fn send_with_retry(
+    pub async fn send_with_retry(
         &self,
         method: reqwest::Method,
         path: &str,

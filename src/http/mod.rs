@@ -13,6 +13,7 @@ pub mod extract;
 pub mod failures;
 pub mod gpus;
 pub mod health;
+pub mod integrations;
 pub mod jobs;
 pub mod logs;
 pub mod nodes;
@@ -75,6 +76,7 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(events::router())
         .merge(logs::router())
         .merge(nvsentinel::router())
+        .merge(integrations::router())
         .merge(nodes::router())
         .merge(gpus::router())
         .merge(tokens::router())

@@ -17,6 +17,9 @@ pub enum Route {
     Events,
     Logs,
     Nvsentinel,
+    Kubernetes,
+    Dcgm,
+    Gpud,
     Nodes,
     Jobs,
     /// Nodes' GPU sets (`/v1/gpus/inventory`, `/v1/nodes/{cluster}/{hostname}/gpus`).
@@ -31,6 +34,9 @@ impl Route {
             Route::Events => "events",
             Route::Logs => "logs",
             Route::Nvsentinel => "nvsentinel",
+            Route::Kubernetes => "kubernetes",
+            Route::Dcgm => "dcgm",
+            Route::Gpud => "gpud",
             Route::Nodes => "nodes",
             Route::Jobs => "jobs",
             Route::GpuInventory => "gpu_inventory",
@@ -41,7 +47,9 @@ impl Route {
     /// What the route's items are called in messages.
     pub fn items(self) -> &'static str {
         match self {
-            Route::Events | Route::Nvsentinel => "events",
+            Route::Events | Route::Nvsentinel | Route::Gpud => "events",
+            Route::Kubernetes => "objects",
+            Route::Dcgm => "results",
             Route::Logs => "records",
             Route::Nodes | Route::GpuInventory => "nodes",
             Route::Jobs => "jobs",

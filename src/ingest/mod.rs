@@ -3,9 +3,13 @@
 pub mod audit;
 pub mod batch;
 pub mod catalog;
+pub mod dcgm;
+pub mod dcgm_codes;
+pub mod gpud;
 pub mod gpus;
 pub mod inventory;
 pub mod jobs;
+pub mod kubernetes;
 pub mod lifecycle;
 pub mod locks;
 pub mod nvsentinel;

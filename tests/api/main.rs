@@ -21,6 +21,8 @@ mod helpers;
 mod host_components;
 mod ingest;
 mod instances;
+mod integrations_dcgm_gpud;
+mod integrations_kubernetes;
 mod inventory;
 mod logs;
 mod metrics;

@@ -1,0 +1,162 @@
+//! `POST /v1/integrations/dcgm/{diag,health}` and `faultline gpud sync` (against a stand-in
+//! serving gpud's fixture answers) end to end.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app, status_json};
+
+async fn post(app: &TestApp, path: &str, body: &str) -> (u16, Value) {
+    let res = app
+        .client
+        .post(app.url(path))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    status_json(res).await
+}
+
+const DIAG: &str = "/v1/integrations/dcgm/diag?cluster=c1&node=gpu-node-07&at=2026-11-30T10:00:00Z";
+
+#[tokio::test]
+async fn dcgm_diag_and_health_reports_are_classified_by_their_codes() {
+    let app = spawn_app().await;
+    let (status, r) = post(&app, DIAG, include_str!("../fixtures/dcgm/diag-dcgm4-layout.json")).await;
+    assert_eq!(status, 200, "{r}");
+    // Persistence mode (CONFIG: no failure) on GPU 0, a double-bit ECC error (ISOLATE) on GPU 1.
+    assert_eq!(
+        (r["signals"].as_u64(), r["no_failure"].as_u64(), r["ignored"].as_u64()),
+        (Some(2), Some(1), Some(3))
+    );
+    let root: String = sqlx::query_scalar(
+        "SELECT rc_category || '/' || rc_component || ' ' || (attributes->>'gpu_serial') FROM events WHERE kind = 'dcgm' AND code = 4 AND gpu_index = 1",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(root, "hardware/gpu_memory 1654922000242");
+    assert_eq!(
+        app.count("SELECT count(*) FROM failures WHERE category = 'hardware'")
+            .await,
+        1
+    );
+    let (_, again) = post(&app, DIAG, include_str!("../fixtures/dcgm/diag-dcgm4-layout.json")).await;
+    assert_eq!(
+        (again["duplicates"].as_u64(), again["accepted"].as_u64()),
+        (Some(2), Some(0))
+    );
+
+    let (status, r) = post(
+        &app,
+        DIAG,
+        include_str!("../fixtures/dcgm/diag-gpu-diagnostic-layout.json"),
+    )
+    .await;
+    assert_eq!((status, r["signals"].as_u64()), (200, Some(3)), "{r}");
+
+    let health = "/v1/integrations/dcgm/health?cluster=c1&node=gpu-node-08&at=2026-11-30T11:00:00Z";
+    let (status, r) = post(&app, health, include_str!("../fixtures/dcgm/health-failure.json")).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!((r["signals"].as_u64(), r["no_failure"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM events WHERE node = 'gpu-node-08' AND code = 4 AND rc_component = 'gpu_memory'"
+        )
+        .await,
+        1
+    );
+    let (status, r) = post(&app, health, include_str!("../fixtures/dcgm/health-healthy.json")).await;
+    assert_eq!((status, r["signals"].as_u64()), (200, Some(0)));
+}
+
+#[tokio::test]
+async fn a_malformed_dcgm_result_is_refused_by_its_path() {
+    let app = spawn_app().await;
+    let mut doc: Value = serde_json::from_str(include_str!("../fixtures/dcgm/diag-dcgm4-layout.json")).unwrap();
+    doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["results"][0]["status"] = json!(7);
+    let (status, r) = post(&app, DIAG, &doc.to_string()).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        r["rejected"][0]["field"],
+        "DCGM Diagnostic.test_categories[0].tests[0].results[0].status"
+    );
+    assert_eq!(r["accepted"], 1);
+    let (status, r) = post(&app, DIAG, include_str!("../fixtures/dcgm/health-failure.json")).await;
+    assert_eq!(status, 422, "{r}");
+    assert_eq!(r["details"]["field"], "DCGM Diagnostic");
+}
+
+/// A stand-in for gpud's local API serving the fixtures (gpud itself needs NVML and root).
+async fn fake_gpud() -> String {
+    use axum::routing::get;
+    let events: Value = serde_json::from_str(include_str!("../fixtures/gpud/events.json")).unwrap();
+    let info: Value = serde_json::from_str(include_str!("../fixtures/gpud/machine-info.json")).unwrap();
+    let router = axum::Router::new()
+        .route("/v1/events", get(move || async move { axum::Json(events) }))
+        .route("/machine-info", get(move || async move { axum::Json(info) }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    url
+}
+
+#[tokio::test]
+async fn gpud_sync_sends_events_and_gpus() {
+    let app = spawn_app().await;
+    let gpud = fake_gpud().await;
+    let sync = || {
+        let (gpud, server) = (gpud.clone(), app.address.clone());
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_faultline"))
+                .args([
+                    "gpud",
+                    "sync",
+                    "--url",
+                    &gpud,
+                    "--server",
+                    &server,
+                    "--token",
+                    ADMIN_TOKEN,
+                    "--cluster",
+                    "c1",
+                ])
+                .output()
+                .unwrap()
+        })
+    };
+    let out = sync().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        stdout.contains("gpu-node-07: 2 GPUs; 2 events: 2 new signals"),
+        "{stdout}"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'xid' AND code IN (74, 79) AND node = 'gpu-node-07'")
+            .await,
+        2
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM gpu_placements WHERE hostname = 'gpu-node-07' AND removed_at IS NULL")
+            .await,
+        2
+    );
+    let again = sync().await.unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).contains("0 new signals, 2 duplicates"));
+    let https = std::process::Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .args([
+            "gpud",
+            "sync",
+            "--url",
+            "https://127.0.0.1:15132",
+            "--token",
+            "t",
+            "--cluster",
+            "c1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!https.status.success() && String::from_utf8_lossy(&https.stderr).contains("socat"));
+}

@@ -1,0 +1,128 @@
+//! `POST /v1/integrations/kubernetes/events` end to end, on the fixtures of tests/fixtures/kubernetes.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app, status_json};
+
+fn fixture(name: &str) -> Value {
+    let text = match name {
+        "events" => include_str!("../fixtures/kubernetes/events.json"),
+        "node" => include_str!("../fixtures/kubernetes/node.json"),
+        _ => include_str!("../fixtures/kubernetes/pods.json"),
+    };
+    serde_json::from_str(text).unwrap()
+}
+
+async fn post(app: &TestApp, body: &Value) -> (u16, Value) {
+    let res = app
+        .client
+        .post(app.url("/v1/integrations/kubernetes/events?cluster=c1"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    status_json(res).await
+}
+
+/// The root cause of the failure that holds the signal of `kind`.
+async fn root_of(app: &TestApp, kind: &str) -> String {
+    sqlx::query_scalar::<_, String>(
+        "SELECT f.category || '/' || f.component FROM failures f JOIN events e ON e.id = ANY(f.signal_ids) WHERE e.kind = $1",
+    )
+        .bind(kind)
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn kubernetes_events_are_classified_signals_and_idempotent() {
+    let app = spawn_app().await;
+    let (status, r) = post(&app, &fixture("events")).await;
+    assert_eq!(status, 200, "{r}");
+    // NodeNotReady, OOMKilling, BackOff; Scheduled is ignored.
+    assert_eq!(
+        (r["received"].as_u64(), r["signals"].as_u64(), r["ignored"].as_u64()),
+        (Some(4), Some(3), Some(1))
+    );
+    assert_eq!(r["accepted"], 3);
+    assert_eq!(root_of(&app, "host_oom").await, "user/oom");
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM events WHERE job_id = 'train-llm' AND kind = 'job_exit' AND node = 'gpu-node-07'"
+        )
+        .await,
+        1
+    );
+    let (status, again) = post(&app, &fixture("events")).await;
+    assert_eq!(
+        (status, again["duplicates"].as_u64(), again["accepted"].as_u64()),
+        (200, Some(3), Some(0))
+    );
+    assert_eq!(app.count("SELECT count(*) FROM events").await, 3);
+}
+
+#[tokio::test]
+async fn node_conditions_drain_the_node_and_pod_failures_hit_their_job() {
+    let app = spawn_app().await;
+    let (status, _) = app
+        .put_nodes(ADMIN_TOKEN, &json!({"nodes": [{"hostname": "gpu-node-07", "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8}]}))
+        .await;
+    assert_eq!(status, 200);
+    let (status, r) = post(&app, &fixture("node")).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        r["signals_by_kind"],
+        json!({"node_drain": 1, "storage_error": 1, "xid": 1})
+    );
+    assert_eq!(root_of(&app, "xid").await, "hardware/gpu");
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'xid' AND code = 79 AND gpu_index = 3")
+            .await,
+        1
+    );
+    let (status, state) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/nodes/c1/gpu-node-07/state?from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z",
+        )
+        .await;
+    assert_eq!(status, 200, "{state}");
+    assert_eq!(state["state"], "drained");
+    assert_eq!(state["transitions"][0]["at"], "2026-11-30T10:04:30Z");
+    // 10:04:30 to 2026-12-01T00:00 = 13 h 55 min 30 s
+    assert_eq!(state["out_of_service_hours"], 13.925);
+
+    let (status, r) = post(&app, &fixture("pods")).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        r["signals_by_kind"],
+        json!({"host_oom": 1, "job_exit": 1, "scheduler_error": 1})
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE job_id = 'train-llm' AND code = 1")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_object_is_refused_by_its_field_and_the_others_stored() {
+    let app = spawn_app().await;
+    let mut body = fixture("events");
+    body["items"][1]["involvedObject"]
+        .as_object_mut()
+        .unwrap()
+        .remove("name");
+    let (status, r) = post(&app, &body).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["rejected"][0]["index"], 1);
+    assert_eq!(r["rejected"][0]["field"], "involvedObject.name");
+    assert_eq!(r["accepted"], 2);
+    let (status, r) = post(&app, &json!({"kind": "Service", "metadata": {"name": "x"}})).await;
+    assert_eq!(
+        (status, r["details"]["rejected"][0]["field"].as_str()),
+        (422, Some("kind"))
+    );
+}
