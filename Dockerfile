@@ -3,6 +3,7 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY crates ./crates
 COPY migrations ./migrations
 COPY api ./api
 RUN cargo build --release --locked --bin faultline

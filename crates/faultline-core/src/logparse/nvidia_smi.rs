@@ -90,7 +90,7 @@ mod tests {
 
     /// A real report of a two-GPU Tesla P100 node (driver 375.66), from Apache Hadoop's YARN GPU
     /// plugin tests (`nvidia-smi-sample-output.xml`, Apache License 2.0), shortened.
-    const P100: &str = include_str!("../../tests/fixtures/nvidia-smi/p100-two-gpus.xml");
+    const P100: &str = include_str!("../../../../tests/fixtures/nvidia-smi/p100-two-gpus.xml");
 
     #[test]
     fn reads_identity_slot_and_firmware_of_each_gpu_in_order() {
