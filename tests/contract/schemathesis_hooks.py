@@ -9,7 +9,7 @@ in the document (`http::openapi::schema_rules`); these stay here because no sche
 - a job's `end` is not before its `start`, a node's `retired_at` not before its
   `in_service_since` (comparisons of two values);
 - `cursor` is an opaque token the server issued on an earlier page, never a made-up string;
-- timestamps relative to now: signals at most 24 h ahead, a token's `expires_at` in the future and
+- timestamps relative to now: signals (and a sync cursor's position) at most 24 h ahead, a token's `expires_at` in the future and
   at most ten years away;
 - a log body's cluster: records need a `cluster` unless the query names one (text/plain always
   needs the query's), and a `message_field` the query names must hold a string in every record;
@@ -133,7 +133,7 @@ def _walk(value):
             yield from _walk(v)
 
 
-TIMES_NOT_AHEAD = ("occurred_at", "observed_at", "installed_at", "removed_at", "at")
+TIMES_NOT_AHEAD = ("occurred_at", "observed_at", "installed_at", "removed_at", "at", "position")
 
 
 def _timestamps_ok(body):

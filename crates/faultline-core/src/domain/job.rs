@@ -55,7 +55,7 @@ pub struct JobInput {
     /// The scheduler's own final state, which `state` folds (Slurm: TIMEOUT, NODE_FAIL,
     /// OUT_OF_MEMORY, PREEMPTED... are failed or cancelled).
     #[serde(default)]
-    #[schema(value_type = Option<Text>, max_length = 64)]
+    #[schema(value_type = Option<Text>)]
     pub scheduler_state: Option<String>,
     /// The job's exit code.
     #[serde(default)]
@@ -142,14 +142,10 @@ pub fn validate_job(input: JobInput) -> Result<Job, FieldError> {
     };
     let details = JobDetails {
         name: input.name.map(|n| required_text("name", n)).transpose()?,
-        scheduler_state: match input
+        scheduler_state: input
             .scheduler_state
             .map(|s| required_text("scheduler_state", s))
-            .transpose()?
-        {
-            Some(s) if s.len() > 64 => return Err(FieldError::new("scheduler_state", "longer than 64 bytes")),
-            s => s,
-        },
+            .transpose()?,
         exit_code: code("exit_code", input.exit_code)?,
         exit_signal: code("exit_signal", input.exit_signal)?,
         derived_exit_code: code("derived_exit_code", input.derived_exit_code)?,
