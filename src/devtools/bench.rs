@@ -391,6 +391,7 @@ pub(crate) async fn serve(server_url: &str, db_name: &str, limits: Limits) -> an
             signal_retention_days: 0,
             ..Default::default()
         },
+        alerts: Default::default(),
     };
     let app = startup::Application::build(config, db.clone(), "127.0.0.1:0".parse()?).await?;
     let base = format!("http://{}", app.local_addr()?);

@@ -1,5 +1,6 @@
 //! HTTP layer: one module per resource, each exposing `router()`.
 
+pub mod alerts;
 pub mod analytics;
 pub mod audit;
 pub mod body_budget;
@@ -86,4 +87,5 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(jobs::router())
         .merge(report::router())
         .merge(audit::router())
+        .merge(alerts::router())
 }

@@ -255,6 +255,7 @@ pub async fn spawn_app_in(database: TestDatabase, limits: Limits, edge: EdgeSett
         correlation_window: Duration::from_secs(600),
         edge,
         retention: Default::default(),
+        alerts: Default::default(),
     };
     let app = startup::Application::build(config, db.clone(), "127.0.0.1:0".parse().unwrap())
         .await
