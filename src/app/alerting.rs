@@ -31,7 +31,11 @@ pub fn spawn(db: PgPool, settings: AlertSettings, public_url: String) -> tokio::
             .timeout(SEND_TIMEOUT)
             .build()
             .unwrap_or_default();
-        let poll = secs(settings.alert_delivery_poll_secs.min(settings.alert_evaluation_interval_secs));
+        let poll = secs(
+            settings
+                .alert_delivery_poll_secs
+                .min(settings.alert_evaluation_interval_secs),
+        );
         let every = secs(settings.alert_evaluation_interval_secs);
         let lease = secs(settings.alert_lease_secs);
         let mut ticks = tokio::time::interval(poll);
@@ -57,7 +61,10 @@ pub fn spawn(db: PgPool, settings: AlertSettings, public_url: String) -> tokio::
                 last_evaluation = Some(tokio::time::Instant::now());
                 match crate::ingest::alerts::evaluate(&db, &public_url, Utc::now()).await {
                     Ok(p) if p.fired + p.resolved > 0 => tracing::info!(
-                        rules = p.rules, fired = p.fired, resolved = p.resolved, notifications = p.notifications,
+                        rules = p.rules,
+                        fired = p.fired,
+                        resolved = p.resolved,
+                        notifications = p.notifications,
                         "alert evaluation"
                     ),
                     Ok(_) => {}
@@ -72,7 +79,11 @@ pub fn spawn(db: PgPool, settings: AlertSettings, public_url: String) -> tokio::
 }
 
 /// Sends every due notification once; records each attempt.
-pub async fn deliver_due(db: &PgPool, client: &reqwest::Client, settings: &AlertSettings) -> Result<usize, sqlx::Error> {
+pub async fn deliver_due(
+    db: &PgPool,
+    client: &reqwest::Client,
+    settings: &AlertSettings,
+) -> Result<usize, sqlx::Error> {
     let rows = storage::alerts::due(db, Utc::now(), BATCH).await?;
     let n = rows.len();
     for row in &rows {
@@ -88,7 +99,12 @@ fn target(row: &OutboxRow) -> String {
     }
 }
 
-async fn deliver(db: &PgPool, client: &reqwest::Client, settings: &AlertSettings, row: &OutboxRow) -> Result<(), sqlx::Error> {
+async fn deliver(
+    db: &PgPool,
+    client: &reqwest::Client,
+    settings: &AlertSettings,
+    row: &OutboxRow,
+) -> Result<(), sqlx::Error> {
     let body = serde_json::to_vec(&row.payload).unwrap_or_default();
     let mut req = client
         .post(target(row))

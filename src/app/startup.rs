@@ -60,12 +60,12 @@ impl Application {
                 window: context.config.fold_window(),
             },
         );
-        let public_url = context
-            .config
-            .alerts
-            .public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{}", listener.local_addr().map(|a| a.to_string()).unwrap_or_default()));
+        let public_url = context.config.alerts.public_url.clone().unwrap_or_else(|| {
+            format!(
+                "http://{}",
+                listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
+            )
+        });
         let alerting = crate::app::alerting::spawn(
             context.db.clone(),
             context.config.alerts.clone(),

@@ -192,9 +192,7 @@ fn in_range(field: &str, v: f64, lo: f64, hi: f64) -> Result<(), String> {
 
 fn label_name_ok(name: &str) -> bool {
     let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -207,7 +205,9 @@ pub fn validate_rule_id(id: &str) -> Result<(), String> {
     {
         Ok(())
     } else {
-        Err(format!("rule_id: '{id}' must be 1 to 100 of letters, digits, '_', '-', '.'"))
+        Err(format!(
+            "rule_id: '{id}' must be 1 to 100 of letters, digits, '_', '-', '.'"
+        ))
     }
 }
 
@@ -273,7 +273,9 @@ impl RuleSpec {
         for (i, r) in self.receivers.iter().enumerate() {
             let scheme_ok = r.url.starts_with("http://") || r.url.starts_with("https://");
             if !scheme_ok || r.url.len() > 2000 || r.url.chars().any(char::is_whitespace) {
-                return Err(format!("receivers[{i}].url: an http:// or https:// URL, at most 2000 characters"));
+                return Err(format!(
+                    "receivers[{i}].url: an http:// or https:// URL, at most 2000 characters"
+                ));
             }
             match (&r.secret, r.kind) {
                 (Some(_), ReceiverKind::Alertmanager | ReceiverKind::Slack) => {
@@ -484,7 +486,10 @@ mod tests {
             starts_at: t0,
             last_notified_at: t0,
         };
-        assert_eq!(step(Some(&firing), true, t0 + Duration::minutes(59), repeat), Step::Refresh);
+        assert_eq!(
+            step(Some(&firing), true, t0 + Duration::minutes(59), repeat),
+            Step::Refresh
+        );
         assert_eq!(
             step(Some(&firing), true, t0 + Duration::minutes(60), repeat),
             Step::Notify {

@@ -22,7 +22,10 @@ use crate::storage::alerts::{AlertRow, DeliveryRow, RuleRow};
 pub fn router() -> Router<ApiContext> {
     Router::new()
         .route("/v1/alert-rules", get(list_rules))
-        .route("/v1/alert-rules/{rule_id}", get(get_rule).put(put_rule).delete(delete_rule))
+        .route(
+            "/v1/alert-rules/{rule_id}",
+            get(get_rule).put(put_rule).delete(delete_rule),
+        )
         .route("/v1/alerts", get(list_alerts))
         .route("/v1/alerts/{fingerprint}/deliveries", get(deliveries))
         .route("/v1/heartbeats", post(heartbeats))
@@ -393,7 +396,9 @@ pub async fn heartbeats(
     };
     let cluster = required_text("cluster", h.cluster).map_err(bad)?;
     if !caller.may_write(&cluster) {
-        return Err(ApiError::Forbidden(format!("this token may not write cluster '{cluster}'")));
+        return Err(ApiError::Forbidden(format!(
+            "this token may not write cluster '{cluster}'"
+        )));
     }
     if h.nodes.len() > ctx.config.limits.max_batch_items {
         return Err(ApiError::PayloadTooLarge(format!(

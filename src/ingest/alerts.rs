@@ -162,10 +162,27 @@ async fn apply(
         notified: vec![],
     };
     // (fingerprint, event, value, labels, annotations, starts_at, ends_at) of each notification.
-    type Note = (String, NotifyEvent, Option<f64>, BTreeMap<String, String>, BTreeMap<String, String>, DateTime<Utc>, Option<DateTime<Utc>>);
+    type Note = (
+        String,
+        NotifyEvent,
+        Option<f64>,
+        BTreeMap<String, String>,
+        BTreeMap<String, String>,
+        DateTime<Utc>,
+        Option<DateTime<Utc>>,
+    );
     let mut notes: Vec<Note> = Vec::new();
     let mut pass = Pass::default();
-    let push = |cols: &mut AlertColumns, fp: &str, subject: &str, state: AlertState, value: Option<f64>, l: &BTreeMap<String, String>, a: &BTreeMap<String, String>, starts: DateTime<Utc>, ends: Option<DateTime<Utc>>, notified: bool| {
+    let push = |cols: &mut AlertColumns,
+                fp: &str,
+                subject: &str,
+                state: AlertState,
+                value: Option<f64>,
+                l: &BTreeMap<String, String>,
+                a: &BTreeMap<String, String>,
+                starts: DateTime<Utc>,
+                ends: Option<DateTime<Utc>>,
+                notified: bool| {
         cols.fingerprint.push(fp.to_string());
         cols.rule_id.push(rule.id.clone());
         cols.rule_version.push(rule.version);
@@ -190,24 +207,66 @@ async fn apply(
         let a = annotations(spec, f, public_url);
         match step(before.as_ref().map(current).as_ref(), true, now, repeat) {
             Step::Nothing => {}
-            Step::Refresh => push(&mut cols, &fp, &f.subject, AlertState::Firing, Some(f.value), &l, &a, before.map_or(now, |b| b.starts_at), None, false),
-            Step::Notify { event, starts_at, ends_at } => {
+            Step::Refresh => push(
+                &mut cols,
+                &fp,
+                &f.subject,
+                AlertState::Firing,
+                Some(f.value),
+                &l,
+                &a,
+                before.map_or(now, |b| b.starts_at),
+                None,
+                false,
+            ),
+            Step::Notify {
+                event,
+                starts_at,
+                ends_at,
+            } => {
                 if event == NotifyEvent::Firing {
                     pass.fired += 1;
                     metrics::counter!("faultline_alert_transitions_total", "to" => "firing").increment(1);
                 }
-                push(&mut cols, &fp, &f.subject, AlertState::Firing, Some(f.value), &l, &a, starts_at, ends_at, true);
+                push(
+                    &mut cols,
+                    &fp,
+                    &f.subject,
+                    AlertState::Firing,
+                    Some(f.value),
+                    &l,
+                    &a,
+                    starts_at,
+                    ends_at,
+                    true,
+                );
                 notes.push((fp, event, Some(f.value), l, a, starts_at, ends_at));
             }
         }
     }
     // What was firing and is no longer found resolves, with its last labels and annotations.
     for (fp, before) in by_fp {
-        if let Step::Notify { event, starts_at, ends_at } = step(Some(&current(&before)), false, now, repeat) {
+        if let Step::Notify {
+            event,
+            starts_at,
+            ends_at,
+        } = step(Some(&current(&before)), false, now, repeat)
+        {
             pass.resolved += 1;
             metrics::counter!("faultline_alert_transitions_total", "to" => "resolved").increment(1);
             let (l, a) = (json_map(&before.labels), json_map(&before.annotations));
-            push(&mut cols, &fp, &before.subject, AlertState::Resolved, before.value, &l, &a, starts_at, ends_at, true);
+            push(
+                &mut cols,
+                &fp,
+                &before.subject,
+                AlertState::Resolved,
+                before.value,
+                &l,
+                &a,
+                starts_at,
+                ends_at,
+                true,
+            );
             notes.push((fp, event, before.value, l, a, starts_at, ends_at));
         }
     }

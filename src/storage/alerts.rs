@@ -42,7 +42,11 @@ pub async fn upsert_rule(
 }
 
 /// Marks the rule deleted (its alerts keep its name); None when there is no live rule `id`.
-pub async fn delete_rule(conn: &mut PgConnection, id: &str, now: DateTime<Utc>) -> Result<Option<RuleRow>, sqlx::Error> {
+pub async fn delete_rule(
+    conn: &mut PgConnection,
+    id: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<RuleRow>, sqlx::Error> {
     sqlx::query_as!(
         RuleRow,
         r#"UPDATE alert_rules SET deleted_at = $2, version = version + 1, updated_at = $2
@@ -468,7 +472,12 @@ pub async fn release_lease(db: &PgPool, name: &str, holder: &str) -> Result<(), 
 
 /// Records that these nodes of `cluster` sent at `at` (sorted keys: concurrent batches take the
 /// rows in one order).
-pub async fn seen(conn: &mut PgConnection, cluster: &[String], hostname: &[String], at: DateTime<Utc>) -> Result<(), sqlx::Error> {
+pub async fn seen(
+    conn: &mut PgConnection,
+    cluster: &[String],
+    hostname: &[String],
+    at: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
     if cluster.is_empty() {
         return Ok(());
     }

@@ -244,8 +244,10 @@ async fn a_lemon_node_alert_goes_through_alertmanager_and_resolves_when_its_fail
     // node: P(X >= 3 | 0.3) = 1 - e^-0.3 (1 + 0.3 + 0.045) = 3.6e-3, Holm x 10 = 0.036 <= 0.05: a
     // lemon. The oldest leaves the window 15 s from now; then P(X >= 2 | 0.2) x 10 = 0.175: not.
     let nodes: Vec<Value> = (1..=10)
-        .map(|i| json!({"cluster": "c1", "hostname": format!("n{i:03}"), "gpu_model": "H100 80GB HBM3",
-                        "gpu_count": 8, "in_service_since": "2026-01-01T00:00:00Z"}))
+        .map(|i| {
+            json!({"cluster": "c1", "hostname": format!("n{i:03}"), "gpu_model": "H100 80GB HBM3",
+                        "gpu_count": 8, "in_service_since": "2026-01-01T00:00:00Z"})
+        })
         .collect();
     assert_eq!(app.put_nodes(ADMIN_TOKEN, &json!({"nodes": nodes})).await.0, 200);
     let now = Utc::now();
@@ -253,7 +255,10 @@ async fn a_lemon_node_alert_goes_through_alertmanager_and_resolves_when_its_fail
     let events: Vec<Value> = (0..3)
         .map(|k| {
             let at = first + chrono::Duration::minutes(11 * k);
-            event(&uuid_n(k as u32 + 1), json!({"node": "n001", "occurred_at": at.to_rfc3339()}))
+            event(
+                &uuid_n(k as u32 + 1),
+                json!({"node": "n001", "occurred_at": at.to_rfc3339()}),
+            )
         })
         .collect();
     let (status, v) = app.post_events(ADMIN_TOKEN, &json!({"events": events})).await;
@@ -288,7 +293,10 @@ async fn a_lemon_node_alert_goes_through_alertmanager_and_resolves_when_its_fail
     assert_eq!(alert["labels"]["condition"], "lemon_node");
     assert_eq!(alert["annotations"]["runbook"], "https://wiki.example/lemons");
     let summary = alert["annotations"]["summary"].as_str().unwrap();
-    assert!(summary.starts_with("n001 had 3 failures in the last 1 h where 0.30 were expected"), "{summary}");
+    assert!(
+        summary.starts_with("n001 had 3 failures in the last 1 h where 0.30 were expected"),
+        "{summary}"
+    );
     assert!(
         alert["generatorURL"]
             .as_str()
@@ -316,7 +324,15 @@ async fn a_lemon_node_alert_goes_through_alertmanager_and_resolves_when_its_fail
         .collect();
     assert_eq!(events, vec![("firing", "delivered"), ("resolved", "delivered")]);
 
-    let metrics = app.client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(metrics.contains("faultline_alert_transitions_total"), "{metrics}");
     assert!(metrics.contains("faultline_alert_deliveries_total"), "{metrics}");
     assert!(metrics.contains("faultline_alert_evaluations_total"), "{metrics}");
@@ -333,7 +349,10 @@ fn verified(got: &[Received], secret: &str) -> Vec<(String, String)> {
             assert!(!verify(b"wrong", ts, &r.body, sig));
             assert!((Utc::now().timestamp() - ts).abs() < 120);
             let v = r.json();
-            (v["event"].as_str().unwrap().to_string(), v["labels"]["subject"].as_str().unwrap().to_string())
+            (
+                v["event"].as_str().unwrap().to_string(),
+                v["labels"]["subject"].as_str().unwrap().to_string(),
+            )
         })
         .collect()
 }
@@ -358,7 +377,10 @@ async fn a_silent_node_fires_and_every_signed_notification_arrives_once_in_order
     heartbeat(&app, "n7").await;
     wait_state(&app, "quiet-nodes", "firing", 10).await;
     let (status, v) = app
-        .post_events(ADMIN_TOKEN, &json!({"events": [event(&uuid_n(1), json!({"node": "n7"}))]}))
+        .post_events(
+            ADMIN_TOKEN,
+            &json!({"events": [event(&uuid_n(1), json!({"node": "n7"}))]}),
+        )
         .await;
     assert_eq!(status, 200, "{v}");
     wait_state(&app, "quiet-nodes", "resolved", 10).await;
@@ -369,14 +391,15 @@ async fn a_silent_node_fires_and_every_signed_notification_arrives_once_in_order
     let (_, d) = app.get(ADMIN_TOKEN, &format!("/v1/alerts/{fp}/deliveries")).await;
     let d = d.as_array().unwrap().clone();
     assert!(d.len() >= 2, "{d:?}");
-    assert!(d.iter().all(|x| x["outcome"] == "retry" && x["status_code"] == 503), "{d:?}");
+    assert!(
+        d.iter().all(|x| x["outcome"] == "retry" && x["status_code"] == 503),
+        "{d:?}"
+    );
     // Only the first notification is tried while it is pending: order is kept per alert.
     assert!(d.iter().all(|x| x["seq"] == 1), "{d:?}");
 
     receiver.set_down(false);
-    let got = receiver
-        .wait_for(10, "three notifications", |g| g.len() >= 3)
-        .await;
+    let got = receiver.wait_for(10, "three notifications", |g| g.len() >= 3).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let got = if receiver.received().len() > got.len() {
         receiver.received()
@@ -386,7 +409,11 @@ async fn a_silent_node_fires_and_every_signed_notification_arrives_once_in_order
     let n7 = || "n7".to_string();
     assert_eq!(
         verified(&got, "s3cret"),
-        vec![("firing".into(), n7()), ("resolved".into(), n7()), ("firing".into(), n7())]
+        vec![
+            ("firing".into(), n7()),
+            ("resolved".into(), n7()),
+            ("firing".into(), n7())
+        ]
     );
     assert!(got.iter().all(|r| r.path == "/hook"));
     let (_, d) = app.get(ADMIN_TOKEN, &format!("/v1/alerts/{fp}/deliveries")).await;
@@ -455,10 +482,16 @@ async fn two_instances_send_one_notification_per_transition_and_a_crash_hands_ov
 async fn bad_rule_bodies_are_refused_naming_the_field_and_edits_are_versioned_and_audited() {
     let app = alerting_app().await;
     let cases = [
-        (json!({"condition": {"kind": "lemon_node", "alpha": 0.9}}), "condition.alpha"),
+        (
+            json!({"condition": {"kind": "lemon_node", "alpha": 0.9}}),
+            "condition.alpha",
+        ),
         (json!({"condition": {"kind": "mtbf_below"}}), "hours"),
         (json!({"condition": {"kind": "no_such_rule"}}), "condition"),
-        (json!({"condition": {"kind": "silence", "minutes": -1}}), "condition.minutes"),
+        (
+            json!({"condition": {"kind": "silence", "minutes": -1}}),
+            "condition.minutes",
+        ),
         (json!({"labels": {}}), "condition"),
         (
             json!({"condition": {"kind": "silence", "minutes": 5}, "receivers": [{"kind": "webhook", "url": "nope"}]}),
@@ -468,8 +501,14 @@ async fn bad_rule_bodies_are_refused_naming_the_field_and_edits_are_versioned_an
             json!({"condition": {"kind": "silence", "minutes": 5}, "labels": {"alertname": "x"}}),
             "labels.alertname",
         ),
-        (json!({"condition": {"kind": "silence", "minutes": 5}, "repeat_interval_minutes": 0}), "repeat_interval_minutes"),
-        (json!({"condition": {"kind": "silence", "minutes": 5}, "colour": "red"}), "colour"),
+        (
+            json!({"condition": {"kind": "silence", "minutes": 5}, "repeat_interval_minutes": 0}),
+            "repeat_interval_minutes",
+        ),
+        (
+            json!({"condition": {"kind": "silence", "minutes": 5}, "colour": "red"}),
+            "colour",
+        ),
     ];
     for (body, field) in cases {
         let (status, v) = put_rule(&app, "r1", &body).await;
@@ -491,7 +530,11 @@ async fn bad_rule_bodies_are_refused_naming_the_field_and_edits_are_versioned_an
 
     let body = json!({"condition": {"kind": "new_failure_kind", "days": 30}});
     assert_eq!(put_rule(&app, "r1", &body).await.1["version"], 1);
-    assert_eq!(put_rule(&app, "r1", &body).await.1["version"], 1, "unchanged: no new version");
+    assert_eq!(
+        put_rule(&app, "r1", &body).await.1["version"],
+        1,
+        "unchanged: no new version"
+    );
     let (_, v) = put_rule(&app, "r1", &json!({"condition": {"kind": "new_failure_kind"}})).await;
     assert_eq!(v["version"], 2);
     assert_eq!(v["condition"], json!({"kind": "new_failure_kind", "days": null}));
@@ -505,7 +548,8 @@ async fn bad_rule_bodies_are_refused_naming_the_field_and_edits_are_versioned_an
     assert_eq!(res.status(), 204);
     assert_eq!(app.get(ADMIN_TOKEN, "/v1/alert-rules/r1").await.0, 404);
     assert_eq!(
-        app.count("SELECT count(*) FROM audit_log WHERE action LIKE 'alert_rule.%'").await,
+        app.count("SELECT count(*) FROM audit_log WHERE action LIKE 'alert_rule.%'")
+            .await,
         3
     );
 }

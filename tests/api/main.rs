@@ -1,7 +1,7 @@
 //! Integration tests: the real server on port 0 over HTTP, a fresh real Postgres database per test.
 mod access;
-mod alerts;
 mod admission;
+mod alerts;
 mod auth;
 mod body_budget;
 mod browser;
