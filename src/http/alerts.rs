@@ -134,7 +134,7 @@ pub async fn get_rule(
         "annotations": {"runbook": "https://wiki.example/lemons"},
         "repeat_interval_minutes": 240,
         "receivers": [{"kind": "alertmanager", "url": "http://alertmanager:9093"},
-                      {"kind": "webhook", "url": "https://hooks.example/faultline", "secret": "s3cret"}]
+                      {"kind": "webhook", "url": "http://hooks.internal/faultline", "secret": "s3cret"}]
     })),
     params(("rule_id" = String, Path, description = "Rule id: 1 to 100 of letters, digits, '_', '-', '.'", example = "lemon-nodes")),
     responses(
