@@ -509,6 +509,11 @@ async fn bad_rule_bodies_are_refused_naming_the_field_and_edits_are_versioned_an
             json!({"condition": {"kind": "silence", "minutes": 5}, "colour": "red"}),
             "colour",
         ),
+        (
+            json!({"condition": {"kind": "silence", "minutes": 5},
+                   "receivers": [{"kind": "slack", "url": "https://hooks.slack.com/x"}]}),
+            "receivers[0].url",
+        ),
     ];
     for (body, field) in cases {
         let (status, v) = put_rule(&app, "r1", &body).await;
@@ -552,4 +557,10 @@ async fn bad_rule_bodies_are_refused_naming_the_field_and_edits_are_versioned_an
             .await,
         3
     );
+    // The dashboard carries the firing-alerts panel and its script.
+    let page = app.client.get(app.url("/")).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains(r#"id="alerts-panel""#) && page.contains("/assets/alerts.js"));
+    let script = app.client.get(app.url("/assets/alerts.js")).send().await.unwrap();
+    assert_eq!(script.status(), 200);
+    assert!(script.text().await.unwrap().contains("/v1/alerts?"));
 }
