@@ -588,7 +588,7 @@ async fn alert_evaluation(db: &sqlx::PgPool, end: chrono::DateTime<Utc>) -> anyh
     ];
     for c in conditions {
         let spec: RuleSpec = serde_json::from_value(serde_json::json!({"condition": c}))?;
-        crate::ingest::alerts::put_rule(db, &actor, &format!("bench-{}", c.kind()), &spec).await?;
+        crate::ingest::alerts::put_alert_rule(db, &actor, &format!("bench-{}", c.kind()), &spec).await?;
     }
     let mut samples = Vec::new();
     let mut first = None;

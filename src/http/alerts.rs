@@ -21,10 +21,10 @@ use crate::storage::alerts::{AlertRow, DeliveryRow, RuleRow};
 
 pub fn router() -> Router<ApiContext> {
     Router::new()
-        .route("/v1/alert-rules", get(list_rules))
+        .route("/v1/alert-rules", get(list_alert_rules))
         .route(
             "/v1/alert-rules/{rule_id}",
-            get(get_rule).put(put_rule).delete(delete_rule),
+            get(get_alert_rule).put(put_alert_rule).delete(delete_alert_rule),
         )
         .route("/v1/alerts", get(list_alerts))
         .route("/v1/alerts/{fingerprint}/deliveries", get(deliveries))
@@ -93,7 +93,7 @@ fn rule_view(row: RuleRow) -> Result<RuleView, ApiError> {
     ),
     security(("bearer" = []))
 )]
-pub async fn list_rules(State(ctx): State<ApiContext>, caller: Caller) -> ApiResult<Json<Vec<RuleView>>> {
+pub async fn list_alert_rules(State(ctx): State<ApiContext>, caller: Caller) -> ApiResult<Json<Vec<RuleView>>> {
     caller.require(Permission::Admin)?;
     let rows = storage::alerts::rules(&ctx.db).await?;
     Ok(Json(rows.into_iter().map(rule_view).collect::<Result<_, _>>()?))
@@ -111,7 +111,7 @@ pub async fn list_rules(State(ctx): State<ApiContext>, caller: Caller) -> ApiRes
     ),
     security(("bearer" = []))
 )]
-pub async fn get_rule(
+pub async fn get_alert_rule(
     State(ctx): State<ApiContext>,
     caller: Caller,
     AppPath(rule_id): AppPath<String>,
@@ -146,7 +146,7 @@ pub async fn get_rule(
     ),
     security(("bearer" = []))
 )]
-pub async fn put_rule(
+pub async fn put_alert_rule(
     State(ctx): State<ApiContext>,
     caller: Caller,
     AppPath(rule_id): AppPath<String>,
@@ -155,7 +155,7 @@ pub async fn put_rule(
     caller.require(Permission::Admin)?;
     validate_rule_id(&rule_id).map_err(|m| ApiError::bad_request("invalid_path", m))?;
     spec.validate().map_err(|m| ApiError::bad_request("invalid_field", m))?;
-    let row = match crate::ingest::alerts::put_rule(&ctx.db, &caller.actor(), &rule_id, &spec).await? {
+    let row = match crate::ingest::alerts::put_alert_rule(&ctx.db, &caller.actor(), &rule_id, &spec).await? {
         Some(row) => row,
         None => storage::alerts::rule(&ctx.db, &rule_id)
             .await?
@@ -176,13 +176,13 @@ pub async fn put_rule(
     ),
     security(("bearer" = []))
 )]
-pub async fn delete_rule(
+pub async fn delete_alert_rule(
     State(ctx): State<ApiContext>,
     caller: Caller,
     AppPath(rule_id): AppPath<String>,
 ) -> ApiResult<StatusCode> {
     caller.require(Permission::Admin)?;
-    crate::ingest::alerts::delete_rule(&ctx.db, &caller.actor(), &rule_id)
+    crate::ingest::alerts::delete_alert_rule(&ctx.db, &caller.actor(), &rule_id)
         .await?
         .map(|_| StatusCode::NO_CONTENT)
         .ok_or_else(|| ApiError::NotFound(format!("no alert rule '{rule_id}'")))

@@ -16,7 +16,12 @@ use crate::storage;
 use crate::storage::alerts::{AlertColumns, OutboxColumns, RuleRow};
 
 /// Stores `spec` as rule `id` (a new version when it changes); None when it is stored exactly so.
-pub async fn put_rule(db: &PgPool, actor: &Actor, id: &str, spec: &RuleSpec) -> Result<Option<RuleRow>, sqlx::Error> {
+pub async fn put_alert_rule(
+    db: &PgPool,
+    actor: &Actor,
+    id: &str,
+    spec: &RuleSpec,
+) -> Result<Option<RuleRow>, sqlx::Error> {
     let body = serde_json::to_value(spec).unwrap_or_default();
     let mut tx = db.begin().await?;
     let Some(row) = storage::alerts::upsert_rule(&mut tx, id, &body, Utc::now()).await? else {
@@ -34,7 +39,7 @@ pub async fn put_rule(db: &PgPool, actor: &Actor, id: &str, spec: &RuleSpec) -> 
 }
 
 /// Deletes rule `id` (its firing alerts resolve at the next evaluation); None when there is none.
-pub async fn delete_rule(db: &PgPool, actor: &Actor, id: &str) -> Result<Option<RuleRow>, sqlx::Error> {
+pub async fn delete_alert_rule(db: &PgPool, actor: &Actor, id: &str) -> Result<Option<RuleRow>, sqlx::Error> {
     let mut tx = db.begin().await?;
     let Some(row) = storage::alerts::delete_rule(&mut tx, id, Utc::now()).await? else {
         return Ok(None);
