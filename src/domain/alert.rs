@@ -150,7 +150,7 @@ pub struct Receiver {
     pub url: String,
     /// Webhook only: the HMAC-SHA256 key. Never shown back (reads say `secret_set`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 1000, write_only)]
+    #[schema(min_length = 1, max_length = 1000, write_only)]
     pub secret: Option<String>,
 }
 
@@ -161,12 +161,15 @@ pub struct RuleSpec {
     pub condition: Condition,
     /// Evaluate only these clusters; absent or empty: every cluster.
     #[serde(default)]
+    #[schema(value_type = Vec<crate::domain::event::Text>)]
     pub clusters: Vec<String>,
     /// Added to every alert's labels (routing in Alertmanager: team, severity, ...).
     #[serde(default)]
+    #[schema(max_properties = 32)]
     pub labels: BTreeMap<String, String>,
     /// Added to every alert's annotations (runbook, description, ...).
     #[serde(default)]
+    #[schema(max_properties = 32)]
     pub annotations: BTreeMap<String, String>,
     /// A firing alert is notified again after this long.
     #[serde(default = "default_repeat_minutes")]
@@ -247,8 +250,8 @@ impl RuleSpec {
         }
         in_range("repeat_interval_minutes", self.repeat_interval_minutes, 0.01, 527040.0)?;
         for (i, c) in self.clusters.iter().enumerate() {
-            if c.trim().is_empty() || c.len() > 200 {
-                return Err(format!("clusters[{i}]: a cluster name is 1 to 200 characters"));
+            if let Err(e) = crate::domain::event::required_text(&format!("clusters[{i}]"), c.clone()) {
+                return Err(format!("{}: {}", e.field.unwrap_or_default(), e.message));
             }
         }
         for (field, map) in [("labels", &self.labels), ("annotations", &self.annotations)] {
