@@ -165,11 +165,9 @@ pub struct RuleSpec {
     pub clusters: Vec<String>,
     /// Added to every alert's labels (routing in Alertmanager: team, severity, ...).
     #[serde(default)]
-    #[schema(max_properties = 32)]
     pub labels: BTreeMap<String, String>,
     /// Added to every alert's annotations (runbook, description, ...).
     #[serde(default)]
-    #[schema(max_properties = 32)]
     pub annotations: BTreeMap<String, String>,
     /// A firing alert is notified again after this long.
     #[serde(default = "default_repeat_minutes")]
