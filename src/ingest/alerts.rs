@@ -80,16 +80,22 @@ pub async fn evaluate(db: &PgPool, public_url: &str, now: DateTime<Utc>) -> Resu
     for (row, deleted) in storage::alerts::rules_to_evaluate(db).await? {
         let spec: Option<RuleSpec> = serde_json::from_value(row.spec.clone()).ok();
         let live = spec.as_ref().filter(|s| s.enabled && !deleted);
-        // A deleted or disabled rule still resolves what it had firing.
-        let targets: Vec<String> = match live {
+        // A deleted or disabled rule, or one no longer covering a cluster, resolves what it had
+        // firing there.
+        let mut targets: Vec<String> = match live {
             Some(s) => clusters.iter().filter(|c| s.covers(c)).cloned().collect(),
-            None => storage::alerts::firing_clusters(db, &row.id).await?,
+            None => Vec::new(),
         };
+        for c in storage::alerts::firing_clusters(db, &row.id).await? {
+            if !targets.contains(&c) {
+                targets.push(c);
+            }
+        }
         if live.is_some() {
             pass.rules += 1;
         }
         for cluster in targets {
-            let found = match live {
+            let found = match live.filter(|s| s.covers(&cluster)) {
                 Some(s) => crate::queries::alerts::findings(db, &s.condition, &cluster, now).await,
                 None => Ok(Vec::new()),
             };
