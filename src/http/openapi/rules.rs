@@ -232,6 +232,28 @@ fn term_rules(schemas: &mut serde_json::Value) {
     }
 }
 
+/// The alert rule's closed shapes (`deny_unknown_fields`) and the names and sizes of its maps.
+fn alert_rule_rules(schemas: &mut serde_json::Value) {
+    use serde_json::json;
+    if let Some(variants) = schemas["Condition"]["oneOf"].as_array_mut() {
+        for v in variants {
+            v["additionalProperties"] = json!(false);
+        }
+    }
+    let name = json!({"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "maxLength": 100});
+    let value = json!({"type": "string", "maxLength": 2000});
+    let spec = &mut schemas["RuleSpec"]["properties"];
+    for field in ["labels", "annotations"] {
+        spec[field]["maxProperties"] = json!(32);
+        spec[field]["propertyNames"] = name.clone();
+        spec[field]["additionalProperties"] = value.clone();
+    }
+    spec["labels"]["propertyNames"]["not"] = json!({"enum": crate::domain::alert::RESERVED_LABELS});
+    let receiver = &mut schemas["Receiver"];
+    receiver["if"] = json!({"properties": {"kind": {"not": {"const": "webhook"}}}});
+    receiver["then"] = json!({"properties": {"secret": {"type": "null"}}});
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,26 +335,4 @@ mod tests {
             }
         }
     }
-}
-
-/// The alert rule's closed shapes (`deny_unknown_fields`) and the names and sizes of its maps.
-fn alert_rule_rules(schemas: &mut serde_json::Value) {
-    use serde_json::json;
-    if let Some(variants) = schemas["Condition"]["oneOf"].as_array_mut() {
-        for v in variants {
-            v["additionalProperties"] = json!(false);
-        }
-    }
-    let name = json!({"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "maxLength": 100});
-    let value = json!({"type": "string", "maxLength": 2000});
-    let spec = &mut schemas["RuleSpec"]["properties"];
-    for field in ["labels", "annotations"] {
-        spec[field]["maxProperties"] = json!(32);
-        spec[field]["propertyNames"] = name.clone();
-        spec[field]["additionalProperties"] = value.clone();
-    }
-    spec["labels"]["propertyNames"]["not"] = json!({"enum": crate::domain::alert::RESERVED_LABELS});
-    let receiver = &mut schemas["Receiver"];
-    receiver["if"] = json!({"properties": {"kind": {"not": {"const": "webhook"}}}});
-    receiver["then"] = json!({"properties": {"secret": {"type": "null"}}});
 }
