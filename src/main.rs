@@ -137,6 +137,7 @@ async fn serve(settings: ServeSettings) -> anyhow::Result<()> {
         correlation_window: Duration::from_secs(settings.correlation_window_secs.into()),
         edge: settings.edge.clone(),
         retention: settings.retention.clone(),
+        alerts: settings.alerts.clone(),
     };
     let app = startup::Application::build_with_replica(config, database.pool.clone(), replica.clone(), settings.addr)
         .await

@@ -37,6 +37,8 @@ pub struct ServeSettings {
     pub edge: crate::app::edge::EdgeSettings,
     #[command(flatten)]
     pub retention: RetentionSettings,
+    #[command(flatten)]
+    pub alerts: AlertSettings,
     /// Signals of the same job (or node) closer than this fold into one failure.
     #[arg(long, env = "FAULTLINE_CORRELATION_WINDOW_SECS", default_value_t = 600)]
     pub correlation_window_secs: u32,
@@ -103,6 +105,53 @@ impl Default for RetentionSettings {
     }
 }
 
+/// Alert evaluation and delivery (`crate::app::alerting`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct AlertSettings {
+    /// How often the alert rules are evaluated (seconds; fractions allowed).
+    #[arg(long, env = "FAULTLINE_ALERT_EVALUATION_INTERVAL_SECS", default_value_t = 60.0)]
+    pub alert_evaluation_interval_secs: f64,
+    /// How long the evaluation lease lasts unless renewed: after a crash of the instance that held
+    /// it, another takes over within this long (seconds).
+    #[arg(long, env = "FAULTLINE_ALERT_LEASE_SECS", default_value_t = 30.0)]
+    pub alert_lease_secs: f64,
+    /// How often the lease holder looks for notifications to send (seconds).
+    #[arg(long, env = "FAULTLINE_ALERT_DELIVERY_POLL_SECS", default_value_t = 1.0)]
+    pub alert_delivery_poll_secs: f64,
+    /// First retry delay of a failed delivery; it doubles per attempt (with jitter) up to the cap.
+    #[arg(long, env = "FAULTLINE_ALERT_RETRY_BASE_SECS", default_value_t = 5.0)]
+    pub alert_retry_base_secs: f64,
+    /// Longest delay between two attempts of one delivery.
+    #[arg(long, env = "FAULTLINE_ALERT_RETRY_CAP_SECS", default_value_t = 300.0)]
+    pub alert_retry_cap_secs: f64,
+    /// A notification not delivered this long after it was written is given up (`expired`).
+    #[arg(long, env = "FAULTLINE_ALERT_GIVE_UP_HOURS", default_value_t = 24.0)]
+    pub alert_give_up_hours: f64,
+    /// Base URL of this service as receivers should reach it (the links in notifications)
+    /// [default: http:// and the listen address].
+    #[arg(long, env = "FAULTLINE_PUBLIC_URL")]
+    pub public_url: Option<String>,
+}
+
+impl Default for AlertSettings {
+    fn default() -> Self {
+        AlertSettings {
+            alert_evaluation_interval_secs: 60.0,
+            alert_lease_secs: 30.0,
+            alert_delivery_poll_secs: 1.0,
+            alert_retry_base_secs: 5.0,
+            alert_retry_cap_secs: 300.0,
+            alert_give_up_hours: 24.0,
+            public_url: None,
+        }
+    }
+}
+
+/// Seconds as a Duration (at least a millisecond; a non-finite value is a millisecond).
+pub fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(if s.is_finite() { s.clamp(0.001, 1e9) } else { 0.001 })
+}
+
 /// What the running app needs to know; held in `ApiContext`.
 #[derive(Clone, Debug)]
 pub struct AppConfig {
@@ -113,6 +162,8 @@ pub struct AppConfig {
     pub edge: crate::app::edge::EdgeSettings,
     /// Signal retention and partition maintenance.
     pub retention: RetentionSettings,
+    /// Alert evaluation and delivery.
+    pub alerts: AlertSettings,
 }
 
 impl AppConfig {

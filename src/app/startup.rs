@@ -27,6 +27,7 @@ use crate::http::{self, ApiContext, extract::json_errors};
 pub struct Application {
     listener: TcpListener,
     context: ApiContext,
+    alerting: tokio::task::AbortHandle,
 }
 
 impl Application {
@@ -59,7 +60,28 @@ impl Application {
                 window: context.config.fold_window(),
             },
         );
-        Ok(Application { listener, context })
+        let public_url = context.config.alerts.public_url.clone().unwrap_or_else(|| {
+            format!(
+                "http://{}",
+                listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
+            )
+        });
+        let alerting = crate::app::alerting::spawn(
+            context.db.clone(),
+            context.config.alerts.clone(),
+            public_url.trim_end_matches('/').to_string(),
+        );
+        Ok(Application {
+            listener,
+            context,
+            alerting: alerting.abort_handle(),
+        })
+    }
+
+    /// The alerting task (aborting it stops this instance evaluating without giving the lease
+    /// back, as a crash would).
+    pub fn alerting_task(&self) -> tokio::task::AbortHandle {
+        self.alerting.clone()
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {

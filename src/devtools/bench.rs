@@ -253,6 +253,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     });
     let edit = catalog_edit_under_ingest(&base, &token, &extra.events).await?;
     server.abort();
+    let alerting = alert_evaluation(&db, end).await?;
 
     let failures: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM failures"#)
         .fetch_one(&db)
@@ -297,6 +298,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<String> {
     }
 
     out.push_str(&edit.table_rows());
+    out.push_str(&alerting);
     let citus = !opts.citus_workers.is_empty();
     if citus {
         let shards = crate::storage::distribution::distribute(&db)
@@ -391,6 +393,7 @@ pub(crate) async fn serve(server_url: &str, db_name: &str, limits: Limits) -> an
             signal_retention_days: 0,
             ..Default::default()
         },
+        alerts: Default::default(),
     };
     let app = startup::Application::build(config, db.clone(), "127.0.0.1:0".parse()?).await?;
     let base = format!("http://{}", app.local_addr()?);
@@ -550,6 +553,57 @@ fn add(total: &mut crate::devtools::client::SendTotals, s: crate::devtools::clie
     total.duplicates += s.duplicates;
     total.rejected += s.rejected;
     total.retries += s.retries;
+}
+
+/// One rule of each kind (no receivers), evaluated over every cluster as of the history's end:
+/// the first pass writes the alerts, the next ones are what each evaluation interval costs.
+async fn alert_evaluation(db: &sqlx::PgPool, end: chrono::DateTime<Utc>) -> anyhow::Result<String> {
+    use crate::domain::alert::{Condition, RuleSpec, SilenceScope};
+    let actor = crate::domain::audit::Actor {
+        token_id: None,
+        name: "bench".into(),
+    };
+    let conditions = [
+        Condition::LemonNode {
+            alpha: 0.05,
+            window_hours: 720.0,
+            category: None,
+        },
+        Condition::BadPartOrSlot { alpha: 0.05 },
+        Condition::MtbfBelow {
+            hours: 24.0,
+            window_hours: 720.0,
+            group_size: 128,
+        },
+        Condition::FailureRateUp { window_hours: 168.0 },
+        Condition::NewFailureKind { days: Some(30) },
+        Condition::Silence {
+            minutes: 15.0,
+            scope: SilenceScope::Node,
+        },
+        Condition::RecoverySlow {
+            minutes: 60.0,
+            window_hours: 168.0,
+        },
+    ];
+    for c in conditions {
+        let spec: RuleSpec = serde_json::from_value(serde_json::json!({"condition": c}))?;
+        crate::ingest::alerts::put_alert_rule(db, &actor, &format!("bench-{}", c.kind()), &spec).await?;
+    }
+    let mut samples = Vec::new();
+    let mut first = None;
+    for _ in 0..IDLE_RUNS {
+        let t = Instant::now();
+        let pass = crate::ingest::alerts::evaluate(db, "http://bench", end).await?;
+        samples.push(t.elapsed().as_secs_f64() * 1000.0);
+        first.get_or_insert(pass);
+    }
+    let first = first.unwrap_or_default();
+    let s = summary(&mut samples[1..]);
+    Ok(format!(
+        "| alert evaluation: one rule of each of the 7 kinds over every cluster (as of the history's end) | first pass {:.0} ms ({} alerts fired, {} evaluation errors); then p95 {:.1} ms, median {:.1} ms ({} runs) |\n",
+        samples[0], first.fired, first.errors, s.p95, s.median, s.runs
+    ))
 }
 
 struct Summary {

@@ -1,5 +1,6 @@
 //! HTTP layer: one module per resource, each exposing `router()`.
 
+pub mod alerts;
 pub mod analytics;
 pub mod audit;
 pub mod body_budget;
@@ -90,4 +91,5 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(sync_cursors::router())
         .merge(report::router())
         .merge(audit::router())
+        .merge(alerts::router())
 }

@@ -1,5 +1,6 @@
 //! The one write path for signals: shared by the HTTP handlers, `serve --demo` and the benchmark.
 
+pub mod alerts;
 pub mod audit;
 pub mod batch;
 pub mod catalog;
@@ -86,6 +87,14 @@ pub async fn store_events(
     months.sort();
     months.dedup();
     storage::partitions::ensure_months(db, &months).await?;
+    // Every sender counts as alive, retries included (the silence rule's input).
+    let mut senders: Vec<(String, String)> = events
+        .iter()
+        .filter_map(|e| e.node.as_ref().map(|n| (e.cluster.clone(), n.clone())))
+        .collect();
+    senders.sort();
+    senders.dedup();
+    let (sender_clusters, sender_nodes): (Vec<String>, Vec<String>) = senders.into_iter().unzip();
     let mut tx = db.begin().await?;
     let catalog = crate::ingest::catalog::lock_shared(&mut tx, catalog_cache).await?;
     let keys: Vec<(&str, chrono::DateTime<chrono::Utc>, uuid::Uuid)> = events
@@ -107,6 +116,7 @@ pub async fn store_events(
     sources.sort();
     sources.dedup();
     locks::lock(&mut tx, LockSpace::BurstSources, &sources).await?;
+    storage::alerts::seen(&mut tx, &sender_clusters, &sender_nodes, chrono::Utc::now()).await?;
     let bursts = crate::fold::burst::collapse(events, crate::fold::burst::burst_gap());
     let targets = storage::events::extend_stored(
         &mut tx,

@@ -1,6 +1,7 @@
 //! Read use cases: `fn(db, &Window, params) -> figures`, used by `http/` and `report/` alike, so the
 //! API and the report render the same rows. Each composes storage reads with the pure analytics.
 
+pub mod alerts;
 pub mod audit;
 pub mod baselines;
 pub mod concentration;

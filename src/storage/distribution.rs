@@ -20,6 +20,8 @@ pub const REFERENCE_TABLES: &[&str] = &[
     "audit_log",
     "inventory_state",
     "catalog_rebuilds",
+    "alert_rules",
+    "alert_lease",
 ];
 
 /// Per-cluster tables, sharded by `cluster` and co-located with `events`, in the order they are
@@ -43,6 +45,10 @@ pub const DISTRIBUTED_TABLES: &[&str] = &[
     "gpu_removals",
     "gpu_part_versions",
     "sync_cursors",
+    "alerts",
+    "alert_outbox",
+    "alert_deliveries",
+    "node_last_seen",
 ];
 
 /// Tables that are Faultline's bookkeeping, not data: they stay on the coordinator.

@@ -1,4 +1,5 @@
 //! Storage: all SQL lives here, one module per table family. No HTTP types.
+pub mod alerts;
 pub mod audit;
 pub mod catalog;
 pub mod decisions;

@@ -134,8 +134,32 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route_on(backend: B
     let app = spawn_app_on_backend(backend).await;
     let (own_failure, other_failure) = two_clusters(&app).await;
     let scoped = app.token("reader", Some(OWN)).await;
+    // An alert in each cluster (each node silent), for the alert reads: one evaluation, as the
+    // alerting task runs it, a minute after the signals arrived.
+    let res = app
+        .client
+        .put(app.url("/v1/alert-rules/silent"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"condition": {"kind": "silence", "minutes": 1}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let later = chrono::Utc::now() + chrono::Duration::minutes(2);
+    faultline::ingest::alerts::evaluate(&app.db, "http://faultline.example", later)
+        .await
+        .unwrap();
+    let alert_of = |cluster: &str| {
+        faultline::domain::alert::fingerprint("silent", cluster, if cluster == OWN { "a0" } else { "b0" })
+    };
     let (_, doc) = app.get(ADMIN_TOKEN, "/openapi.json").await;
-    let admin_only = ["/v1/tokens", "/v1/audit", "/v1/catalog/rebuilds/{version}"];
+    let admin_only = [
+        "/v1/tokens",
+        "/v1/audit",
+        "/v1/catalog/rebuilds/{version}",
+        "/v1/alert-rules",
+        "/v1/alert-rules/{rule_id}",
+    ];
     let mut checked = Vec::new();
     let mut leak_visible_to_admin = 0;
     for (path, item) in doc["paths"].as_object().unwrap() {
@@ -171,6 +195,7 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route_on(backend: B
                 .replace("{hostname}", if cluster == OWN { "a0" } else { "b0" })
                 .replace("{id}", failure)
                 .replace("{part}", if cluster == OWN { "SA0" } else { "SB0" })
+                .replace("{fingerprint}", &alert_of(cluster))
         };
         // A fixed window (the default one ends now, which moves between two requests).
         let mut query: Vec<(String, String)> = Vec::new();
@@ -209,6 +234,17 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route_on(backend: B
                 (403, Some("forbidden")),
                 "{url}: {body}"
             );
+        }
+        if path.contains("{fingerprint}") {
+            let url = format!("{}{}", fill_path(OTHER, &own_failure), query_string(&query));
+            let (status, body) = app.get(&scoped, &url).await;
+            assert_eq!(
+                (status, body["error"].as_str()),
+                (404, Some("not_found")),
+                "{url}: {body}"
+            );
+            let (status, _) = app.get(ADMIN_TOKEN, &url).await;
+            assert_eq!(status, 200, "{url} exists for the admin");
         }
         if path.contains("{id}") {
             let url = format!("{}{}", fill_path(OWN, &other_failure), query_string(&query));
@@ -271,6 +307,9 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route_on(backend: B
         "/v1/nodes/{cluster}/{hostname}/gpus",
         "/v1/tokens",
         "/v1/audit",
+        "/v1/alerts",
+        "/v1/alerts/{fingerprint}/deliveries",
+        "/v1/alert-rules",
     ] {
         assert!(checked.iter().any(|p| p == must), "{must} was not checked: {checked:?}");
     }

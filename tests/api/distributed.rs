@@ -118,6 +118,7 @@ async fn second_instance(app: &TestApp) -> String {
         correlation_window: std::time::Duration::from_secs(600),
         edge,
         retention: Default::default(),
+        alerts: Default::default(),
     };
     let other = Application::build(config, pool, "127.0.0.1:0".parse().unwrap())
         .await

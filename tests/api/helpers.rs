@@ -246,16 +246,22 @@ pub async fn spawn_app_on_backend_with(backend: Backend, limits: Limits, edge: E
 
 /// The app on an existing (empty) test database, which it migrates.
 pub async fn spawn_app_in(database: TestDatabase, limits: Limits, edge: EdgeSettings) -> TestApp {
-    let db = faultline::db::pool::connect(&database.url(), &edge.pool)
-        .await
-        .expect("connect");
     let config = AppConfig {
         admin_token: ADMIN_TOKEN.to_string(),
         limits,
         correlation_window: Duration::from_secs(600),
         edge,
         retention: Default::default(),
+        alerts: Default::default(),
     };
+    spawn_app_configured(database, config).await
+}
+
+/// The app with `config` on an existing (empty) test database, which it migrates.
+pub async fn spawn_app_configured(database: TestDatabase, config: AppConfig) -> TestApp {
+    let db = faultline::db::pool::connect(&database.url(), &config.edge.pool)
+        .await
+        .expect("connect");
     let app = startup::Application::build(config, db.clone(), "127.0.0.1:0".parse().unwrap())
         .await
         .expect("build the app");

@@ -73,6 +73,7 @@ async fn start_instance(db: &SharedDatabase) -> anyhow::Result<String> {
         correlation_window: Duration::from_secs(600),
         edge: EdgeSettings::default(),
         retention: Default::default(),
+        alerts: Default::default(),
     };
     let app = Application::build(config, pool, "127.0.0.1:0".parse().unwrap()).await?;
     let address = format!("http://{}", app.local_addr()?);

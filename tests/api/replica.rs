@@ -69,6 +69,7 @@ async fn scenario(primary_url: String, standby_url: String) {
         correlation_window: Duration::from_secs(600),
         edge,
         retention: Default::default(),
+        alerts: Default::default(),
     };
     let app = Application::build_with_replica(
         config,

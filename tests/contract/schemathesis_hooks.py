@@ -18,7 +18,11 @@ in the document (`http::openapi::schema_rules`); these stay here because no sche
 - a node's GPUs: no part (serial, else UUID), index or PCI bus id twice in one node (uniqueness of a
   property across array items); a placement's `removed_at` not before its `installed_at`, and an
   `end_reason` only with a `removed_at` (null or absent alike);
-- an XML GPU set is an `nvidia-smi -q -x` report: which XML document is no JSON schema's to say.
+- an XML GPU set is an `nvidia-smi -q -x` report: which XML document is no JSON schema's to say;
+- an alert rule: its id is 1 to 100 of `[A-Za-z0-9_.-]`, only a webhook receiver has a `secret`,
+  label and annotation names are `[A-Za-z_][A-Za-z0-9_]*` (at most 100) and no label is one
+  Faultline sets (`alertname`, `cluster`, `subject`, `condition`): keys of a map and a property
+  that depends on another's value.
 
 And one answer that is no failure: a batch answered 200 with an invalid item in `rejected` (the
 others stored, as documented) is not "invalid request accepted".
@@ -215,6 +219,33 @@ def _logs_ok(case, body):
     return True
 
 
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+_RULE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+_RESERVED_LABELS = {"alertname", "cluster", "subject", "condition"}
+
+
+def _alert_rule_ok(case, body):
+    """An alert rule's id, receiver secrets (webhooks only) and label and annotation names."""
+    if case.operation.path != "/v1/alert-rules/{rule_id}" or case.method.upper() != "PUT":
+        return True
+    rule_id = (case.path_parameters or {}).get("rule_id")
+    if not isinstance(rule_id, str) or not _RULE_ID.match(rule_id):
+        return False
+    if not isinstance(body, dict):
+        return True
+    for r in body.get("receivers") or []:
+        if isinstance(r, dict) and r.get("secret") is not None and r.get("kind") != "webhook":
+            return False
+    for field in ("labels", "annotations"):
+        names = body.get(field) or {}
+        if isinstance(names, dict):
+            if any(not _NAME.match(k) for k in names):
+                return False
+            if field == "labels" and _RESERVED_LABELS & set(names):
+                return False
+    return True
+
+
 def _rejected_for_stored_data(case, response):
     """An import of post-mortems whose every item names a failure that is not stored (or resolves
     it before its first signal): 422, documented, and a matter of stored data no schema states."""
@@ -259,6 +290,8 @@ def _valid(case):
     if not _token_ok(case, case.body):
         return False
     if not _gpus_ok(case, case.body):
+        return False
+    if not _alert_rule_ok(case, case.body):
         return False
     if "cursor" in query:
         return False

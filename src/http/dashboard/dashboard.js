@@ -53,6 +53,7 @@
   }
 
   function query(format) {
+    await window.FaultlineAlerts.show($('alerts-panel'), localStorage.getItem(TOKEN_KEY), current);
     const [from, to] = windowBounds();
     const params = new URLSearchParams({ format: format, from: from, to: to });
     if ($('cluster').value) params.set('cluster', $('cluster').value);
@@ -102,6 +103,7 @@
     $('cluster').value = current;
     status('', false);
     // The Parts panel, from the parts analytics (the report's own Parts section is hidden here).
+    await window.FaultlineAlerts.show($('alerts-panel'), localStorage.getItem(TOKEN_KEY), current);
     const [from, to] = windowBounds();
     await window.FaultlineParts.show($('parts-panel'), localStorage.getItem(TOKEN_KEY), current, from, to);
   }
@@ -140,6 +142,7 @@
     $('token').placeholder = 'paste a reader token once';
     $('report').textContent = '';
     $('parts-panel').textContent = '';
+    $('alerts-panel').textContent = '';
     status('Token forgotten.', false);
   });
   $('controls').addEventListener('submit', (e) => {

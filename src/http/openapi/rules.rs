@@ -17,7 +17,10 @@ use crate::domain::taxonomy::{Category, Component};
 /// - component and fault lexicon terms name a component, the other kinds none;
 /// - a new token has `expires_at` or `ttl_seconds`, not both, and an admin token no cluster;
 /// - an NVSentinel event names a check or a component; a rule names a kind;
-/// - a text/plain log body is not blank; a lexicon term has a word.
+/// - a text/plain log body is not blank; a lexicon term has a word;
+/// - an alert rule's condition takes only its kind's parameters, its label and annotation names
+///   are at most 32 of `[A-Za-z_][A-Za-z0-9_]*` (no label Faultline sets), values at most 2,000
+///   characters, and only a webhook receiver has a secret.
 ///
 /// What no schema can state stays in the operations' 400/422 descriptions (a window's order, an
 /// `end` before `start`, a signal more than 24 h ahead, an expiry in the past).
@@ -62,6 +65,7 @@ pub(super) fn schema_rules(doc: &mut serde_json::Value) {
     job["then"] = json!({"properties": {"end": {"type": "null"}}});
     job["else"] = json!({"properties": {"end": {"type": "string"}}, "required": ["end"]});
     root_cause_rules(schemas);
+    alert_rule_rules(schemas);
     term_rules(schemas);
     import_item_rule(schemas);
     part_identity_rule(schemas);
@@ -226,6 +230,28 @@ fn term_rules(schemas: &mut serde_json::Value) {
         term["then"] = json!({"properties": {"component": {"enum": named}}, "required": ["component"]});
         term["else"] = json!({"properties": {"component": {"enum": [null, Component::Unknown.as_str()]}}});
     }
+}
+
+/// The alert rule's closed shapes (`deny_unknown_fields`) and the names and sizes of its maps.
+fn alert_rule_rules(schemas: &mut serde_json::Value) {
+    use serde_json::json;
+    if let Some(variants) = schemas["Condition"]["oneOf"].as_array_mut() {
+        for v in variants {
+            v["additionalProperties"] = json!(false);
+        }
+    }
+    let name = json!({"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "maxLength": 100});
+    let value = json!({"type": "string", "maxLength": 2000});
+    let spec = &mut schemas["RuleSpec"]["properties"];
+    for field in ["labels", "annotations"] {
+        spec[field]["maxProperties"] = json!(32);
+        spec[field]["propertyNames"] = name.clone();
+        spec[field]["additionalProperties"] = value.clone();
+    }
+    spec["labels"]["propertyNames"]["not"] = json!({"enum": crate::domain::alert::RESERVED_LABELS});
+    let receiver = &mut schemas["Receiver"];
+    receiver["if"] = json!({"properties": {"kind": {"not": {"const": "webhook"}}}});
+    receiver["then"] = json!({"properties": {"secret": {"type": "null"}}});
 }
 
 #[cfg(test)]

@@ -35,10 +35,15 @@ pub enum AuditAction {
     /// GPU history (parts, placements, removals) was imported.
     #[serde(rename = "gpu.import")]
     GpuImport,
+    /// An alert rule was created or changed (a new version).
+    #[serde(rename = "alert_rule.upsert")]
+    AlertRuleUpsert,
+    #[serde(rename = "alert_rule.delete")]
+    AlertRuleDelete,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 9] = [
+    pub const ALL: [AuditAction; 11] = [
         AuditAction::TokenCreate,
         AuditAction::TokenRevoke,
         AuditAction::RuleUpsert,
@@ -48,6 +53,8 @@ impl AuditAction {
         AuditAction::FailureLifecycle,
         AuditAction::GpuRemoval,
         AuditAction::GpuImport,
+        AuditAction::AlertRuleUpsert,
+        AuditAction::AlertRuleDelete,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -61,6 +68,8 @@ impl AuditAction {
             AuditAction::FailureLifecycle => "failure.lifecycle",
             AuditAction::GpuRemoval => "gpu.removal",
             AuditAction::GpuImport => "gpu.import",
+            AuditAction::AlertRuleUpsert => "alert_rule.upsert",
+            AuditAction::AlertRuleDelete => "alert_rule.delete",
         }
     }
 

@@ -1,4 +1,6 @@
 //! Pure domain logic: vocabulary, validation, parsing. Knows nothing of HTTP or SQL.
+pub mod alert;
+pub mod alert_delivery;
 pub mod audit;
 pub mod auth;
 pub mod event;

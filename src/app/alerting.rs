@@ -1,0 +1,173 @@
+//! The alerting task every instance runs: it takes (or renews) the lease in Postgres; the holder
+//! evaluates the rules every evaluation interval and sends the outbox every poll. One instance
+//! holds the lease at a time; when it stops renewing (a crash), the lease expires and another
+//! takes it. A notification is marked delivered only after its receiver answered 2xx, so a crash
+//! between sending and marking sends it again (at least once); otherwise each goes once, in order
+//! per alert and receiver.
+
+use std::time::Duration as StdDuration;
+
+use chrono::{Duration, Utc};
+use sqlx::PgPool;
+
+use crate::app::configuration::{AlertSettings, secs};
+use crate::domain::alert::ReceiverKind;
+use crate::domain::alert_delivery::{Outcome, SIGNATURE_HEADER, TIMESTAMP_HEADER, backoff, signature};
+use crate::storage;
+use crate::storage::alerts::{Attempt, OutboxRow};
+
+/// The lease's row name.
+pub const LEASE: &str = "alerting";
+/// Notifications sent per poll at most (the rest wait for the next).
+const BATCH: i64 = 200;
+/// How long one receiver may take to answer.
+const SEND_TIMEOUT: StdDuration = StdDuration::from_secs(10);
+
+/// Starts the task; it runs until the runtime stops (or the handle is aborted).
+pub fn spawn(db: PgPool, settings: AlertSettings, public_url: String) -> tokio::task::JoinHandle<()> {
+    let holder = uuid::Uuid::new_v4().to_string();
+    tokio::spawn(async move {
+        let client = reqwest::Client::builder()
+            .timeout(SEND_TIMEOUT)
+            .build()
+            .unwrap_or_default();
+        let poll = secs(
+            settings
+                .alert_delivery_poll_secs
+                .min(settings.alert_evaluation_interval_secs),
+        );
+        let every = secs(settings.alert_evaluation_interval_secs);
+        let lease = secs(settings.alert_lease_secs);
+        let mut ticks = tokio::time::interval(poll);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_evaluation: Option<tokio::time::Instant> = None;
+        loop {
+            ticks.tick().await;
+            let now = Utc::now();
+            let until = now + Duration::from_std(lease).unwrap_or(Duration::seconds(30));
+            match storage::alerts::take_lease(&db, LEASE, &holder, now, until).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    // Another instance evaluates; evaluate at once should this one take over.
+                    last_evaluation = None;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "alerting lease not renewed; retrying");
+                    continue;
+                }
+            }
+            if last_evaluation.is_none_or(|t| t.elapsed() >= every) {
+                last_evaluation = Some(tokio::time::Instant::now());
+                match crate::ingest::alerts::evaluate(&db, &public_url, Utc::now()).await {
+                    Ok(p) if p.fired + p.resolved > 0 => tracing::info!(
+                        rules = p.rules,
+                        fired = p.fired,
+                        resolved = p.resolved,
+                        notifications = p.notifications,
+                        "alert evaluation"
+                    ),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "alert evaluation failed; retrying at the next"),
+                }
+            }
+            if let Err(e) = deliver_due(&db, &client, &settings).await {
+                tracing::warn!(error = %e, "alert delivery pass failed; retrying at the next");
+            }
+        }
+    })
+}
+
+/// Sends every due notification once; records each attempt.
+pub async fn deliver_due(
+    db: &PgPool,
+    client: &reqwest::Client,
+    settings: &AlertSettings,
+) -> Result<usize, sqlx::Error> {
+    let rows = storage::alerts::due(db, Utc::now(), BATCH).await?;
+    let n = rows.len();
+    for row in &rows {
+        deliver(db, client, settings, row).await?;
+    }
+    Ok(n)
+}
+
+fn target(row: &OutboxRow) -> String {
+    match row.receiver_kind.as_str() {
+        "alertmanager" => format!("{}/api/v2/alerts", row.url.trim_end_matches('/')),
+        _ => row.url.clone(),
+    }
+}
+
+async fn deliver(
+    db: &PgPool,
+    client: &reqwest::Client,
+    settings: &AlertSettings,
+    row: &OutboxRow,
+) -> Result<(), sqlx::Error> {
+    let body = serde_json::to_vec(&row.payload).unwrap_or_default();
+    let mut req = client
+        .post(target(row))
+        .header(reqwest::header::CONTENT_TYPE, "application/json");
+    if row.receiver_kind == ReceiverKind::Webhook.as_str()
+        && let Some(secret) = &row.secret
+    {
+        let ts = Utc::now().timestamp();
+        req = req
+            .header(TIMESTAMP_HEADER, ts.to_string())
+            .header(SIGNATURE_HEADER, signature(secret.as_bytes(), ts, &body));
+    }
+    let answer = req.body(body).send().await;
+    let at = Utc::now();
+    let attempt = row.attempts + 1;
+    let (status, error, outcome) = match answer {
+        Ok(res) => {
+            let status = res.status().as_u16();
+            let outcome = Outcome::of_status(status);
+            let error = (outcome != Outcome::Delivered).then(|| format!("HTTP {status}"));
+            (Some(i32::from(status)), error, outcome)
+        }
+        Err(e) => (None, Some(e.to_string()), Outcome::Retry),
+    };
+    let give_up = row.created_at + Duration::milliseconds((settings.alert_give_up_hours * 3_600_000.0) as i64);
+    let outcome = match outcome {
+        Outcome::Delivered => "delivered",
+        Outcome::Rejected => "rejected",
+        Outcome::Retry if at >= give_up => "expired",
+        Outcome::Retry => "retry",
+    };
+    metrics::counter!("faultline_alert_deliveries_total", "receiver" => row.receiver_kind.clone(), "outcome" => outcome)
+        .increment(1);
+    let delay = backoff(
+        attempt as u32,
+        Duration::milliseconds((settings.alert_retry_base_secs * 1000.0) as i64),
+        Duration::milliseconds((settings.alert_retry_cap_secs * 1000.0) as i64),
+        jitter(),
+    );
+    if outcome != "delivered" {
+        tracing::warn!(fingerprint = %row.fingerprint, receiver = %row.receiver_kind, attempt, outcome,
+            error = error.as_deref().unwrap_or(""), "alert notification not delivered");
+    }
+    storage::alerts::record_attempt(
+        db,
+        &Attempt {
+            row,
+            attempt,
+            at,
+            status_code: status,
+            outcome,
+            error: error.as_deref(),
+            next_attempt_at: at + delay,
+        },
+    )
+    .await
+}
+
+/// A uniform number in [0, 1) from the OS's randomness.
+fn jitter() -> f64 {
+    let mut b = [0u8; 8];
+    if getrandom::fill(&mut b).is_err() {
+        return 0.5;
+    }
+    (u64::from_le_bytes(b) >> 11) as f64 / (1u64 << 53) as f64
+}

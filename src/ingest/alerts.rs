@@ -1,0 +1,322 @@
+//! Alert rule edits (audited, versioned) and one evaluation pass: per rule and cluster, the
+//! findings turned into state changes, written with their outbox rows in one transaction, so a
+//! notification exists exactly when its state change does.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::audit;
+use crate::domain::alert::{AlertState, Current, Finding, NotifyEvent, RuleSpec, Step, fingerprint, step};
+use crate::domain::alert_delivery::{Notification, payload};
+use crate::domain::audit::{Actor, AuditAction};
+use crate::storage;
+use crate::storage::alerts::{AlertColumns, OutboxColumns, RuleRow};
+
+/// Stores `spec` as rule `id` (a new version when it changes); None when it is stored exactly so.
+pub async fn put_alert_rule(
+    db: &PgPool,
+    actor: &Actor,
+    id: &str,
+    spec: &RuleSpec,
+) -> Result<Option<RuleRow>, sqlx::Error> {
+    let body = serde_json::to_value(spec).unwrap_or_default();
+    let mut tx = db.begin().await?;
+    let Some(row) = storage::alerts::upsert_rule(&mut tx, id, &body, Utc::now()).await? else {
+        return Ok(None);
+    };
+    // The audit row keeps each version's body, secrets left out.
+    let mut audited = spec.clone();
+    for r in &mut audited.receivers {
+        r.secret = r.secret.as_ref().map(|_| "(set)".to_string());
+    }
+    let details = serde_json::json!({"version": row.version, "spec": audited});
+    audit::record(&mut tx, actor, AuditAction::AlertRuleUpsert, id, details).await?;
+    tx.commit().await?;
+    Ok(Some(row))
+}
+
+/// Deletes rule `id` (its firing alerts resolve at the next evaluation); None when there is none.
+pub async fn delete_alert_rule(db: &PgPool, actor: &Actor, id: &str) -> Result<Option<RuleRow>, sqlx::Error> {
+    let mut tx = db.begin().await?;
+    let Some(row) = storage::alerts::delete_rule(&mut tx, id, Utc::now()).await? else {
+        return Ok(None);
+    };
+    let details = serde_json::json!({"version": row.version});
+    audit::record(&mut tx, actor, AuditAction::AlertRuleDelete, id, details).await?;
+    tx.commit().await?;
+    Ok(Some(row))
+}
+
+/// Records that `nodes` of `cluster` are alive now; how many distinct nodes.
+pub async fn heartbeats(db: &PgPool, cluster: &str, mut nodes: Vec<String>) -> Result<usize, sqlx::Error> {
+    nodes.sort();
+    nodes.dedup();
+    let clusters = vec![cluster.to_string(); nodes.len()];
+    let mut tx = db.begin().await?;
+    storage::alerts::seen(&mut tx, &clusters, &nodes, Utc::now()).await?;
+    tx.commit().await?;
+    Ok(nodes.len())
+}
+
+/// What one evaluation pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pass {
+    pub rules: usize,
+    pub fired: usize,
+    pub resolved: usize,
+    pub notifications: usize,
+    /// Rule and cluster pairs whose evaluation failed (logged; tried again next pass).
+    pub errors: usize,
+}
+
+/// Evaluates every rule over every cluster it covers as of `now`. `public_url` prefixes the
+/// links in the notifications.
+pub async fn evaluate(db: &PgPool, public_url: &str, now: DateTime<Utc>) -> Result<Pass, sqlx::Error> {
+    let clusters = storage::alerts::clusters(db).await?;
+    let mut pass = Pass::default();
+    for (row, deleted) in storage::alerts::rules_to_evaluate(db).await? {
+        let spec: Option<RuleSpec> = serde_json::from_value(row.spec.clone()).ok();
+        let live = spec.as_ref().filter(|s| s.enabled && !deleted);
+        // A deleted or disabled rule, or one no longer covering a cluster, resolves what it had
+        // firing there.
+        let mut targets: Vec<String> = match live {
+            Some(s) => clusters.iter().filter(|c| s.covers(c)).cloned().collect(),
+            None => Vec::new(),
+        };
+        for c in storage::alerts::firing_clusters(db, &row.id).await? {
+            if !targets.contains(&c) {
+                targets.push(c);
+            }
+        }
+        if live.is_some() {
+            pass.rules += 1;
+        }
+        for cluster in targets {
+            let found = match live.filter(|s| s.covers(&cluster)) {
+                Some(s) => crate::queries::alerts::findings(db, &s.condition, &cluster, now).await,
+                None => Ok(Vec::new()),
+            };
+            let outcome = match found {
+                Ok(found) => apply(db, &row, spec.as_ref(), &cluster, found, public_url, now).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(done) => {
+                    metrics::counter!("faultline_alert_evaluations_total", "outcome" => "ok").increment(1);
+                    pass.fired += done.fired;
+                    pass.resolved += done.resolved;
+                    pass.notifications += done.notifications;
+                }
+                Err(e) => {
+                    metrics::counter!("faultline_alert_evaluations_total", "outcome" => "error").increment(1);
+                    tracing::warn!(rule = %row.id, cluster = %cluster, error = %e, "alert rule evaluation failed");
+                    pass.errors += 1;
+                }
+            }
+        }
+    }
+    Ok(pass)
+}
+
+/// The labels of an alert: the rule's, then Faultline's own.
+fn labels(rule_id: &str, spec: Option<&RuleSpec>, cluster: &str, subject: &str) -> BTreeMap<String, String> {
+    let mut l = spec.map(|s| s.labels.clone()).unwrap_or_default();
+    l.insert("alertname".into(), rule_id.into());
+    l.insert("cluster".into(), cluster.into());
+    l.insert("subject".into(), subject.into());
+    if let Some(s) = spec {
+        l.insert("condition".into(), s.condition.kind().into());
+    }
+    l
+}
+
+fn annotations(spec: Option<&RuleSpec>, f: &Finding, public_url: &str) -> BTreeMap<String, String> {
+    let mut a = spec.map(|s| s.annotations.clone()).unwrap_or_default();
+    a.insert("summary".into(), f.summary.clone());
+    a.insert("value".into(), f.value.to_string());
+    a.insert("link".into(), format!("{public_url}{}", f.link));
+    a
+}
+
+fn json_map(v: &serde_json::Value) -> BTreeMap<String, String> {
+    serde_json::from_value(v.clone()).unwrap_or_default()
+}
+
+/// The state changes of one rule in one cluster and their notifications, in one transaction.
+async fn apply(
+    db: &PgPool,
+    rule: &RuleRow,
+    spec: Option<&RuleSpec>,
+    cluster: &str,
+    found: Vec<Finding>,
+    public_url: &str,
+    now: DateTime<Utc>,
+) -> Result<Pass, sqlx::Error> {
+    let existing = storage::alerts::alerts_of_rule(db, cluster, &rule.id).await?;
+    let mut by_fp: HashMap<String, storage::alerts::AlertRow> =
+        existing.into_iter().map(|a| (a.fingerprint.clone(), a)).collect();
+    let repeat = spec.map(RuleSpec::repeat_interval).unwrap_or_default();
+    let mut cols = AlertColumns {
+        fingerprint: vec![],
+        rule_id: vec![],
+        rule_version: vec![],
+        subject: vec![],
+        state: vec![],
+        value: vec![],
+        labels: vec![],
+        annotations: vec![],
+        starts_at: vec![],
+        ends_at: vec![],
+        notified: vec![],
+    };
+    // (fingerprint, event, value, labels, annotations, starts_at, ends_at) of each notification.
+    type Note = (
+        String,
+        NotifyEvent,
+        Option<f64>,
+        BTreeMap<String, String>,
+        BTreeMap<String, String>,
+        DateTime<Utc>,
+        Option<DateTime<Utc>>,
+    );
+    let mut notes: Vec<Note> = Vec::new();
+    let mut pass = Pass::default();
+    let push = |cols: &mut AlertColumns,
+                fp: &str,
+                subject: &str,
+                state: AlertState,
+                value: Option<f64>,
+                l: &BTreeMap<String, String>,
+                a: &BTreeMap<String, String>,
+                starts: DateTime<Utc>,
+                ends: Option<DateTime<Utc>>,
+                notified: bool| {
+        cols.fingerprint.push(fp.to_string());
+        cols.rule_id.push(rule.id.clone());
+        cols.rule_version.push(rule.version);
+        cols.subject.push(subject.to_string());
+        cols.state.push(state.as_str().to_string());
+        cols.value.push(value);
+        cols.labels.push(serde_json::to_value(l).unwrap_or_default());
+        cols.annotations.push(serde_json::to_value(a).unwrap_or_default());
+        cols.starts_at.push(starts);
+        cols.ends_at.push(ends);
+        cols.notified.push(notified);
+    };
+    let current = |a: &storage::alerts::AlertRow| Current {
+        state: AlertState::parse(&a.state).unwrap_or(AlertState::Resolved),
+        starts_at: a.starts_at,
+        last_notified_at: a.last_notified_at,
+    };
+    for f in &found {
+        let fp = fingerprint(&rule.id, cluster, &f.subject);
+        let before = by_fp.remove(&fp);
+        let l = labels(&rule.id, spec, cluster, &f.subject);
+        let a = annotations(spec, f, public_url);
+        match step(before.as_ref().map(current).as_ref(), true, now, repeat) {
+            Step::Nothing => {}
+            Step::Refresh => push(
+                &mut cols,
+                &fp,
+                &f.subject,
+                AlertState::Firing,
+                Some(f.value),
+                &l,
+                &a,
+                before.map_or(now, |b| b.starts_at),
+                None,
+                false,
+            ),
+            Step::Notify {
+                event,
+                starts_at,
+                ends_at,
+            } => {
+                if event == NotifyEvent::Firing {
+                    pass.fired += 1;
+                    metrics::counter!("faultline_alert_transitions_total", "to" => "firing").increment(1);
+                }
+                push(
+                    &mut cols,
+                    &fp,
+                    &f.subject,
+                    AlertState::Firing,
+                    Some(f.value),
+                    &l,
+                    &a,
+                    starts_at,
+                    ends_at,
+                    true,
+                );
+                notes.push((fp, event, Some(f.value), l, a, starts_at, ends_at));
+            }
+        }
+    }
+    // What was firing and is no longer found resolves, with its last labels and annotations.
+    for (fp, before) in by_fp {
+        if let Step::Notify {
+            event,
+            starts_at,
+            ends_at,
+        } = step(Some(&current(&before)), false, now, repeat)
+        {
+            pass.resolved += 1;
+            metrics::counter!("faultline_alert_transitions_total", "to" => "resolved").increment(1);
+            let (l, a) = (json_map(&before.labels), json_map(&before.annotations));
+            push(
+                &mut cols,
+                &fp,
+                &before.subject,
+                AlertState::Resolved,
+                before.value,
+                &l,
+                &a,
+                starts_at,
+                ends_at,
+                true,
+            );
+            notes.push((fp, event, before.value, l, a, starts_at, ends_at));
+        }
+    }
+    if cols.fingerprint.is_empty() {
+        return Ok(pass);
+    }
+    let mut tx = db.begin().await?;
+    let seqs: HashMap<String, i64> = storage::alerts::upsert_alerts(&mut tx, cluster, &cols, now)
+        .await?
+        .into_iter()
+        .collect();
+    let mut outbox = OutboxColumns::default();
+    let receivers = spec.map(|s| s.receivers.as_slice()).unwrap_or_default();
+    for (fp, event, value, l, a, starts_at, ends_at) in &notes {
+        let link = a.get("link").cloned().unwrap_or_default();
+        let n = Notification {
+            fingerprint: fp,
+            event: *event,
+            labels: l,
+            annotations: a,
+            starts_at: *starts_at,
+            ends_at: *ends_at,
+            valid_until: now + repeat * 3,
+            value: *value,
+            generator_url: &link,
+        };
+        for (i, r) in receivers.iter().enumerate() {
+            outbox.id.push(Uuid::new_v4());
+            outbox.fingerprint.push(fp.clone());
+            outbox.seq.push(seqs.get(fp).copied().unwrap_or(0));
+            outbox.receiver.push(i as i32);
+            outbox.receiver_kind.push(r.kind.as_str().to_string());
+            outbox.url.push(r.url.clone());
+            outbox.secret.push(r.secret.clone());
+            outbox.event.push(event.as_str().to_string());
+            outbox.payload.push(payload(r.kind, &n));
+        }
+    }
+    pass.notifications = storage::alerts::insert_outbox(&mut tx, cluster, &outbox, now).await? as usize;
+    tx.commit().await?;
+    Ok(pass)
+}
