@@ -17,7 +17,7 @@ use crate::ingest::batch::{Batch, RejectReason, RejectedItem, Route, count_store
 pub fn router() -> Router<ApiContext> {
     Router::new()
         .route("/v1/jobs", put(upsert_jobs))
-        .route("/v1/jobs/{cluster}/{id}", get(get_job))
+        .route("/v1/jobs/{cluster}/{job_id}", get(get_job))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -88,8 +88,8 @@ pub async fn upsert_jobs(
 /// One job: its run, what the scheduler said of it (name, own state, exit codes, restarts) and
 /// the failures folded under it.
 #[utoipa::path(
-    get, path = "/v1/jobs/{cluster}/{id}", tag = "failures",
-    params(("cluster" = String, Path, description = "Cluster"), ("id" = String, Path, description = "The scheduler's job id")),
+    get, path = "/v1/jobs/{cluster}/{job_id}", tag = "failures",
+    params(("cluster" = String, Path, description = "Cluster"), ("job_id" = String, Path, description = "The scheduler's job id")),
     responses(
         (status = 200, description = "The job", body = crate::queries::jobs::JobView),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),

@@ -76,7 +76,7 @@ fn view(cluster: String, source: String, c: Option<crate::storage::sync_cursors:
         (status = 200, description = "The cursor (`position` absent before the first sync)", body = SyncCursorView),
         (status = 400, description = "The source name is not valid", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
-        (status = 403, description = "Token role may not ingest, or the cluster is outside its scope", body = ErrorBody),
+        (status = 403, description = "Token role may not read inventory, or the cluster is outside its scope", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -85,10 +85,10 @@ pub async fn get_cursor(
     caller: Caller,
     AppPath((cluster, source)): AppPath<(String, String)>,
 ) -> ApiResult<Json<SyncCursorView>> {
-    caller.require(Permission::Ingest)?;
-    if !caller.may_write(&cluster) {
+    caller.require(Permission::ReadInventory)?;
+    if !caller.may_read(&cluster) {
         return Err(ApiError::Forbidden(format!(
-            "this token may not sync cluster '{cluster}'"
+            "this token may not read cluster '{cluster}'"
         )));
     }
     source_name(&source)?;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::devtools::client::Client;
 use crate::cli::GpudSyncArgs;
+use crate::devtools::client::Client;
 use crate::ingest::gpud::machine_gpus;
 
 pub async fn run(args: GpudSyncArgs) -> anyhow::Result<()> {

@@ -195,6 +195,8 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route_on(backend: B
                 .replace("{hostname}", if cluster == OWN { "a0" } else { "b0" })
                 .replace("{id}", failure)
                 .replace("{part}", if cluster == OWN { "SA0" } else { "SB0" })
+                .replace("{job_id}", if cluster == OWN { "ja" } else { "jb" })
+                .replace("{source}", "slurm-jobs")
                 .replace("{fingerprint}", &alert_of(cluster))
         };
         // A fixed window (the default one ends now, which moves between two requests).
