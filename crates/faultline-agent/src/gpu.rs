@@ -276,9 +276,9 @@ impl GpuPoller {
                 self.shared.add(&self.shared.counters.gpu_poll_failures, 1);
                 if !*failing {
                     self.shared.error(format!(
-                        "running `{} -q -x`: {e} (reported once; polling goes on every {} s)",
+                        "running `{} -q -x`: {e} (reported once; polling goes on every {:.1} s)",
                         self.nvidia_smi,
-                        self.interval.as_secs()
+                        self.interval.as_secs_f64()
                     ));
                     *failing = true;
                 }

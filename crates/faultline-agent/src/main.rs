@@ -153,12 +153,20 @@ fn status(state_dir: &Path, json: bool) -> i32 {
     let paths = Paths {
         root: state_dir.to_path_buf(),
     };
-    let Some(mut s) = load_status(&paths.status()) else {
-        eprintln!(
-            "no agent status in {} (has the agent run with this --state-dir?)",
-            state_dir.display()
-        );
-        return 1;
+    let mut s = match load_status(&paths.status()) {
+        Some(s) => s,
+        // Killed before its first status write: the spool and the position still tell.
+        None if paths.spool().exists() => state::Status {
+            position: Position::load(&paths.position()),
+            ..Default::default()
+        },
+        None => {
+            eprintln!(
+                "no agent state in {} (has the agent run with this --state-dir?)",
+                state_dir.display()
+            );
+            return 1;
+        }
     };
     // The spool as it is now, whether or not the agent runs.
     if let Ok(d) = spool::depth(&paths.spool()) {
@@ -339,7 +347,8 @@ async fn run(args: RunArgs) -> Result<(), String> {
         max_backoff: Duration::from_secs_f64(args.max_backoff.max(0.1)),
     };
 
-    // Status every two seconds, so `faultline-agent status` is current.
+    // Status now and every two seconds, so `faultline-agent status` is current.
+    write_status(&shared, &spool, &paths);
     {
         let (shared, spool, paths) = (shared.clone(), spool.clone(), paths.clone());
         tokio::spawn(async move {
