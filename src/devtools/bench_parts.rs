@@ -409,7 +409,7 @@ async fn history(opts: &PartsBenchOptions, rows: &mut Vec<String>) -> anyhow::Re
     // version bump (what a write of the parts does).
     let url = format!("{}/v1/analytics/survival?by=generation", app.base);
     let mut times = Vec::new();
-    for _ in 0..opts.samples.max(1).min(10) {
+    for _ in 0..opts.samples.clamp(1, 10) {
         let mut conn = app.db.acquire().await?;
         crate::storage::gpus::bump_part_versions(&mut conn, &["titan-0".to_string()]).await?;
         drop(conn);

@@ -1,6 +1,7 @@
 //! Integration tests: the real server on port 0 over HTTP, a fresh real Postgres database per test.
 mod access;
 mod admission;
+mod agent;
 mod alerts;
 mod auth;
 mod body_budget;

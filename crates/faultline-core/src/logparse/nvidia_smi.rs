@@ -1,5 +1,6 @@
 //! `nvidia-smi -q -x`: the XML report every NVIDIA node can produce. Read here for the node's GPU
-//! set (identity, slot, model, firmware); the counters are read by the agent. Elements differ by
+//! set (identity, slot, model, firmware) with [`parse_gpus`], and for its health counters (ECC,
+//! retired pages, remapped rows, recovery action) with [`parse_counters`], which the agent diffs. Elements differ by
 //! driver generation (`gpu_part_number` before `board_part_number` existed, `pci_bus_id` with a
 //! 4- or 8-digit domain), so every field is optional and unknown elements are ignored.
 //!
@@ -64,6 +65,187 @@ pub fn parse_gpus(xml: &str) -> Result<Vec<GpuReport>, String> {
             board_part_number: g.board_part_number.or(g.gpu_part_number).map(|s| s.trim().to_string()),
             vbios: g.vbios_version.map(|s| s.trim().to_string()),
             driver: log.driver_version.as_ref().map(|s| s.trim().to_string()),
+        })
+        .collect())
+}
+
+/// One GPU's health counters as `nvidia-smi -q -x` reports them: None where the driver says
+/// `N/A` or the element does not exist in its generation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GpuCounters {
+    pub index: i32,
+    pub uuid: Option<String>,
+    pub serial: Option<String>,
+    pub pci_bus_id: Option<String>,
+    pub model: Option<String>,
+    /// Corrected (single-bit) ECC errors since the driver loaded / over the GPU's life:
+    /// `single_bit/total` before Ampere, `sram_correctable + dram_correctable` since.
+    pub ecc_volatile_corrected: Option<u64>,
+    pub ecc_aggregate_corrected: Option<u64>,
+    /// Uncorrected (double-bit) ECC errors: `double_bit/total`, or the sum of the SRAM
+    /// (parity, SEC-DED) and DRAM uncorrectable counts.
+    pub ecc_volatile_uncorrected: Option<u64>,
+    pub ecc_aggregate_uncorrected: Option<u64>,
+    /// Pages retired for repeated single-bit and for double-bit errors (before Ampere).
+    pub retired_pages_single_bit: Option<u64>,
+    pub retired_pages_double_bit: Option<u64>,
+    /// A retirement waits for the next driver reload (`pending_retirement`, `pending_blacklist`).
+    pub retired_pages_pending: Option<bool>,
+    /// Rows remapped for correctable and uncorrectable errors (Ampere and later).
+    pub remapped_rows_correctable: Option<u64>,
+    pub remapped_rows_uncorrectable: Option<u64>,
+    /// A remap waits for a GPU reset; a remap failed (the GPU needs service).
+    pub remapped_rows_pending: Option<bool>,
+    pub remapped_rows_failure: Option<bool>,
+    /// What newer drivers say the GPU needs (`None`, `Reset`, `Node Reboot`, `Drain P2P`, ...).
+    pub recovery_action: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CountersLog {
+    #[serde(default)]
+    gpu: Vec<CountersGpu>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CountersGpu {
+    #[serde(rename = "@id")]
+    id: Option<String>,
+    product_name: Option<String>,
+    serial: Option<String>,
+    uuid: Option<String>,
+    pci: Option<Pci>,
+    ecc_errors: Option<EccErrors>,
+    retired_pages: Option<RetiredPages>,
+    remapped_rows: Option<RemappedRows>,
+    gpu_recovery_action: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct EccErrors {
+    volatile: Option<EccCounts>,
+    aggregate: Option<EccCounts>,
+}
+
+#[derive(Debug, Deserialize)]
+struct EccCounts {
+    single_bit: Option<BitCounts>,
+    double_bit: Option<BitCounts>,
+    sram_correctable: Option<String>,
+    sram_uncorrectable: Option<String>,
+    sram_uncorrectable_parity: Option<String>,
+    sram_uncorrectable_secded: Option<String>,
+    dram_correctable: Option<String>,
+    dram_uncorrectable: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct BitCounts {
+    total: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RetiredPages {
+    multiple_single_bit_retirement: Option<RetiredCount>,
+    double_bit_retirement: Option<RetiredCount>,
+    pending_blacklist: Option<String>,
+    pending_retirement: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RetiredCount {
+    retired_count: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RemappedRows {
+    remapped_row_corr: Option<String>,
+    remapped_row_unc: Option<String>,
+    remapped_row_pending: Option<String>,
+    remapped_row_failure: Option<String>,
+}
+
+fn count(v: &Option<String>) -> Option<u64> {
+    v.as_deref().and_then(|s| s.trim().parse().ok())
+}
+
+fn yes_no(v: &Option<String>) -> Option<bool> {
+    match v.as_deref().map(str::trim) {
+        Some(s) if s.eq_ignore_ascii_case("yes") => Some(true),
+        Some(s) if s.eq_ignore_ascii_case("no") => Some(false),
+        _ => None,
+    }
+}
+
+/// The sum of the counts that are numbers; None if none is.
+fn sum(values: &[Option<u64>]) -> Option<u64> {
+    values.iter().flatten().copied().reduce(|a, b| a.saturating_add(b))
+}
+
+impl EccCounts {
+    fn corrected(&self) -> Option<u64> {
+        count(&self.single_bit.as_ref().and_then(|b| b.total.clone()))
+            .or_else(|| sum(&[count(&self.sram_correctable), count(&self.dram_correctable)]))
+    }
+
+    fn uncorrected(&self) -> Option<u64> {
+        count(&self.double_bit.as_ref().and_then(|b| b.total.clone())).or_else(|| {
+            sum(&[
+                count(&self.sram_uncorrectable),
+                count(&self.sram_uncorrectable_parity),
+                count(&self.sram_uncorrectable_secded),
+                count(&self.dram_uncorrectable),
+            ])
+        })
+    }
+}
+
+/// Each GPU's health counters, in report order (`index` = position, as in [`parse_gpus`]).
+pub fn parse_counters(xml: &str) -> Result<Vec<GpuCounters>, String> {
+    match root_element(xml)? {
+        Some(name) if name == "nvidia_smi_log" => {}
+        _ => return Err("not an nvidia-smi -q -x report: the root element is not <nvidia_smi_log>".into()),
+    }
+    let log: CountersLog = quick_xml::de::from_str(xml).map_err(|e| format!("not an nvidia-smi -q -x report: {e}"))?;
+    let text = |v: Option<String>| v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty() && s != "N/A");
+    Ok(log
+        .gpu
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let ecc = g.ecc_errors.as_ref();
+            let vol = ecc.and_then(|e| e.volatile.as_ref());
+            let agg = ecc.and_then(|e| e.aggregate.as_ref());
+            let ret = g.retired_pages.as_ref();
+            let rem = g.remapped_rows.as_ref();
+            GpuCounters {
+                index: i32::try_from(i).unwrap_or(i32::MAX),
+                uuid: text(g.uuid),
+                serial: text(g.serial),
+                pci_bus_id: g
+                    .pci
+                    .and_then(|p| p.pci_bus_id)
+                    .or(g.id)
+                    .and_then(|b| crate::logparse::normalise_pci_bus_id(&b)),
+                model: text(g.product_name),
+                ecc_volatile_corrected: vol.and_then(EccCounts::corrected),
+                ecc_aggregate_corrected: agg.and_then(EccCounts::corrected),
+                ecc_volatile_uncorrected: vol.and_then(EccCounts::uncorrected),
+                ecc_aggregate_uncorrected: agg.and_then(EccCounts::uncorrected),
+                retired_pages_single_bit: ret
+                    .and_then(|r| r.multiple_single_bit_retirement.as_ref())
+                    .and_then(|c| count(&c.retired_count)),
+                retired_pages_double_bit: ret
+                    .and_then(|r| r.double_bit_retirement.as_ref())
+                    .and_then(|c| count(&c.retired_count)),
+                retired_pages_pending: ret
+                    .and_then(|r| yes_no(&r.pending_retirement).or_else(|| yes_no(&r.pending_blacklist))),
+                remapped_rows_correctable: rem.and_then(|r| count(&r.remapped_row_corr)),
+                remapped_rows_uncorrectable: rem.and_then(|r| count(&r.remapped_row_unc)),
+                remapped_rows_pending: rem.and_then(|r| yes_no(&r.remapped_row_pending)),
+                remapped_rows_failure: rem.and_then(|r| yes_no(&r.remapped_row_failure)),
+                recovery_action: text(g.gpu_recovery_action),
+            }
         })
         .collect())
 }
@@ -143,5 +325,70 @@ mod tests {
         assert!(parse_gpus("<html></html>").unwrap_err().contains("<html>"));
         assert!(parse_gpus("").is_err());
         assert_eq!(parse_gpus("<nvidia_smi_log></nvidia_smi_log>").unwrap().len(), 0);
+    }
+
+    /// A real NVIDIA L4 report (driver 555.42.06, DTD v12), shortened: see the fixture's comment.
+    const L4: &str = include_str!("../../../../tests/fixtures/nvidia-smi/l4-555.xml");
+
+    #[test]
+    fn counters_of_the_pre_ampere_schema_single_and_double_bit_totals_and_retired_pages() {
+        let c = parse_counters(P100).unwrap();
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].uuid.as_deref(), Some("GPU-28604e81-21ec-cc48-6759-bf2648b22e16"));
+        assert_eq!(c[0].pci_bus_id.as_deref(), Some("0000:04:00.0"));
+        assert_eq!(
+            (c[0].ecc_volatile_corrected, c[0].ecc_volatile_uncorrected),
+            (Some(0), Some(0))
+        );
+        assert_eq!(
+            (c[0].retired_pages_single_bit, c[0].retired_pages_double_bit),
+            (Some(0), Some(0))
+        );
+        // No remapped rows before Ampere, no recovery action before r55x.
+        assert_eq!(c[0].remapped_rows_correctable, None);
+        assert_eq!(c[0].recovery_action, None);
+    }
+
+    #[test]
+    fn counters_of_the_sram_dram_schema_with_remapped_rows() {
+        let c = parse_counters(L4).unwrap();
+        assert_eq!(c.len(), 1);
+        let g = &c[0];
+        assert_eq!(g.serial.as_deref(), Some("1654523003308"));
+        assert_eq!(g.pci_bus_id.as_deref(), Some("0000:01:00.0"));
+        assert_eq!(
+            (g.ecc_aggregate_corrected, g.ecc_aggregate_uncorrected),
+            (Some(0), Some(0))
+        );
+        assert_eq!((g.retired_pages_single_bit, g.retired_pages_pending), (None, None));
+        assert_eq!(
+            (g.remapped_rows_correctable, g.remapped_rows_uncorrectable),
+            (Some(0), Some(0))
+        );
+        assert_eq!(
+            (g.remapped_rows_pending, g.remapped_rows_failure),
+            (Some(false), Some(false))
+        );
+        // The counters add up by kind: SRAM parity + SEC-DED + DRAM uncorrectable.
+        let bumped = L4
+            .replacen("<sram_uncorrectable_parity>0<", "<sram_uncorrectable_parity>2<", 1)
+            .replacen("<dram_uncorrectable>0<", "<dram_uncorrectable>3<", 1)
+            .replacen("<dram_correctable>0<", "<dram_correctable>40<", 1)
+            .replace("<remapped_row_pending>No<", "<remapped_row_pending>Yes<")
+            .replace(
+                "<gsp_firmware_version>",
+                "<gpu_recovery_action>Reset</gpu_recovery_action><gsp_firmware_version>",
+            );
+        let g = &parse_counters(&bumped).unwrap()[0];
+        assert_eq!(
+            (g.ecc_volatile_uncorrected, g.ecc_volatile_corrected),
+            (Some(5), Some(40))
+        );
+        assert_eq!(g.ecc_aggregate_uncorrected, Some(0));
+        assert_eq!(g.remapped_rows_pending, Some(true));
+        assert_eq!(g.recovery_action.as_deref(), Some("Reset"));
+        // The GPU set reads as before.
+        assert_eq!(parse_gpus(L4).unwrap()[0].model.as_deref(), Some("NVIDIA L4"));
+        assert!(parse_counters("<html/>").is_err());
     }
 }

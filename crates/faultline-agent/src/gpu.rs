@@ -1,0 +1,486 @@
+//! The GPUs: runs `nvidia-smi -q -x` every `--gpu-interval` (jittered), registers the node's GPU
+//! set in the parts inventory when it changes, and turns counter changes into signals. The last
+//! registered set and the last counters are kept in `gpus.json`, so a restart neither registers
+//! again nor resends.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use faultline_core::domain::event::EventInput;
+use faultline_core::domain::part::GpuReport;
+use faultline_core::logparse::nvidia_smi::{GpuCounters, parse_counters, parse_gpus};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::signals::{NodeId, counter_signal_id, severity};
+use crate::spool::{Severity, Spool};
+use crate::state::{Paths, Shared};
+
+/// What `gpus.json` holds.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct GpuState {
+    /// The set the inventory has (None: never registered).
+    pub registered: Option<Vec<GpuReport>>,
+    /// The counters of the last poll, by GPU key (UUID, else serial, else index).
+    pub counters: BTreeMap<String, GpuCounters>,
+}
+
+fn key(c: &GpuCounters) -> String {
+    c.uuid
+        .clone()
+        .or_else(|| c.serial.clone())
+        .unwrap_or_else(|| format!("index-{}", c.index))
+}
+
+/// One counter change worth a signal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterChange {
+    pub counter: &'static str,
+    pub kind: &'static str,
+    /// For `ecc`: 1 corrected, 2 uncorrected.
+    pub code: Option<i64>,
+    pub previous: Value,
+    pub value: Value,
+    pub message: String,
+}
+
+/// The changes from `before` (None: first sight of this GPU, compared with zero/No) to `now`.
+/// Counters only count up; one that went down (volatile counters reset with the driver) is a
+/// new baseline, not a signal.
+pub fn diff(before: Option<&GpuCounters>, now: &GpuCounters) -> Vec<CounterChange> {
+    let mut out = Vec::new();
+    let gpu = format!("GPU {}", now.index);
+    let mut grew = |counter: &'static str,
+                    kind: &'static str,
+                    code: Option<i64>,
+                    what: &str,
+                    get: fn(&GpuCounters) -> Option<u64>| {
+        let Some(v) = get(now) else { return };
+        let prev = before.and_then(get).unwrap_or(0);
+        if v > prev {
+            out.push(CounterChange {
+                counter,
+                kind,
+                code,
+                previous: json!(prev),
+                value: json!(v),
+                message: format!("{gpu}: {what} rose from {prev} to {v}"),
+            });
+        }
+    };
+    grew(
+        "ecc_volatile_uncorrected",
+        "ecc",
+        Some(2),
+        "uncorrectable ECC errors (volatile)",
+        |c| c.ecc_volatile_uncorrected,
+    );
+    grew(
+        "ecc_aggregate_uncorrected",
+        "ecc",
+        Some(2),
+        "uncorrectable ECC errors (aggregate)",
+        |c| c.ecc_aggregate_uncorrected,
+    );
+    // Corrected errors: one signal for the growth of the lifetime count (else the volatile one).
+    grew("ecc_corrected", "ecc", Some(1), "corrected ECC errors", |c| {
+        c.ecc_aggregate_corrected.or(c.ecc_volatile_corrected)
+    });
+    grew(
+        "retired_pages_single_bit",
+        "row_remap",
+        None,
+        "pages retired for single-bit errors",
+        |c| c.retired_pages_single_bit,
+    );
+    grew(
+        "retired_pages_double_bit",
+        "row_remap",
+        None,
+        "pages retired for double-bit errors",
+        |c| c.retired_pages_double_bit,
+    );
+    grew(
+        "remapped_rows_correctable",
+        "row_remap",
+        None,
+        "rows remapped for correctable errors",
+        |c| c.remapped_rows_correctable,
+    );
+    grew(
+        "remapped_rows_uncorrectable",
+        "row_remap",
+        None,
+        "rows remapped for uncorrectable errors",
+        |c| c.remapped_rows_uncorrectable,
+    );
+    let mut became = |counter: &'static str, what: &str, get: fn(&GpuCounters) -> Option<bool>| {
+        if get(now) == Some(true) && before.and_then(get) != Some(true) {
+            out.push(CounterChange {
+                counter,
+                kind: "row_remap",
+                code: None,
+                previous: json!(before.and_then(get)),
+                value: json!(true),
+                message: format!("{gpu}: {what}"),
+            });
+        }
+    };
+    became(
+        "retired_pages_pending",
+        "a page retirement is pending (takes effect at the next driver reload)",
+        |c| c.retired_pages_pending,
+    );
+    became(
+        "remapped_rows_pending",
+        "a row remap is pending (takes effect at the next GPU reset)",
+        |c| c.remapped_rows_pending,
+    );
+    became(
+        "remapped_rows_failure",
+        "row remapping failed: the GPU needs service",
+        |c| c.remapped_rows_failure,
+    );
+    if let Some(action) = now.recovery_action.as_deref()
+        && !action.eq_ignore_ascii_case("none")
+        && before.and_then(|b| b.recovery_action.as_deref()) != Some(action)
+    {
+        out.push(CounterChange {
+            counter: "recovery_action",
+            kind: "health_check",
+            code: None,
+            previous: json!(before.and_then(|b| b.recovery_action.clone())),
+            value: json!(action),
+            message: format!("{gpu}: the driver asks for recovery action '{action}'"),
+        });
+    }
+    out
+}
+
+/// The event of one change. Its id: node, GPU, counter, the values, and the boot (a volatile
+/// counter reaching the same value after a reboot is a new event).
+pub fn change_event(node: &NodeId, boot_id: &str, gpu: &GpuCounters, ch: &CounterChange) -> (Severity, EventInput) {
+    let value = format!("{}->{}@{boot_id}", ch.previous, ch.value);
+    let id = counter_signal_id(node, &key(gpu), ch.counter, &value);
+    let mut attributes = Map::new();
+    attributes.insert("source".into(), Value::String("agent:nvidia-smi".into()));
+    attributes.insert("counter".into(), Value::String(ch.counter.into()));
+    attributes.insert("previous".into(), ch.previous.clone());
+    attributes.insert("value".into(), ch.value.clone());
+    if let (Some(p), Some(v)) = (ch.previous.as_u64(), ch.value.as_u64()) {
+        attributes.insert("delta".into(), json!(v - p));
+    }
+    if let Some(b) = &gpu.pci_bus_id {
+        attributes.insert("pci_bus_id".into(), Value::String(b.clone()));
+    }
+    if let Some(s) = &gpu.serial {
+        attributes.insert("serial".into(), Value::String(s.clone()));
+    }
+    let sev = if ch.counter == "ecc_corrected" {
+        Severity::Low
+    } else {
+        severity(ch.kind, ch.code)
+    };
+    (
+        sev,
+        EventInput {
+            id,
+            occurred_at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            cluster: node.cluster.clone(),
+            node: Some(node.node.clone()),
+            gpu_index: (0..=1023).contains(&gpu.index).then_some(gpu.index),
+            gpu_uuid: gpu.uuid.clone(),
+            gpu_model: gpu.model.clone(),
+            job_id: None,
+            job_gpus: None,
+            kind: ch.kind.into(),
+            code: ch.code,
+            symptom: None,
+            root_cause: None,
+            message: Some(ch.message.clone()),
+            attributes: Some(attributes),
+        },
+    )
+}
+
+pub struct GpuPoller {
+    pub node: NodeId,
+    pub boot_id: String,
+    pub nvidia_smi: String,
+    pub interval: Duration,
+    pub server: String,
+    pub token: String,
+    pub client: reqwest::Client,
+    pub paths: Paths,
+    pub spool: Arc<Mutex<Spool>>,
+    pub shared: Arc<Shared>,
+    pub wake: Arc<tokio::sync::Notify>,
+    pub max_backoff: Duration,
+}
+
+/// What one poll left to do.
+enum Outcome {
+    Done,
+    /// The inventory could not be updated: poll again sooner.
+    InventoryPending,
+    Failed,
+}
+
+impl GpuPoller {
+    pub async fn run(&self) {
+        let mut failing = false;
+        let mut inventory_failures = 0u32;
+        loop {
+            let wait = match self.poll(&mut failing).await {
+                Outcome::InventoryPending => {
+                    inventory_failures += 1;
+                    crate::sender::backoff(inventory_failures, self.max_backoff).min(self.interval)
+                }
+                Outcome::Done | Outcome::Failed => {
+                    inventory_failures = 0;
+                    crate::sender::jitter(self.interval.mul_f64(1.0 / 0.95)).max(self.interval.mul_f64(0.9))
+                }
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    pub async fn poll_once(&self) {
+        let mut failing = false;
+        self.poll(&mut failing).await;
+    }
+
+    /// One run of nvidia-smi. A failure is reported when it starts failing, not at every poll.
+    async fn poll(&self, failing: &mut bool) -> Outcome {
+        let out = tokio::process::Command::new(&self.nvidia_smi)
+            .args(["-q", "-x"])
+            .kill_on_drop(true)
+            .output();
+        let res = match tokio::time::timeout(Duration::from_secs(60), out).await {
+            Ok(Ok(o)) if o.status.success() => {
+                String::from_utf8(o.stdout).map_err(|_| "its output is not UTF-8".to_string())
+            }
+            Ok(Ok(o)) => Err(format!(
+                "it exited with {}: {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("it did not answer within 60 s".into()),
+        };
+        let xml = match res.and_then(|x| parse_gpus(&x).map(|g| (x, g))) {
+            Ok(x) => x,
+            Err(e) => {
+                self.shared.add(&self.shared.counters.gpu_poll_failures, 1);
+                if !*failing {
+                    self.shared.error(format!(
+                        "running `{} -q -x`: {e} (reported once; polling goes on every {:.1} s)",
+                        self.nvidia_smi,
+                        self.interval.as_secs_f64()
+                    ));
+                    *failing = true;
+                }
+                return Outcome::Failed;
+            }
+        };
+        *failing = false;
+        self.shared.add(&self.shared.counters.gpu_polls, 1);
+        let (xml, gpus) = xml;
+        let counters = parse_counters(&xml).unwrap_or_default();
+        let mut state: GpuState = std::fs::read(self.paths.gpus())
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+
+        // Counter changes first: spooled (fsync'd) before the new baseline is saved.
+        let mut records = Vec::new();
+        for c in &counters {
+            for ch in diff(state.counters.get(&key(c)), c) {
+                let (sev, e) = change_event(&self.node, &self.boot_id, c, &ch);
+                records.push((sev, serde_json::to_vec(&e).expect("an event serialises")));
+            }
+        }
+        if !records.is_empty() {
+            let n = records.len() as u64;
+            let mut spool = self.spool.lock().expect("spool lock");
+            if let Err(e) = spool.append(&records) {
+                drop(spool);
+                self.shared.error(format!("writing GPU signals to the spool: {e}"));
+                return Outcome::Failed;
+            }
+            let drops = std::mem::take(&mut spool.drops);
+            drop(spool);
+            let c = &self.shared.counters;
+            self.shared.add(&c.signals_spooled, n);
+            self.shared
+                .add(&c.dropped_low_severity_spool_full, drops.low_severity_spool_full);
+            self.shared.add(&c.dropped_spool_full, drops.spool_full);
+            self.wake.notify_one();
+        }
+        state.counters = counters.iter().map(|c| (key(c), c.clone())).collect();
+
+        let mut outcome = Outcome::Done;
+        let as_json = |g: &Vec<GpuReport>| serde_json::to_value(g).ok();
+        if state.registered.as_ref().and_then(as_json) != as_json(&gpus) {
+            match self.register(&gpus).await {
+                Ok(()) => {
+                    self.shared.add(&self.shared.counters.gpu_inventory_updates, 1);
+                    state.registered = Some(gpus);
+                }
+                Err(e) => {
+                    self.shared.error(format!("registering the GPU set: {e}; will retry"));
+                    outcome = Outcome::InventoryPending;
+                }
+            }
+        }
+        let bytes = serde_json::to_vec(&state).expect("GPU state serialises");
+        if let Err(e) = crate::spool::write_atomic(&self.paths.gpus(), &bytes) {
+            self.shared
+                .error(format!("saving {}: {e}", self.paths.gpus().display()));
+        }
+        outcome
+    }
+
+    async fn register(&self, gpus: &[GpuReport]) -> Result<(), String> {
+        let url = format!(
+            "{}/v1/nodes/{}/{}/gpus",
+            self.server.trim_end_matches('/'),
+            path_segment(&self.node.cluster),
+            path_segment(&self.node.node)
+        );
+        let res = self
+            .client
+            .put(&url)
+            .bearer_auth(&self.token)
+            .json(&json!({"observed_at": Utc::now(), "gpus": gpus}))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = res.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let text = res.text().await.unwrap_or_default();
+        Err(format!("{status}: {}", text.chars().take(300).collect::<String>()))
+    }
+}
+
+/// Percent-encodes a path segment.
+fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu() -> GpuCounters {
+        GpuCounters {
+            index: 2,
+            uuid: Some("GPU-1".into()),
+            serial: Some("S1".into()),
+            pci_bus_id: Some("0000:3b:00.0".into()),
+            model: Some("NVIDIA H100 80GB HBM3".into()),
+            ecc_volatile_corrected: Some(10),
+            ecc_aggregate_corrected: Some(100),
+            ecc_volatile_uncorrected: Some(0),
+            ecc_aggregate_uncorrected: Some(0),
+            retired_pages_single_bit: None,
+            retired_pages_double_bit: None,
+            retired_pages_pending: None,
+            remapped_rows_correctable: Some(0),
+            remapped_rows_uncorrectable: Some(1),
+            remapped_rows_pending: Some(false),
+            remapped_rows_failure: Some(false),
+            recovery_action: Some("None".into()),
+        }
+    }
+
+    fn counters(ch: &[CounterChange]) -> Vec<&'static str> {
+        ch.iter().map(|c| c.counter).collect()
+    }
+
+    #[test]
+    fn nothing_changed_nothing_sent() {
+        assert!(diff(Some(&gpu()), &gpu()).is_empty());
+    }
+
+    #[test]
+    fn first_sight_reports_what_is_already_non_zero() {
+        assert_eq!(
+            counters(&diff(None, &gpu())),
+            ["ecc_corrected", "remapped_rows_uncorrectable"]
+        );
+    }
+
+    #[test]
+    fn each_counter_that_grows_or_turns_on_is_a_signal() {
+        let before = gpu();
+        let mut now = gpu();
+        now.ecc_volatile_uncorrected = Some(2);
+        now.ecc_aggregate_uncorrected = Some(2);
+        now.ecc_aggregate_corrected = Some(130);
+        now.remapped_rows_uncorrectable = Some(2);
+        now.remapped_rows_pending = Some(true);
+        now.recovery_action = Some("Reset".into());
+        let ch = diff(Some(&before), &now);
+        assert_eq!(
+            counters(&ch),
+            [
+                "ecc_volatile_uncorrected",
+                "ecc_aggregate_uncorrected",
+                "ecc_corrected",
+                "remapped_rows_uncorrectable",
+                "remapped_rows_pending",
+                "recovery_action"
+            ]
+        );
+        let corrected = &ch[2];
+        assert_eq!((corrected.kind, corrected.code), ("ecc", Some(1)));
+        assert_eq!(
+            (corrected.previous.clone(), corrected.value.clone()),
+            (json!(100), json!(130))
+        );
+        let node = NodeId {
+            cluster: "c".into(),
+            node: "n".into(),
+        };
+        let (sev, e) = change_event(&node, "b", &now, corrected);
+        assert_eq!(sev, Severity::Low);
+        assert_eq!(e.attributes.as_ref().unwrap()["delta"], 30);
+        assert_eq!(e.gpu_index, Some(2));
+        let (sev, e) = change_event(&node, "b", &now, &ch[0]);
+        assert_eq!((sev, e.kind.as_str(), e.code), (Severity::High, "ecc", Some(2)));
+        // The same change read again (a restart before the baseline was saved) has the same id.
+        assert_eq!(change_event(&node, "b", &now, &ch[0]).1.id, e.id);
+        faultline_core::domain::event::parse_event(serde_json::to_value(&e).unwrap(), Utc::now()).unwrap();
+    }
+
+    #[test]
+    fn a_volatile_reset_is_a_new_baseline_and_pre_ampere_retirements_count() {
+        let mut before = gpu();
+        before.ecc_volatile_uncorrected = Some(5);
+        let mut now = gpu();
+        now.ecc_volatile_uncorrected = Some(0);
+        assert!(diff(Some(&before), &now).is_empty());
+        before.retired_pages_double_bit = Some(1);
+        before.retired_pages_pending = Some(false);
+        now.retired_pages_double_bit = Some(3);
+        now.retired_pages_pending = Some(true);
+        assert_eq!(
+            counters(&diff(Some(&before), &now)),
+            ["retired_pages_double_bit", "retired_pages_pending"]
+        );
+        assert_eq!(path_segment("train a/1"), "train%20a%2F1");
+    }
+}

@@ -1,0 +1,529 @@
+//! `faultline-agent`: one small binary per node. Reads the kernel log (`/dev/kmsg`, or a file of
+//! its records) and the GPUs' own counters (`nvidia-smi -q -x`), turns what it reads into signals
+//! with faultline-core's parsers, writes them to a disk spool before moving on, and sends the
+//! spool to Faultline. See docs/agent.md.
+
+mod gpu;
+mod kmsg;
+mod metrics;
+mod sender;
+mod signals;
+mod spool;
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand};
+
+use crate::kmsg::{Poll, Source, parse_record};
+use crate::sender::{Sender, SenderConfig};
+use crate::signals::NodeId;
+use crate::spool::Spool;
+use crate::state::{Paths, Position, Shared, load_status};
+
+#[derive(Parser)]
+#[command(
+    name = "faultline-agent",
+    version,
+    about = "Faultline's node agent: kernel log and GPU counters to Faultline, through a disk spool"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Read the kernel log and the GPUs and send (the default).
+    Run,
+    /// What the agent of this state directory did last: last send, spool depth, drops, errors.
+    Status {
+        #[arg(long, env = "FAULTLINE_AGENT_STATE_DIR", default_value = "/var/lib/faultline-agent")]
+        state_dir: PathBuf,
+        /// Print the status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Clone)]
+struct RunArgs {
+    /// Faultline's base URL, e.g. http://faultline.internal:8080.
+    #[arg(long, env = "FAULTLINE_SERVER", global = true)]
+    server: Option<String>,
+    /// An ingest token (best: scoped to this cluster).
+    #[arg(long, env = "FAULTLINE_TOKEN", hide_env_values = true, global = true)]
+    token: Option<String>,
+    /// A file holding the token (a mounted secret); used when --token is not given.
+    #[arg(long, env = "FAULTLINE_TOKEN_FILE", global = true)]
+    token_file: Option<PathBuf>,
+    /// The cluster this node belongs to.
+    #[arg(long, env = "FAULTLINE_CLUSTER", global = true)]
+    cluster: Option<String>,
+    /// This node's hostname as Faultline knows it (default: the kernel's hostname).
+    #[arg(long, env = "FAULTLINE_NODE", global = true)]
+    node: Option<String>,
+    /// Where the spool, the log position and the status live.
+    #[arg(
+        long,
+        env = "FAULTLINE_AGENT_STATE_DIR",
+        default_value = "/var/lib/faultline-agent",
+        global = true
+    )]
+    state_dir: PathBuf,
+    /// Read kernel log records from this file (the /dev/kmsg record format, one per line, followed
+    /// as it grows) instead of /dev/kmsg.
+    #[arg(long, env = "FAULTLINE_AGENT_KMSG_FILE", global = true)]
+    kmsg_file: Option<PathBuf>,
+    /// The kernel log device.
+    #[arg(
+        long,
+        env = "FAULTLINE_AGENT_KMSG_DEVICE",
+        default_value = "/dev/kmsg",
+        global = true
+    )]
+    kmsg_device: PathBuf,
+    /// Do not read the kernel log.
+    #[arg(long, env = "FAULTLINE_AGENT_NO_KMSG", global = true)]
+    no_kmsg: bool,
+    /// The file holding this boot's id.
+    #[arg(
+        long,
+        env = "FAULTLINE_AGENT_BOOT_ID_FILE",
+        default_value = "/proc/sys/kernel/random/boot_id",
+        global = true
+    )]
+    boot_id_file: PathBuf,
+    /// The spool's bound in bytes; when full, the oldest low-severity signals are dropped first.
+    #[arg(long, env = "FAULTLINE_AGENT_SPOOL_MAX_BYTES", default_value_t = 64 * 1024 * 1024, global = true)]
+    spool_max_bytes: u64,
+    /// nvidia-smi to run (`-q -x`).
+    #[arg(
+        long,
+        env = "FAULTLINE_AGENT_NVIDIA_SMI",
+        default_value = "nvidia-smi",
+        global = true
+    )]
+    nvidia_smi: String,
+    /// Seconds between nvidia-smi runs (each wait jittered by up to a tenth); 0 turns GPU polling off.
+    #[arg(long, env = "FAULTLINE_AGENT_GPU_INTERVAL", default_value_t = 300.0, global = true)]
+    gpu_interval: f64,
+    /// Serve Prometheus text metrics on this address (e.g. 0.0.0.0:9835).
+    #[arg(long, env = "FAULTLINE_AGENT_METRICS_ADDR", global = true)]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// Signals per batch.
+    #[arg(long, env = "FAULTLINE_AGENT_BATCH", default_value_t = 500, global = true)]
+    batch: usize,
+    /// Longest wait between two send attempts after failures, in seconds.
+    #[arg(long, env = "FAULTLINE_AGENT_MAX_BACKOFF", default_value_t = 60.0, global = true)]
+    max_backoff: f64,
+    /// Read the kernel log to its end, poll the GPUs once, send everything, exit.
+    #[arg(long, global = true)]
+    oneshot: bool,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Some(Command::Status { state_dir, json }) => status(&state_dir, json),
+        Some(Command::Run) | None => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a tokio runtime");
+            match rt.block_on(run(cli.run)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("faultline-agent: {e}");
+                    1
+                }
+            }
+        }
+    };
+    std::process::exit(code);
+}
+
+fn status(state_dir: &Path, json: bool) -> i32 {
+    let paths = Paths {
+        root: state_dir.to_path_buf(),
+    };
+    let mut s = match load_status(&paths.status()) {
+        Some(s) => s,
+        // Killed before its first status write: the spool and the position still tell.
+        None if paths.spool().exists() => state::Status {
+            position: Position::load(&paths.position()),
+            ..Default::default()
+        },
+        None => {
+            eprintln!(
+                "no agent state in {} (has the agent run with this --state-dir?)",
+                state_dir.display()
+            );
+            return 1;
+        }
+    };
+    // The spool as it is now, whether or not the agent runs.
+    if let Ok(d) = spool::depth(&paths.spool()) {
+        s.spool_records = d.records;
+        s.spool_bytes = d.bytes;
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s).expect("status serialises"));
+        return 0;
+    }
+    let c = &s.counters;
+    let or = |v: &Option<String>| v.clone().unwrap_or_else(|| "never".into());
+    println!("node           {} / {} -> {}", s.cluster, s.node, s.server);
+    println!("status written {} (pid {})", or(&s.updated_at), s.pid);
+    println!("last send      {}", or(&s.last_send_at));
+    println!(
+        "spool          {} signals, {} of {} bytes",
+        s.spool_records, s.spool_bytes, s.spool_max_bytes
+    );
+    println!(
+        "sent           {} accepted, {} duplicates, {} refused by the server",
+        c.sent_accepted, c.sent_duplicates, c.rejected
+    );
+    println!(
+        "dropped        {} low-severity (spool full), {} any severity (spool full)",
+        c.dropped_low_severity_spool_full, c.dropped_spool_full
+    );
+    println!(
+        "kernel log     {} records read, {} overruns, position {}",
+        c.kmsg_records,
+        c.kmsg_overruns,
+        s.position
+            .as_ref()
+            .map(|p| format!("boot {} seq {}", p.boot_id, p.seq))
+            .unwrap_or_else(|| "none".into())
+    );
+    println!(
+        "gpus           {} polls, {} failed, {} inventory updates",
+        c.gpu_polls, c.gpu_poll_failures, c.gpu_inventory_updates
+    );
+    println!("send failures  {}", c.send_failures);
+    println!(
+        "last error     {} {}",
+        or(&s.last_error_at),
+        s.last_error.clone().unwrap_or_default()
+    );
+    0
+}
+
+fn required(v: Option<String>, flag: &str, env: &str) -> Result<String, String> {
+    v.map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| format!("{flag} (or {env}) is required"))
+}
+
+/// The kernel's boot time, from `btime` in /proc/stat (for a record's wall-clock time).
+fn boot_time() -> DateTime<Utc> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("btime "))
+                .and_then(|v| v.trim().parse::<i64>().ok())
+        })
+        .and_then(|secs| DateTime::from_timestamp(secs, 0))
+        .unwrap_or_else(Utc::now)
+}
+
+async fn run(args: RunArgs) -> Result<(), String> {
+    let server = required(args.server.clone(), "--server", "FAULTLINE_SERVER")?;
+    let token = match (args.token.clone(), &args.token_file) {
+        (Some(t), _) => t,
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .map_err(|e| format!("reading the token file {}: {e}", f.display()))?
+            .trim()
+            .to_string(),
+        (None, None) => return Err("--token (or FAULTLINE_TOKEN, or --token-file) is required".into()),
+    };
+    let cluster = required(args.cluster.clone(), "--cluster", "FAULTLINE_CLUSTER")?;
+    let node = match args.node.clone() {
+        Some(n) => n,
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_string())
+            .map_err(|e| format!("--node not given and the hostname is unreadable: {e}"))?,
+    };
+    let node = NodeId { cluster, node };
+    let paths = Paths {
+        root: args.state_dir.clone(),
+    };
+    std::fs::create_dir_all(&paths.root).map_err(|e| format!("creating {}: {e}", paths.root.display()))?;
+    let spool = Spool::open(&paths.spool(), args.spool_max_bytes)
+        .map_err(|e| format!("opening the spool in {}: {e}", paths.spool().display()))?;
+    let shared = Arc::new(Shared::default());
+    if let Some(prev) = load_status(&paths.status()) {
+        shared.counters.restore(&prev.counters);
+        let mut s = shared.status.lock().expect("status lock");
+        s.last_send_at = prev.last_send_at;
+    }
+    {
+        let mut s = shared.status.lock().expect("status lock");
+        s.version = env!("CARGO_PKG_VERSION").into();
+        s.pid = std::process::id();
+        s.cluster = node.cluster.clone();
+        s.node = node.node.clone();
+        s.server = server.clone();
+        s.started_at = Some(state::now_rfc3339());
+        s.spool_max_bytes = args.spool_max_bytes;
+    }
+    let spool = Arc::new(Mutex::new(spool));
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let stop = Arc::new(AtomicBool::new(false));
+
+    let sender = Arc::new(
+        Sender::new(
+            SenderConfig {
+                server: server.clone(),
+                token: token.clone(),
+                batch_records: args.batch,
+                batch_bytes: 4 * 1024 * 1024,
+                max_backoff: Duration::from_secs_f64(args.max_backoff.max(0.1)),
+                timeout: Duration::from_secs(60),
+            },
+            spool.clone(),
+            shared.clone(),
+            wake.clone(),
+        )
+        .map_err(|e| format!("building the HTTP client: {e}"))?,
+    );
+
+    if let Some(addr) = args.metrics_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("binding the metrics address {addr}: {e}"))?;
+        tokio::spawn(metrics::serve(listener, shared.clone(), spool.clone()));
+    }
+
+    // The kernel log: a blocking reader on its own thread.
+    let reader = if args.no_kmsg {
+        None
+    } else {
+        let boot_id = std::fs::read_to_string(&args.boot_id_file)
+            .map_err(|e| format!("reading the boot id from {}: {e}", args.boot_id_file.display()))?
+            .trim()
+            .to_string();
+        let source = match &args.kmsg_file {
+            Some(f) => Source::open_file(f).map_err(|e| format!("opening {}: {e}", f.display()))?,
+            None => Source::open_device(&args.kmsg_device)
+                .map_err(|e| format!("opening {}: {e}", args.kmsg_device.display()))?,
+        };
+        let ctx = ReaderContext {
+            node: node.clone(),
+            boot_id,
+            boot_time: boot_time(),
+            paths: paths.clone(),
+            spool: spool.clone(),
+            shared: shared.clone(),
+            wake: wake.clone(),
+            stop: stop.clone(),
+            until_end: args.oneshot,
+        };
+        Some(tokio::task::spawn_blocking(move || read_kernel_log(source, ctx)))
+    };
+
+    let gpus = gpu::GpuPoller {
+        node: node.clone(),
+        boot_id: std::fs::read_to_string(&args.boot_id_file)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+        nvidia_smi: args.nvidia_smi.clone(),
+        interval: Duration::from_secs_f64(args.gpu_interval.max(0.0)),
+        server: server.clone(),
+        token: token.clone(),
+        client: sender.client.clone(),
+        paths: paths.clone(),
+        spool: spool.clone(),
+        shared: shared.clone(),
+        wake: wake.clone(),
+        max_backoff: Duration::from_secs_f64(args.max_backoff.max(0.1)),
+    };
+
+    // Status now and every two seconds, so `faultline-agent status` is current.
+    write_status(&shared, &spool, &paths);
+    {
+        let (shared, spool, paths) = (shared.clone(), spool.clone(), paths.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                write_status(&shared, &spool, &paths);
+            }
+        });
+    }
+
+    if args.oneshot {
+        if let Some(r) = reader {
+            r.await.map_err(|e| format!("the kernel log reader stopped: {e}"))??;
+        }
+        if !gpus.interval.is_zero() {
+            gpus.poll_once().await;
+        }
+        sender.run(true).await;
+        write_status(&shared, &spool, &paths);
+        return Ok(());
+    }
+
+    if !gpus.interval.is_zero() {
+        tokio::spawn(async move { gpus.run().await });
+    }
+    {
+        let sender = sender.clone();
+        tokio::spawn(async move { sender.run(false).await });
+    }
+    shutdown_signal().await;
+    stop.store(true, Ordering::SeqCst);
+    if let Some(r) = reader {
+        // The reader polls without blocking; it sees `stop` within its idle wait.
+        let _ = tokio::time::timeout(Duration::from_secs(2), r).await;
+    }
+    write_status(&shared, &spool, &paths);
+    Ok(())
+}
+
+fn write_status(shared: &Shared, spool: &Mutex<Spool>, paths: &Paths) {
+    {
+        let sp = spool.lock().expect("spool lock");
+        let mut s = shared.status.lock().expect("status lock");
+        s.spool_records = sp.len();
+        s.spool_bytes = sp.bytes();
+        s.position = Position::load(&paths.position());
+    }
+    if let Err(e) = shared.save(&paths.status()) {
+        eprintln!("faultline-agent: writing {}: {e}", paths.status().display());
+    }
+}
+
+async fn shutdown_signal() {
+    let mut term =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+struct ReaderContext {
+    node: NodeId,
+    boot_id: String,
+    boot_time: DateTime<Utc>,
+    paths: Paths,
+    spool: Arc<Mutex<Spool>>,
+    shared: Arc<Shared>,
+    wake: Arc<tokio::sync::Notify>,
+    stop: Arc<AtomicBool>,
+    /// Return at the end of the input (`--oneshot`).
+    until_end: bool,
+}
+
+/// Reads records, spools the signals among them (fsync'd), then moves the position past them.
+/// Records at or below the saved position of this boot are skipped; a new boot id starts from
+/// the first record of the ring buffer (or file), so the lines logged before the agent started
+/// are read too.
+fn read_kernel_log(mut source: Source, ctx: ReaderContext) -> Result<(), String> {
+    let mut pos = match Position::load(&ctx.paths.position()) {
+        Some(p) if p.boot_id == ctx.boot_id => p,
+        _ => Position {
+            boot_id: ctx.boot_id.clone(),
+            seq: 0,
+        },
+    };
+    // `seq` is the next sequence number to read.
+    let mut saved = pos.clone();
+    let mut last_save = Instant::now();
+    let mut reported_error = false;
+    loop {
+        if ctx.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let polled = match source.poll() {
+            Ok(p) => {
+                reported_error = false;
+                p
+            }
+            Err(e) => {
+                if !reported_error {
+                    ctx.shared.error(format!("reading the kernel log: {e}"));
+                    reported_error = true;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+        };
+        match polled {
+            Poll::Records(texts) => {
+                let now = Utc::now();
+                let mut out = Vec::new();
+                let mut read = 0;
+                for text in &texts {
+                    let Some(rec) = parse_record(text) else { continue };
+                    read += 1;
+                    if rec.seq < pos.seq {
+                        continue;
+                    }
+                    pos.seq = rec.seq + 1;
+                    if let Some((sev, event)) = signals::kmsg_event(&ctx.node, &ctx.boot_id, ctx.boot_time, &rec, now) {
+                        out.push((sev, serde_json::to_vec(&event).expect("an event serialises")));
+                    }
+                }
+                ctx.shared.add(&ctx.shared.counters.kmsg_records, read);
+                if !out.is_empty() {
+                    let n = out.len() as u64;
+                    let mut spool = ctx.spool.lock().expect("spool lock");
+                    if let Err(e) = spool.append(&out) {
+                        // Not spooled: do not move past these records; read them again.
+                        drop(spool);
+                        ctx.shared.error(format!("writing to the spool: {e}"));
+                        pos = saved.clone();
+                        std::thread::sleep(Duration::from_secs(1));
+                        source = source.reopen().map_err(|e| format!("reopening the kernel log: {e}"))?;
+                        continue;
+                    }
+                    let drops = std::mem::take(&mut spool.drops);
+                    drop(spool);
+                    let c = &ctx.shared.counters;
+                    ctx.shared.add(&c.signals_spooled, n);
+                    ctx.shared
+                        .add(&c.dropped_low_severity_spool_full, drops.low_severity_spool_full);
+                    ctx.shared.add(&c.dropped_spool_full, drops.spool_full);
+                    ctx.wake.notify_one();
+                }
+                // The position after the spool: a crash in between reads the records again, and
+                // their signals, with the same ids, are duplicates to the server.
+                if pos != saved && last_save.elapsed() >= Duration::from_secs(1) {
+                    save_position(&pos, &ctx)?;
+                    saved = pos.clone();
+                    last_save = Instant::now();
+                }
+            }
+            Poll::Overrun => ctx.shared.add(&ctx.shared.counters.kmsg_overruns, 1),
+            Poll::Idle => {
+                if pos != saved {
+                    save_position(&pos, &ctx)?;
+                    saved = pos.clone();
+                    last_save = Instant::now();
+                }
+                if ctx.until_end {
+                    break;
+                }
+                std::thread::sleep(source.idle_wait());
+            }
+        }
+    }
+    if pos != saved {
+        save_position(&pos, &ctx)?;
+    }
+    Ok(())
+}
+
+fn save_position(pos: &Position, ctx: &ReaderContext) -> Result<(), String> {
+    pos.save(&ctx.paths.position())
+        .map_err(|e| format!("saving the kernel log position: {e}"))
+}

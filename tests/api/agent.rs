@@ -1,0 +1,462 @@
+//! The node agent (`faultline-agent`, the real binary) against the real server: the server down
+//! and back, the agent killed mid-batch, a reboot, a full spool, a GPU moved between two polls.
+//! Between the two sits a small TCP proxy the test switches: down (connections closed), forward,
+//! or forward the requests and swallow the replies (the server commits, the agent never hears).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::helpers::{TestApp, spawn_app};
+
+const DOWN: u8 = 0;
+const FORWARD: u8 = 1;
+const SWALLOW_REPLIES: u8 = 2;
+
+struct Proxy {
+    url: String,
+    mode: Arc<AtomicU8>,
+}
+
+impl Proxy {
+    fn set(&self, mode: u8) {
+        self.mode.store(mode, Ordering::SeqCst);
+    }
+}
+
+async fn proxy(app: &TestApp, mode: u8) -> Proxy {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let upstream = app.address.trim_start_matches("http://").to_string();
+    let mode = Arc::new(AtomicU8::new(mode));
+    let m = mode.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut client, _)) = listener.accept().await else {
+                continue;
+            };
+            let upstream = upstream.clone();
+            let mode = m.load(Ordering::SeqCst);
+            tokio::spawn(async move {
+                if mode == DOWN {
+                    return; // dropped: the connection closes unanswered
+                }
+                let Ok(mut server) = TcpStream::connect(&upstream).await else {
+                    return;
+                };
+                if mode == FORWARD {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                } else {
+                    let (mut from_client, _to_client) = client.split();
+                    let (_from_server, mut to_server) = server.split();
+                    let _ = tokio::io::copy(&mut from_client, &mut to_server).await;
+                }
+            });
+        }
+    });
+    Proxy { url, mode }
+}
+
+/// The agent binary, built beside the server's.
+fn agent_binary() -> PathBuf {
+    let p = Path::new(env!("CARGO_BIN_EXE_faultline")).with_file_name("faultline-agent");
+    assert!(
+        p.exists(),
+        "{} is missing: build the workspace (cargo build --workspace, or cargo nextest run from the root)",
+        p.display()
+    );
+    p
+}
+
+struct Node {
+    dir: PathBuf,
+    token: String,
+    server: String,
+}
+
+impl Node {
+    async fn new(app: &TestApp, server: &str) -> Node {
+        let dir = std::env::temp_dir().join(format!("fl-agent-test-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(dir.join("state")).unwrap();
+        std::fs::write(dir.join("boot_id"), "boot-a\n").unwrap();
+        std::fs::write(dir.join("kmsg"), "").unwrap();
+        Node {
+            dir,
+            token: app.token("agent", Some("c1")).await,
+            server: server.to_string(),
+        }
+    }
+
+    fn command(&self, extra: &[&str]) -> Command {
+        let mut c = Command::new(agent_binary());
+        c.args([
+            "--server",
+            &self.server,
+            "--token",
+            &self.token,
+            "--cluster",
+            "c1",
+            "--node",
+            "n1",
+        ])
+        .arg("--state-dir")
+        .arg(self.dir.join("state"))
+        .arg("--kmsg-file")
+        .arg(self.dir.join("kmsg"))
+        .arg("--boot-id-file")
+        .arg(self.dir.join("boot_id"))
+        // Defaults a test's own flags override.
+        .env("FAULTLINE_AGENT_MAX_BACKOFF", "0.3")
+        .env("FAULTLINE_AGENT_GPU_INTERVAL", "0")
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.join("agent.log"))
+                .unwrap(),
+        ));
+        c
+    }
+
+    fn start(&self, extra: &[&str]) -> Child {
+        self.command(extra).spawn().expect("start faultline-agent")
+    }
+
+    /// Runs `--oneshot` to the end (bounded).
+    async fn oneshot(&self, extra: &[&str]) {
+        let mut args = vec!["--oneshot"];
+        args.extend_from_slice(extra);
+        let mut child = self.start(&args);
+        for _ in 0..300 {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(status.success(), "the agent failed: {}", self.log());
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        child.kill().ok();
+        panic!("the oneshot agent did not finish: {}", self.log());
+    }
+
+    fn append_kmsg(&self, records: &[String]) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir.join("kmsg"))
+            .unwrap();
+        for r in records {
+            writeln!(f, "{r}").unwrap();
+        }
+    }
+
+    fn status(&self) -> Value {
+        let out = Command::new(agent_binary())
+            .args(["status", "--json", "--state-dir"])
+            .arg(self.dir.join("state"))
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
+    }
+
+    /// Waits (up to 30 s) until `f` holds of the agent's status.
+    async fn wait_status(&self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        for _ in 0..300 {
+            let s = self.status();
+            if f(&s) {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "timed out waiting for {what}: status {}\nlog:\n{}",
+            self.status(),
+            self.log()
+        );
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Kernel records of XIDs: one GPU each (`0000:1b:00` + i), so none folds into another.
+fn xids(seqs: std::ops::Range<u64>, code: u32) -> Vec<String> {
+    seqs.map(|s| {
+        format!(
+            "4,{s},{},-;NVRM: Xid (PCI:0000:{:02x}:00): {code}, pid={s}, name=python, test record {s}",
+            1_000_000 + s * 1000,
+            0x10 + s % 200
+        )
+    })
+    .collect()
+}
+
+fn noise(seq: u64) -> String {
+    format!(
+        "6,{seq},{},-;EXT4-fs (nvme0n1p1): mounted filesystem with ordered data mode",
+        1_000_000 + seq * 1000
+    )
+}
+
+async fn wait_count(app: &TestApp, sql: &'static str, want: i64, node: &Node) {
+    for _ in 0..300 {
+        if app.count(sql).await == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "{sql}: {} != {want}\nstatus {}\nlog:\n{}",
+        app.count(sql).await,
+        node.status(),
+        node.log()
+    );
+}
+
+const SIGNAL_IDS: &str = "SELECT count(*) FROM event_ids WHERE cluster = 'c1'";
+
+#[tokio::test]
+async fn agent_spools_while_the_server_is_down_and_everything_arrives_once_when_it_is_back() {
+    let app = spawn_app().await;
+    let proxy = proxy(&app, DOWN).await;
+    let node = Node::new(&app, &proxy.url).await;
+    let mut records = xids(0..2, 79);
+    records.push(noise(2));
+    records.extend(xids(3..6, 79));
+    node.append_kmsg(&records);
+    // A missing nvidia-smi is reported once, not at every poll.
+    let mut agent = node.start(&["--gpu-interval", "0.2", "--nvidia-smi", "/nonexistent/nvidia-smi"]);
+    let s = node
+        .wait_status("five signals spooled and failed sends", |s| {
+            s["spool_records"] == 5 && s["counters"]["send_failures"].as_u64() >= Some(2)
+        })
+        .await;
+    assert_eq!(s["counters"]["kmsg_records"], 6);
+    assert_eq!(app.count(SIGNAL_IDS).await, 0);
+    proxy.set(FORWARD);
+    wait_count(&app, SIGNAL_IDS, 5, &node).await;
+    // Lines logged while it runs follow.
+    node.append_kmsg(&xids(6..8, 79));
+    wait_count(&app, SIGNAL_IDS, 7, &node).await;
+    // Its status file is rewritten every two seconds.
+    let s = node
+        .wait_status("everything acknowledged", |s| s["counters"]["sent_accepted"] == 7)
+        .await;
+    assert_eq!(s["spool_records"], 0);
+    assert_eq!(s["counters"]["sent_duplicates"], 0);
+    assert!(s["last_send_at"].is_string());
+    assert!(s["counters"]["gpu_poll_failures"].as_u64() >= Some(2), "{s}");
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    assert_eq!(
+        node.log().matches("running `/nonexistent/nvidia-smi -q -x`").count(),
+        1,
+        "{}",
+        node.log()
+    );
+    // What arrived is what the kernel said, attributed to the node and the GPU's bus (identical
+    // signals within 60 s are stored as one row with a repeat count, led by the earliest).
+    assert_eq!(
+        app.count("SELECT coalesce(sum(repeat_count), 0) FROM events WHERE node = 'n1' AND kind = 'xid' AND code = 79 AND attributes->>'source' = 'agent:kmsg' AND attributes->>'boot_id' = 'boot-a'").await,
+        7
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE attributes->>'pci_bus_id' = '0000:10:00.0' AND attributes->>'kmsg_seq' = '0'").await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn agent_killed_mid_batch_and_restarted_loses_nothing_and_doubles_nothing() {
+    let app = spawn_app().await;
+    let proxy = proxy(&app, SWALLOW_REPLIES).await;
+    let node = Node::new(&app, &proxy.url).await;
+    node.append_kmsg(&xids(0..40, 79));
+    let mut agent = node.start(&["--batch", "25"]);
+    // The first batch reaches the server and commits; its answer never reaches the agent.
+    wait_count(&app, SIGNAL_IDS, 25, &node).await;
+    agent.kill().unwrap(); // SIGKILL
+    agent.wait().unwrap();
+    assert_eq!(node.status()["spool_records"], 40, "nothing was acknowledged");
+    proxy.set(FORWARD);
+    let mut agent = node.start(&["--batch", "25"]);
+    let s = node
+        .wait_status("everything acknowledged", |s| {
+            s["spool_records"] == 0 && s["counters"]["send_batches"].as_u64() >= Some(2)
+        })
+        .await;
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    assert_eq!(app.count(SIGNAL_IDS).await, 40);
+    assert_eq!(
+        app.count("SELECT coalesce(sum(repeat_count), 0) FROM events WHERE cluster = 'c1'")
+            .await,
+        40
+    );
+    assert_eq!(s["counters"]["sent_duplicates"], 25, "the resent first batch: {s}");
+    assert_eq!(s["counters"]["sent_accepted"], 15);
+}
+
+#[tokio::test]
+async fn a_reboot_starts_a_new_sequence_and_a_restart_resends_nothing() {
+    let app = spawn_app().await;
+    let node = Node::new(&app, &app.address).await;
+    node.append_kmsg(&xids(0..3, 79));
+    node.oneshot(&[]).await;
+    assert_eq!(app.count(SIGNAL_IDS).await, 3);
+    // Restarted on the same boot: the position holds, nothing is sent again.
+    node.oneshot(&[]).await;
+    assert_eq!(node.status()["counters"]["sent_duplicates"], 0);
+    // Rebooted: a new boot id, the kernel counts from 0 again, and the ring buffer still holds
+    // the lines logged before the agent started.
+    std::fs::write(node.dir.join("boot_id"), "boot-b\n").unwrap();
+    std::fs::write(node.dir.join("kmsg"), "").unwrap();
+    node.append_kmsg(&xids(0..2, 48));
+    node.oneshot(&[]).await;
+    assert_eq!(app.count(SIGNAL_IDS).await, 5);
+    assert_eq!(
+        app.count(
+            "SELECT coalesce(sum(repeat_count), 0) FROM events WHERE code = 48 AND attributes->>'boot_id' = 'boot-b'"
+        )
+        .await,
+        2
+    );
+    let s = node.status();
+    assert_eq!(
+        (
+            s["counters"]["sent_accepted"].as_u64(),
+            s["counters"]["sent_duplicates"].as_u64()
+        ),
+        (Some(5), Some(0))
+    );
+    assert_eq!(s["position"]["boot_id"], "boot-b");
+    assert_eq!(s["position"]["seq"], 2);
+}
+
+#[tokio::test]
+async fn a_full_spool_drops_the_oldest_low_severity_signals_and_counts_them() {
+    let app = spawn_app().await;
+    let proxy = proxy(&app, DOWN).await;
+    let node = Node::new(&app, &proxy.url).await;
+    // 30 application XIDs (13: low severity), then 5 that matter (79).
+    let mut records = xids(0..30, 13);
+    records.extend(xids(30..35, 79));
+    node.append_kmsg(&records);
+    let mut agent = node.start(&["--spool-max-bytes", "12000"]);
+    let s = node
+        .wait_status("every record read", |s| s["counters"]["kmsg_records"] == 35)
+        .await;
+    let dropped = s["counters"]["dropped_low_severity_spool_full"].as_u64().unwrap();
+    assert!(dropped >= 10, "{s}");
+    assert_eq!(s["counters"]["dropped_spool_full"], 0);
+    assert!(s["spool_bytes"].as_u64().unwrap() <= 12000, "{s}");
+    proxy.set(FORWARD);
+    node.wait_status("an empty spool", |s| {
+        s["spool_records"] == 0 && s["counters"]["send_batches"].as_u64() >= Some(1)
+    })
+    .await;
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    // Every high arrived; of the lows, the newest, and the dropped ones are the oldest.
+    assert_eq!(
+        app.count("SELECT coalesce(sum(repeat_count), 0) FROM events WHERE code = 79")
+            .await,
+        5
+    );
+    let lows = app
+        .count("SELECT coalesce(sum(repeat_count), 0) FROM events WHERE code = 13")
+        .await;
+    assert_eq!(lows as u64 + dropped, 30);
+    let oldest_kept = app
+        .count("SELECT min((attributes->>'kmsg_seq')::bigint) FROM events WHERE code = 13")
+        .await;
+    assert_eq!(oldest_kept as u64, dropped, "the first {dropped} lows went");
+}
+
+const P100: &str = include_str!("../fixtures/nvidia-smi/p100-two-gpus.xml");
+
+#[tokio::test]
+async fn a_gpu_moved_between_two_polls_shows_in_the_parts_inventory_and_counters_become_signals() {
+    let app = spawn_app().await;
+    let node = Node::new(&app, &app.address).await;
+    let report = node.dir.join("report.xml");
+    let fake = node.dir.join("nvidia-smi");
+    // A fake nvidia-smi printing the recorded report the test puts in place.
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\n[ \"$1 $2\" = \"-q -x\" ] || exit 2\ncat '{}'\n",
+            report.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(&report, P100).unwrap();
+    let gpu_args = [
+        "--no-kmsg",
+        "--gpu-interval",
+        "300",
+        "--nvidia-smi",
+        fake.to_str().unwrap(),
+    ];
+    node.oneshot(&gpu_args).await;
+    let open = "SELECT count(*) FROM gpu_placements WHERE cluster = 'c1' AND hostname = 'n1' AND removed_at IS NULL";
+    assert_eq!(app.count(open).await, 2);
+    assert_eq!(app.count(SIGNAL_IDS).await, 0, "all counters are zero");
+    // Polled again unchanged: nothing registered, nothing sent.
+    node.oneshot(&gpu_args).await;
+    assert_eq!(node.status()["counters"]["gpu_inventory_updates"], 1);
+    // The two GPUs swap slots (nvidia-smi lists them in bus order: the first is index 0), and the
+    // one that was first (now index 1) reports two uncorrectable ECC errors.
+    let first = P100.find("<gpu id=").unwrap();
+    let second = P100.rfind("<gpu id=").unwrap();
+    let end = P100.rfind("</nvidia_smi_log>").unwrap();
+    let (a, b) = (&P100[first..second], &P100[second..end]);
+    let i = a.find("<double_bit>").expect("the first GPU reports ECC counters");
+    let a_bumped = format!(
+        "{}{}",
+        &a[..i],
+        a[i..].replacen("<total>0</total>", "<total>2</total>", 1)
+    );
+    let swapped = format!(
+        "{}{}\n    {}\n</nvidia_smi_log>\n",
+        &P100[..first],
+        b.trim_end(),
+        a_bumped.trim_end()
+    );
+    std::fs::write(&report, swapped).unwrap();
+    node.oneshot(&gpu_args).await;
+    assert_eq!(node.status()["counters"]["gpu_inventory_updates"], 2);
+    assert_eq!(app.count(open).await, 2);
+    assert_eq!(
+        app.count("SELECT count(*) FROM gpu_placements WHERE cluster = 'c1' AND end_reason = 'moved'")
+            .await,
+        2
+    );
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM gpu_placements WHERE part = '0320717030197' AND removed_at IS NULL AND gpu_index = 1"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'ecc' AND code = 2 AND gpu_index = 1 AND gpu_uuid = 'GPU-28604e81-21ec-cc48-6759-bf2648b22e16' AND attributes->>'counter' = 'ecc_volatile_uncorrected' AND attributes->>'source' = 'agent:nvidia-smi'").await,
+        1
+    );
+    assert_eq!(app.count(SIGNAL_IDS).await, 1);
+}
