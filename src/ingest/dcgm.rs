@@ -250,8 +250,19 @@ pub fn diag_results(doc: &Value) -> Result<Vec<DiagResult>, FieldError> {
                 "missing: not a `dcgmi diag -j` document (neither \"DCGM Diagnostic\" nor \"DCGM GPU Diagnostic\")",
             )
         })?;
+    let groups = match doc.get("entity_groups") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(groups)) => groups.as_slice(),
+        Some(_) => return Err(FieldError::new("entity_groups", "must be a list of entity groups")),
+    };
     let mut gpus = HashMap::new();
-    for group in doc.get("entity_groups").and_then(Value::as_array).into_iter().flatten() {
+    for (gi, group) in groups.iter().enumerate() {
+        if !group.is_object() {
+            return Err(FieldError::new(
+                format!("entity_groups[{gi}]"),
+                "an entity group must be an object",
+            ));
+        }
         if text(group, "entity_group").is_some_and(|g| g != "GPU") {
             continue;
         }
@@ -354,14 +365,12 @@ pub fn map_diag_result(r: &DiagResult, run: &Run) -> Result<Vec<Event>, FieldErr
     };
     let gpus = result_gpus(r)?;
     let mut warnings: Vec<(Option<i64>, String)> = Vec::new();
-    for (wi, w) in r
-        .result
-        .get("warnings")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
+    let listed = match r.result.get("warnings") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(w)) => w.as_slice(),
+        Some(_) => return Err(FieldError::new(field("warnings"), "must be a list of warnings")),
+    };
+    for (wi, w) in listed.iter().enumerate() {
         let message =
             text(w, "warning").ok_or_else(|| FieldError::new(field(&format!("warnings[{wi}].warning")), "missing"))?;
         let code = match w.get("error_id") {

@@ -29,11 +29,11 @@ pub fn split_body(value: Value) -> Result<Vec<ComponentEvent>, FieldError> {
     };
     let mut out = Vec::new();
     for (ci, c) in components.iter().enumerate() {
-        let component = c
-            .get("component")
-            .and_then(Value::as_str)
-            .filter(|s| !s.trim().is_empty())
-            .ok_or_else(|| FieldError::new(format!("[{ci}].component"), "missing"))?;
+        let field = format!("[{ci}].component");
+        let component = match c.get("component") {
+            Some(Value::String(s)) => required_text(&field, s.clone())?,
+            _ => return Err(FieldError::new(field, "missing")),
+        };
         let events = match c.get("events") {
             None | Some(Value::Null) => continue,
             Some(Value::Array(e)) => e,
@@ -42,7 +42,7 @@ pub fn split_body(value: Value) -> Result<Vec<ComponentEvent>, FieldError> {
         for (ei, e) in events.iter().enumerate() {
             out.push(ComponentEvent {
                 path: format!("[{ci}].events[{ei}]"),
-                component: component.trim().to_string(),
+                component: component.clone(),
                 event: e.clone(),
             });
         }
@@ -93,9 +93,15 @@ pub fn map_event(e: &ComponentEvent, cluster: &str, node: &str) -> Result<Event,
     let occurred_at = DateTime::parse_from_rfc3339(time.trim())
         .map_err(|_| FieldError::new(field("time"), format!("'{time}' is not an RFC 3339 time")))?
         .with_timezone(&Utc);
-    let name = v.get("name").and_then(Value::as_str).unwrap_or("");
-    let message = v.get("message").and_then(Value::as_str).unwrap_or("");
-    let event_type = v.get("type").and_then(Value::as_str).unwrap_or("Unknown");
+    // gpud's fields are strings; absent or null reads as empty (`type`: Unknown).
+    let string = |k: &str| match v.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(other) => Err(FieldError::new(field(k), format!("{other} is not a string"))),
+    };
+    let name = string("name")?.unwrap_or("");
+    let message = string("message")?.unwrap_or("");
+    let event_type = string("type")?.unwrap_or("Unknown");
     // gpud: Info needs no action; Warning, Critical and Fatal impact workloads.
     let symptom = match event_type {
         "Info" => Some(Symptom::None),

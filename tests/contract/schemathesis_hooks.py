@@ -19,6 +19,11 @@ in the document (`http::openapi::schema_rules`); these stay here because no sche
   property across array items); a placement's `removed_at` not before its `installed_at`, and an
   `end_reason` only with a `removed_at` (null or absent alike);
 - an XML GPU set is an `nvidia-smi -q -x` report: which XML document is no JSON schema's to say;
+- a Kubernetes body's objects are free-form (any Kubernetes object may come): the route reads an
+  Event (`kind` Event, or an `involvedObject` / `regarding` with a `name`), a Node or a Pod (with
+  `metadata.name`) or a node's `conditions` (with `node` or `nodeName`), and refuses the others, so
+  a body none of whose objects is one of these is refused whole (422, "every object invalid");
+- a DCGM report's `at` query parameter, like the signals' times, at most 24 h ahead;
 - an alert rule: its id is 1 to 100 of `[A-Za-z0-9_.-]`, only a webhook receiver has a `secret`,
   label and annotation names are `[A-Za-z_][A-Za-z0-9_]*` (at most 100) and no label is one
   Faultline sets (`alertname`, `cluster`, `subject`, `condition`): keys of a map and a property
@@ -246,6 +251,41 @@ def _alert_rule_ok(case, body):
     return True
 
 
+def _text(value):
+    """Something other than white space, as the server's `text` reads a string field."""
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _kubernetes_object_ok(item):
+    """An object `map_object` reads: an Event, a Node, a Pod, or a node's conditions."""
+    if not isinstance(item, dict):
+        return False
+    kind = item.get("kind").strip() if isinstance(item.get("kind"), str) else ""
+    if kind == "Event" or (kind not in ("Node", "Pod") and ("involvedObject" in item or "regarding" in item)):
+        about = item["involvedObject"] if "involvedObject" in item else item.get("regarding")
+        return isinstance(about, dict) and _text(about.get("name"))
+    if kind in ("Node", "Pod"):
+        meta = item.get("metadata")
+        return isinstance(meta, dict) and _text(meta.get("name"))
+    if "conditions" in item:
+        return _text(item.get("node")) or _text(item.get("nodeName"))
+    return False
+
+
+def _kubernetes_ok(case, body):
+    """At least one object the route reads as an Event, Node, Pod or conditions (the body split
+    as `split_body` does: a list, a list's `items`, or one object)."""
+    if case.operation.path != "/v1/integrations/kubernetes/events":
+        return True
+    if isinstance(body, list):
+        items = body
+    elif isinstance(body, dict) and isinstance(body.get("items"), list):
+        items = body["items"]
+    else:
+        items = [body]
+    return any(_kubernetes_object_ok(i) for i in items)
+
+
 def _rejected_for_stored_data(case, response):
     """An import of post-mortems whose every item names a failure that is not stored (or resolves
     it before its first signal): 422, documented, and a matter of stored data no schema states."""
@@ -284,6 +324,10 @@ def filter_case(ctx, case):
 def _valid(case):
     query = case.query or {}
     if isinstance(case.body, (dict, list)) and not _timestamps_ok(case.body):
+        return False
+    if not _timestamps_ok(query):
+        return False
+    if not _kubernetes_ok(case, case.body):
         return False
     if not _logs_ok(case, case.body):
         return False

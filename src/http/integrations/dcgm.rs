@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use super::{IntegrationResponse, document_error, json_body, store};
+use super::{IntegrationResponse, document_error, json_body, query_text, store};
 use crate::domain::event::MAX_FUTURE_SKEW_HOURS;
 use crate::http::ApiContext;
 use crate::http::caller::Caller;
@@ -39,6 +39,16 @@ pub struct DcgmQuery {
 }
 
 impl DcgmQuery {
+    /// The query checked (400 naming a bad `cluster` or `node`; 422 for an `at` in the future):
+    /// `cluster` and `node` trimmed.
+    fn checked(self) -> ApiResult<Self> {
+        Ok(DcgmQuery {
+            cluster: query_text("cluster", &self.cluster)?,
+            node: query_text("node", &self.node)?,
+            at: self.at,
+        })
+    }
+
     fn run(&self) -> ApiResult<Run<'_>> {
         let now = Utc::now();
         if let Some(at) = self.at
@@ -106,7 +116,7 @@ pub struct DcgmHealthReport {
     request_body(content((DcgmDiagReport = "application/json"))),
     responses(
         (status = 200, description = "Report processed: its signals stored durably; see `rejected` for malformed results", body = IntegrationResponse),
-        (status = 400, description = "Empty body, body not JSON, or missing `cluster` or `node`", body = ErrorBody),
+        (status = 400, description = "Empty body, body not JSON, or `cluster` or `node` missing or not 1 to 256 characters of printable text (the parameter is named)", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not ingest, or the cluster is outside the token's scope", body = ErrorBody),
         (status = 413, description = "Body or batch larger than the documented limits", body = ErrorBody),
@@ -126,6 +136,7 @@ pub async fn ingest_dcgm_diag(
 ) -> ApiResult<Json<IntegrationResponse>> {
     let _permit = ctx.ingest_permit("dcgm")?;
     let _timer = crate::ingest::timing::IngestTimer::start(Route::Dcgm);
+    let query = query.checked()?;
     let value = json_body(&ctx, &caller, &query.cluster, &headers, body).await?;
     let run = query.run()?;
     let results = diag_results(&value).map_err(document_error)?;
@@ -151,7 +162,7 @@ pub async fn ingest_dcgm_diag(
     request_body(content((DcgmHealthReport = "application/json"))),
     responses(
         (status = 200, description = "Report processed: its signals stored durably; see `rejected` for malformed incidents", body = IntegrationResponse),
-        (status = 400, description = "Empty body, body not JSON, or missing `cluster` or `node`", body = ErrorBody),
+        (status = 400, description = "Empty body, body not JSON, or `cluster` or `node` missing or not 1 to 256 characters of printable text (the parameter is named)", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not ingest, or the cluster is outside the token's scope", body = ErrorBody),
         (status = 413, description = "Body or batch larger than the documented limits", body = ErrorBody),
@@ -171,6 +182,7 @@ pub async fn ingest_dcgm_health(
 ) -> ApiResult<Json<IntegrationResponse>> {
     let _permit = ctx.ingest_permit("dcgm")?;
     let _timer = crate::ingest::timing::IngestTimer::start(Route::Dcgm);
+    let query = query.checked()?;
     let value = json_body(&ctx, &caller, &query.cluster, &headers, body).await?;
     let run = query.run()?;
     let (_, incidents) = health_incidents(&value).map_err(document_error)?;

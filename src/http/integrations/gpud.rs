@@ -9,7 +9,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use super::{IntegrationResponse, document_error, json_body, store};
+use super::{IntegrationResponse, document_error, json_body, query_text, store};
 use crate::http::ApiContext;
 use crate::http::caller::Caller;
 use crate::http::error::{ApiResult, ErrorBody};
@@ -40,9 +40,35 @@ pub struct NodeQuery {
 pub struct GpudComponentEvents {
     #[schema(value_type = crate::domain::event::Text)]
     pub component: String,
-    /// `{time, name, type, message}` each.
-    #[schema(value_type = Option<Vec<HashMap<String, serde_json::Value>>>)]
-    pub events: Option<Vec<serde_json::Value>>,
+    /// The component's events (none: null or absent).
+    pub events: Option<Vec<GpudEvent>>,
+}
+
+/// One gpud event (`apiv1.Event`). Only `time` is required; `name`, `type` and `message` are
+/// strings when given.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of a body read as JSON values
+pub struct GpudEvent {
+    /// When it happened, RFC 3339.
+    pub time: chrono::DateTime<chrono::Utc>,
+    /// The event's name (`error_xid`, ...).
+    pub name: Option<String>,
+    /// gpud's event type (default: Unknown); `Info` is stored with symptom `none`.
+    #[schema(rename = "type")]
+    pub event_type: Option<GpudEventType>,
+    /// The event's text: an Xid's number, `PCI:` bus id and `GPU-` UUID are read from it.
+    pub message: Option<String>,
+}
+
+/// gpud's `EventType`.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of a body read as JSON values
+pub enum GpudEventType {
+    Info,
+    Warning,
+    Critical,
+    Fatal,
+    Unknown,
 }
 
 /// Ingest gpud events of one node.
@@ -59,7 +85,7 @@ pub struct GpudComponentEvents {
     request_body(content((Vec<GpudComponentEvents> = "application/json"))),
     responses(
         (status = 200, description = "Events processed: their signals stored durably; see `rejected` for the others", body = IntegrationResponse),
-        (status = 400, description = "Empty body, body not JSON, or missing `cluster` or `node`", body = ErrorBody),
+        (status = 400, description = "Empty body, body not JSON, or `cluster` or `node` missing or not 1 to 256 characters of printable text (the parameter is named)", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not ingest, or the cluster is outside the token's scope", body = ErrorBody),
         (status = 413, description = "Body or batch larger than the documented limits", body = ErrorBody),
@@ -79,14 +105,15 @@ pub async fn ingest_gpud_events(
 ) -> ApiResult<Json<IntegrationResponse>> {
     let _permit = ctx.ingest_permit("gpud")?;
     let _timer = crate::ingest::timing::IngestTimer::start(Route::Gpud);
-    let value = json_body(&ctx, &caller, &query.cluster, &headers, body).await?;
+    let (cluster, node) = (query_text("cluster", &query.cluster)?, query_text("node", &query.node)?);
+    let value = json_body(&ctx, &caller, &cluster, &headers, body).await?;
     let items = split_body(value).map_err(document_error)?;
     if items.is_empty() {
         return Ok(Json(IntegrationResponse::default()));
     }
     let batch = Batch::new(Route::Gpud, items, ctx.config.limits.max_batch_items)?
         .parse(|e| {
-            map_event(&e, &query.cluster, &query.node)
+            map_event(&e, &cluster, &node)
                 .map(|e| vec![e])
                 .map_err(|e| (RejectReason::InvalidField, e))
         })

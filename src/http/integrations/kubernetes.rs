@@ -10,7 +10,7 @@ use chrono::Utc;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use super::{IntegrationResponse, json_body, store};
+use super::{IntegrationResponse, json_body, query_text, store};
 use crate::http::ApiContext;
 use crate::http::caller::Caller;
 use crate::http::error::{ApiResult, ErrorBody};
@@ -65,12 +65,12 @@ pub struct KubernetesList {
     request_body(content((KubernetesList = "application/json"))),
     responses(
         (status = 200, description = "Objects processed: their signals stored durably; see `rejected` for the others", body = IntegrationResponse),
-        (status = 400, description = "Empty body, body not JSON, or missing `cluster`", body = ErrorBody),
+        (status = 400, description = "Empty body, body not JSON, or `cluster` missing or not 1 to 256 characters of printable text", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not ingest, or the cluster is outside the token's scope", body = ErrorBody),
         (status = 413, description = "Body or batch larger than the documented limits", body = ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
-        (status = 422, description = "Every object was invalid; `details.rejected` lists why", body = ErrorBody),
+        (status = 422, description = "Every object was invalid; `details.rejected` lists why. An object must be an Event (`kind` Event, or with `involvedObject` or `regarding` naming the object), a Node or a Pod (with `metadata.name`), or a node's `conditions` with its `node`: no schema can say so of free-form objects", body = ErrorBody),
         (status = 503, description = "Not admitted: too many ingest requests or request body bytes in flight, or the database does not answer. Nothing was stored; retry after the Retry-After header", body = ErrorBody,
             headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))),
     ),
@@ -85,10 +85,11 @@ pub async fn ingest_kubernetes(
 ) -> ApiResult<Json<IntegrationResponse>> {
     let _permit = ctx.ingest_permit("kubernetes")?;
     let _timer = crate::ingest::timing::IngestTimer::start(Route::Kubernetes);
-    let value = json_body(&ctx, &caller, &query.cluster, &headers, body).await?;
+    let cluster = query_text("cluster", &query.cluster)?;
+    let value = json_body(&ctx, &caller, &cluster, &headers, body).await?;
     let now = Utc::now();
     let batch = Batch::new(Route::Kubernetes, split_body(value), ctx.config.limits.max_batch_items)?
-        .parse(|item| map_object(&item, &query.cluster, now).map_err(|e| (RejectReason::InvalidField, e)))
+        .parse(|item| map_object(&item, &cluster, now).map_err(|e| (RejectReason::InvalidField, e)))
         .finish(caller.cluster.as_deref())?;
     Ok(Json(store(&ctx, Route::Kubernetes, batch).await?))
 }

@@ -83,6 +83,14 @@ pub(crate) async fn json_body(
         .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not JSON: {e}")))
 }
 
+/// A `cluster` or `node` query parameter as the signals will carry it (`required_text`: 1 to 256
+/// characters, not blank, no control character; trimmed): else 400 naming the parameter, before
+/// anything is read or stored.
+pub(crate) fn query_text(name: &str, value: &str) -> ApiResult<String> {
+    crate::domain::event::required_text(name, value.to_string())
+        .map_err(|e| ApiError::bad_request("invalid_query", format!("query parameter `{name}`: {}", e.message)))
+}
+
 /// A document whose whole shape is wrong (not a diag report, say): 422 naming the field.
 pub(crate) fn document_error(e: FieldError) -> ApiError {
     ApiError::Unprocessable {

@@ -6,6 +6,7 @@ use utoipa::{Modify, OpenApi};
 use crate::http;
 use crate::http::rebuilds::CatalogPin;
 
+mod integrations;
 mod rules;
 
 use rules::schema_rules;

@@ -66,6 +66,7 @@ pub(super) fn schema_rules(doc: &mut serde_json::Value) {
     job["else"] = json!({"properties": {"end": {"type": "string"}}, "required": ["end"]});
     root_cause_rules(schemas);
     alert_rule_rules(schemas);
+    super::integrations::integration_rules(schemas);
     term_rules(schemas);
     import_item_rule(schemas);
     part_identity_rule(schemas);
@@ -121,7 +122,7 @@ const WHITE_SPACE: [(char, char); 10] = [
 
 /// [`WHITE_SPACE`] as the inside of a regex character class, in `\u` escapes of four hex digits (which ECMA-262
 /// and Python read alike).
-fn white_space_class() -> String {
+pub(super) fn white_space_class() -> String {
     WHITE_SPACE
         .iter()
         .map(|&(a, b)| {
