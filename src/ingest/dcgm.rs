@@ -352,10 +352,11 @@ pub fn map_diag_result(r: &DiagResult, run: &Run) -> Result<Vec<Event>, FieldErr
         return Err(FieldError::new(r.path.clone(), "a test result must be an object"));
     }
     let status = text(&r.result, "status").ok_or_else(|| FieldError::new(field("status"), "missing"))?;
+    // None: a result that makes no signal (read whole all the same: a malformed one is refused).
     let failed = match status.to_ascii_lowercase().as_str() {
-        "fail" => true,
-        "warn" | "warning" => false,
-        "pass" | "skip" | "skipped" | "not run" | "notrun" => return Ok(Vec::new()),
+        "fail" => Some(true),
+        "warn" | "warning" => Some(false),
+        "pass" | "skip" | "skipped" | "not run" | "notrun" => None,
         _ => {
             return Err(FieldError::new(
                 field("status"),
@@ -384,6 +385,9 @@ pub fn map_diag_result(r: &DiagResult, run: &Run) -> Result<Vec<Event>, FieldErr
         };
         warnings.push((code, message.to_string()));
     }
+    let Some(failed) = failed else {
+        return Ok(Vec::new());
+    };
     if warnings.is_empty() {
         warnings.push((None, format!("DCGM diagnostic test '{}' {status}", r.test)));
     }
