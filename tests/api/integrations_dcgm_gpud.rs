@@ -19,6 +19,7 @@ async fn post(app: &TestApp, path: &str, body: &str) -> (u16, Value) {
 }
 
 const DIAG: &str = "/v1/integrations/dcgm/diag?cluster=c1&node=gpu-node-07&at=2026-11-30T10:00:00Z";
+const GPUD_EVENTS: &str = "/v1/integrations/gpud/events?cluster=c1&node=gpu-node-07";
 
 #[tokio::test]
 async fn dcgm_diag_and_health_reports_are_classified_by_their_codes() {
@@ -86,6 +87,41 @@ async fn a_malformed_dcgm_result_is_refused_by_its_path() {
     let (status, r) = post(&app, DIAG, include_str!("../fixtures/dcgm/health-failure.json")).await;
     assert_eq!(status, 422, "{r}");
     assert_eq!(r["details"]["field"], "DCGM Diagnostic");
+}
+
+#[tokio::test]
+async fn integration_routes_refuse_what_their_schemas_refuse() {
+    let app = spawn_app().await;
+    let long = "c".repeat(257);
+    // A bad `cluster` or `node` is a 400 naming the parameter, before the body is read.
+    let (status, r) = post(
+        &app,
+        &format!("/v1/integrations/gpud/events?cluster={long}&node=n1"),
+        "[]",
+    )
+    .await;
+    assert_eq!(status, 400, "{r}");
+    assert!(r["message"].as_str().unwrap().contains("`cluster`"), "{r}");
+    let (status, r) = post(&app, "/v1/integrations/dcgm/health?cluster=c1&node=%20", "{}").await;
+    assert_eq!(status, 400, "{r}");
+    assert!(r["message"].as_str().unwrap().contains("`node`"), "{r}");
+    let (status, r) = post(&app, "/v1/integrations/kubernetes/events?cluster=%09", "[]").await;
+    assert_eq!(status, 400, "{r}");
+    // `entity_groups` is a list (of objects) or null.
+    let mut doc: Value = serde_json::from_str(include_str!("../fixtures/dcgm/diag-dcgm4-layout.json")).unwrap();
+    doc["entity_groups"] = json!({});
+    let (status, r) = post(&app, DIAG, &doc.to_string()).await;
+    assert_eq!(status, 422, "{r}");
+    assert_eq!(r["details"]["field"], "entity_groups");
+    // A gpud component's name is text (control characters refused), an event's `name` a string.
+    let events = json!([{"component": "x\u{9b}", "events": []}]);
+    let (status, r) = post(&app, GPUD_EVENTS, &events.to_string()).await;
+    assert_eq!(status, 422, "{r}");
+    let events = json!([{"component": "xid", "events": [
+        {"time": "2025-06-01T16:59:04Z", "name": 7}, {"time": "2025-06-01T16:59:05Z", "type": "Fatal"}]}]);
+    let (status, r) = post(&app, GPUD_EVENTS, &events.to_string()).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["rejected"][0]["field"], "[0].events[0].name");
 }
 
 /// A stand-in for gpud's local API serving the fixtures (gpud itself needs NVML and root).
