@@ -53,7 +53,6 @@
   }
 
   function query(format) {
-    await window.FaultlineAlerts.show($('alerts-panel'), localStorage.getItem(TOKEN_KEY), current);
     const [from, to] = windowBounds();
     const params = new URLSearchParams({ format: format, from: from, to: to });
     if ($('cluster').value) params.set('cluster', $('cluster').value);
@@ -102,7 +101,8 @@
     for (const c of clusters) if (c) setCluster(c);
     $('cluster').value = current;
     status('', false);
-    // The Parts panel, from the parts analytics (the report's own Parts section is hidden here).
+    // The firing alerts, then the Parts panel from the parts analytics (the report's own Parts
+    // section is hidden here).
     await window.FaultlineAlerts.show($('alerts-panel'), localStorage.getItem(TOKEN_KEY), current);
     const [from, to] = windowBounds();
     await window.FaultlineParts.show($('parts-panel'), localStorage.getItem(TOKEN_KEY), current, from, to);
