@@ -14,6 +14,7 @@ pub mod extract;
 pub mod failures;
 pub mod gpus;
 pub mod health;
+pub mod heartbeats;
 pub mod integrations;
 pub mod jobs;
 pub mod logs;
@@ -89,6 +90,7 @@ pub fn api_router() -> Router<ApiContext> {
         .merge(analytics::router())
         .merge(jobs::router())
         .merge(sync_cursors::router())
+        .merge(heartbeats::router())
         .merge(report::router())
         .merge(audit::router())
         .merge(alerts::router())

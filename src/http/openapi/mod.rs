@@ -87,7 +87,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::alerts::delete_alert_rule,
         http::alerts::list_alerts,
         http::alerts::deliveries,
-        http::alerts::heartbeats,
+        http::heartbeats::heartbeats,
         http::audit::list_audit,
         http::health::healthz,
         http::health::readyz,

@@ -9,20 +9,9 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 
-/// The `--format` fields the sync asks `sacct` for, in order. Releases from 23.02 also know
-/// `Restarts` and `FailedNode`: [`SACCT_FIELDS_NEWER`] is tried first.
-pub const SACCT_FIELDS: &[&str] = &[
-    "JobIDRaw",
-    "JobName",
-    "State",
-    "ExitCode",
-    "DerivedExitCode",
-    "NodeList",
-    "AllocTRES",
-    "Start",
-    "End",
-];
-pub const SACCT_FIELDS_NEWER: &[&str] = &[
+/// Every `--format` field the sync asks `sacct` for, in order: releases from 23.02 also know the
+/// last two (`Restarts`, `FailedNode`).
+const SACCT_ALL_FIELDS: [&str; 11] = [
     "JobIDRaw",
     "JobName",
     "State",
@@ -35,6 +24,10 @@ pub const SACCT_FIELDS_NEWER: &[&str] = &[
     "Restarts",
     "FailedNode",
 ];
+/// The fields of every release.
+pub const SACCT_FIELDS: &[&str] = SACCT_ALL_FIELDS.split_at(9).0;
+/// The fields of releases from 23.02, tried first.
+pub const SACCT_FIELDS_NEWER: &[&str] = &SACCT_ALL_FIELDS;
 
 /// The `format=` fields of `sacctmgr show event`.
 pub const EVENT_FIELDS: &[&str] = &["NodeName", "TimeStart", "TimeEnd", "State", "Reason", "User"];
