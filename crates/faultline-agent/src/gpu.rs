@@ -312,11 +312,7 @@ impl GpuPoller {
             }
             let drops = std::mem::take(&mut spool.drops);
             drop(spool);
-            let c = &self.shared.counters;
-            self.shared.add(&c.signals_spooled, n);
-            self.shared
-                .add(&c.dropped_low_severity_spool_full, drops.low_severity_spool_full);
-            self.shared.add(&c.dropped_spool_full, drops.spool_full);
+            self.shared.spooled(n, drops);
             self.wake.notify_one();
         }
         state.counters = counters.iter().map(|c| (key(c), c.clone())).collect();

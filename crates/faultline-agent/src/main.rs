@@ -488,11 +488,7 @@ fn read_kernel_log(mut source: Source, ctx: ReaderContext) -> Result<(), String>
                     }
                     let drops = std::mem::take(&mut spool.drops);
                     drop(spool);
-                    let c = &ctx.shared.counters;
-                    ctx.shared.add(&c.signals_spooled, n);
-                    ctx.shared
-                        .add(&c.dropped_low_severity_spool_full, drops.low_severity_spool_full);
-                    ctx.shared.add(&c.dropped_spool_full, drops.spool_full);
+                    ctx.shared.spooled(n, drops);
                     ctx.wake.notify_one();
                 }
                 // The position after the spool: a crash in between reads the records again, and

@@ -115,6 +115,14 @@ impl Shared {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Counts `n` signals written to the spool and what the spool dropped to make room for them.
+    pub fn spooled(&self, n: u64, drops: crate::spool::Drops) {
+        let c = &self.counters;
+        self.add(&c.signals_spooled, n);
+        self.add(&c.dropped_low_severity_spool_full, drops.low_severity_spool_full);
+        self.add(&c.dropped_spool_full, drops.spool_full);
+    }
+
     /// The status with the counters now.
     pub fn snapshot(&self) -> Status {
         let mut s = self.status.lock().expect("status lock").clone();

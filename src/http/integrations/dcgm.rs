@@ -8,16 +8,18 @@ use axum::routing::post;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
+use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::{IntegrationResponse, document_error, json_body, query_text, store};
 use crate::domain::event::MAX_FUTURE_SKEW_HOURS;
+use crate::domain::event::{Event, FieldError};
 use crate::http::ApiContext;
 use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::AppQuery;
 use crate::ingest::batch::{Batch, RejectReason, Route};
-use crate::ingest::dcgm::{Run, diag_results, health_incidents, map_diag_result, map_health_incident};
+use crate::ingest::dcgm::{HealthIncident, Run, diag_results, health_incidents, map_diag_result, map_health_incident};
 
 pub fn router() -> Router<ApiContext> {
     Router::new()
@@ -134,19 +136,7 @@ pub async fn ingest_dcgm_diag(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<IntegrationResponse>> {
-    let _permit = ctx.ingest_permit("dcgm")?;
-    let _timer = crate::ingest::timing::IngestTimer::start(Route::Dcgm);
-    let query = query.checked()?;
-    let value = json_body(&ctx, &caller, &query.cluster, &headers, body).await?;
-    let run = query.run()?;
-    let results = diag_results(&value).map_err(document_error)?;
-    if results.is_empty() {
-        return Ok(Json(IntegrationResponse::default()));
-    }
-    let batch = Batch::new(Route::Dcgm, results, ctx.config.limits.max_batch_items)?
-        .parse(|r| map_diag_result(&r, &run).map_err(|e| (RejectReason::InvalidField, e)))
-        .finish(caller.cluster.as_deref())?;
-    Ok(Json(store(&ctx, Route::Dcgm, batch).await?))
+    ingest_report(&ctx, &caller, query, &headers, body, diag_results, map_diag_result).await
 }
 
 /// Ingest a `dcgmi health -c -j` report.
@@ -180,21 +170,33 @@ pub async fn ingest_dcgm_health(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<IntegrationResponse>> {
+    let incidents = |doc: &Value| health_incidents(doc).map(|(_, incidents)| incidents);
+    let map = |i: &HealthIncident, run: &Run| map_health_incident(i, run).map(|e| vec![e]);
+    ingest_report(&ctx, &caller, query, &headers, body, incidents, map).await
+}
+
+/// Both reports alike: admission, the query, the body read as JSON, its items (a report that is
+/// not one is a 422 naming what is missing), each mapped to signals alone and stored.
+async fn ingest_report<T>(
+    ctx: &ApiContext,
+    caller: &Caller,
+    query: DcgmQuery,
+    headers: &HeaderMap,
+    body: Body,
+    items: impl FnOnce(&Value) -> Result<Vec<T>, FieldError>,
+    map: impl Fn(&T, &Run) -> Result<Vec<Event>, FieldError>,
+) -> ApiResult<Json<IntegrationResponse>> {
     let _permit = ctx.ingest_permit("dcgm")?;
     let _timer = crate::ingest::timing::IngestTimer::start(Route::Dcgm);
     let query = query.checked()?;
-    let value = json_body(&ctx, &caller, &query.cluster, &headers, body).await?;
+    let value = json_body(ctx, caller, &query.cluster, headers, body).await?;
     let run = query.run()?;
-    let (_, incidents) = health_incidents(&value).map_err(document_error)?;
-    if incidents.is_empty() {
+    let items = items(&value).map_err(document_error)?;
+    if items.is_empty() {
         return Ok(Json(IntegrationResponse::default()));
     }
-    let batch = Batch::new(Route::Dcgm, incidents, ctx.config.limits.max_batch_items)?
-        .parse(|i| {
-            map_health_incident(&i, &run)
-                .map(|e| vec![e])
-                .map_err(|e| (RejectReason::InvalidField, e))
-        })
+    let batch = Batch::new(Route::Dcgm, items, ctx.config.limits.max_batch_items)?
+        .parse(|item| map(&item, &run).map_err(|e| (RejectReason::InvalidField, e)))
         .finish(caller.cluster.as_deref())?;
-    Ok(Json(store(&ctx, Route::Dcgm, batch).await?))
+    Ok(Json(store(ctx, Route::Dcgm, batch).await?))
 }
