@@ -17,7 +17,7 @@ pub fn burst_gap() -> Duration {
 /// into bursts of a day. The bound lets storage find a signal overlapping a time range by its
 /// start (`occurred_at >= range start - span`), so a lookup reads one or two monthly partitions
 /// instead of every older one. Failures do not depend on where a run is cut.
-pub const MAX_BURST_SPAN_SECS: i64 = 86_400;
+pub const MAX_BURST_SPAN_SECS: i64 = crate::domain::event::MAX_REPEAT_SPAN_SECS;
 
 pub fn max_burst_span() -> Duration {
     Duration::seconds(MAX_BURST_SPAN_SECS)
@@ -73,16 +73,23 @@ pub fn collapse(events: Vec<Event>, gap: Duration) -> Vec<Burst> {
     groups
         .into_iter()
         .map(|g| {
-            let last_at = g
-                .iter()
-                .filter_map(|&i| slots[i].as_ref().map(|e| e.occurred_at))
+            let members = || g.iter().filter_map(|&i| slots[i].as_ref());
+            let last_at = members()
+                .map(last_occurrence)
                 .max()
                 .expect("a burst holds at least one signal");
-            let count = g.len() as i32;
+            // A signal the sender compacted counts as the occurrences it stands for.
+            let count = members().map(|e| i64::from(e.repeat_count.max(1))).sum::<i64>();
+            let count = count.min(i64::from(i32::MAX)) as i32;
             let event = slots[g[0]].take().expect("each signal is in one burst");
             Burst { event, count, last_at }
         })
         .collect()
+}
+
+/// The last occurrence a signal stands for.
+pub fn last_occurrence(e: &Event) -> chrono::DateTime<chrono::Utc> {
+    e.last_occurred_at.map_or(e.occurred_at, |l| l.max(e.occurred_at))
 }
 
 /// The bursts [`collapse`] forms, as positions in `events`: each burst's signals in time order, the
@@ -102,14 +109,14 @@ pub fn groups(events: &[Event], gap: Duration) -> Vec<Vec<usize>> {
         if let (Some(k), Some(last), Some(reach)) = (&key, out.last_mut(), last_at)
             && current.as_ref() == Some(k)
             && event.occurred_at - reach <= gap
-            && event.occurred_at - events[last[0]].occurred_at <= max_burst_span()
+            && last_occurrence(event) - events[last[0]].occurred_at <= max_burst_span()
         {
             last.push(i);
-            last_at = Some(event.occurred_at.max(reach));
+            last_at = Some(last_occurrence(event).max(reach));
             continue;
         }
         current = key;
-        last_at = Some(event.occurred_at);
+        last_at = Some(last_occurrence(event));
         out.push(vec![i]);
     }
     out
@@ -143,6 +150,8 @@ mod tests {
             root_cause: None,
             message: None,
             attributes: Default::default(),
+            repeat_count: 1,
+            last_occurred_at: None,
         }
     }
 
@@ -162,6 +171,27 @@ mod tests {
         assert_eq!(bursts[0].event.id, Uuid::from_u128(1));
         // last = 9,999 * 10 ms = 99.99 s
         assert_eq!(bursts[0].last_at, at(0) + Duration::milliseconds(99_990));
+    }
+
+    #[test]
+    fn a_signal_the_sender_compacted_counts_as_its_occurrences_and_reaches_its_last() {
+        // One XID at 0 s, the sender's summary of 998 more from 1 s to 200 s, one more at 250 s:
+        // the last gap (250 - 200 = 50 s) is within 60 s, so it is one burst of 1,000.
+        let mut summary = ev(2, 1, "n07", 13);
+        summary.repeat_count = 998;
+        summary.last_occurred_at = Some(at(200));
+        let events = vec![ev(1, 0, "n07", 13), summary, ev(3, 250, "n07", 13)];
+        let bursts = collapse(events, burst_gap());
+        assert_eq!(bursts.len(), 1);
+        assert_eq!((bursts[0].count, bursts[0].last_at), (1000, at(250)));
+        assert_eq!(bursts[0].event.id, Uuid::from_u128(1));
+        // Measured from the summary's last occurrence, 270 s is still within the gap: from its
+        // first (1 s) it would not be.
+        let mut summary = ev(2, 1, "n07", 13);
+        summary.repeat_count = 5;
+        summary.last_occurred_at = Some(at(220));
+        let bursts = collapse(vec![summary, ev(3, 270, "n07", 13)], burst_gap());
+        assert_eq!(bursts.iter().map(|b| b.count).collect::<Vec<_>>(), [6]);
     }
 
     #[test]

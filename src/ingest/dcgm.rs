@@ -217,6 +217,8 @@ fn signal(run: &Run, f: Finding) -> Result<Event, FieldError> {
         root_cause: root,
         message: Some(f.text.chars().take(4096).collect()),
         attributes,
+        repeat_count: 1,
+        last_occurred_at: None,
     })
 }
 

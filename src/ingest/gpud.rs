@@ -149,6 +149,8 @@ pub fn map_event(e: &ComponentEvent, cluster: &str, node: &str) -> Result<Event,
         root_cause: None,
         message: Some(format!("{}: {message}", e.component).chars().take(4096).collect()),
         attributes,
+        repeat_count: 1,
+        last_occurred_at: None,
     })
 }
 

@@ -98,6 +98,8 @@ fn event(cluster: &str, s: Signal) -> Result<Event, FieldError> {
         root_cause: None,
         message: Some(s.message.chars().take(4096).collect()),
         attributes,
+        repeat_count: 1,
+        last_occurred_at: None,
     })
 }
 

@@ -271,6 +271,8 @@ pub fn map_health_event(value: &Value, cluster: &str, now: DateTime<Utc>) -> Res
         root_cause: None,
         message,
         attributes,
+        repeat_count: 1,
+        last_occurred_at: None,
     })
 }
 

@@ -17,6 +17,8 @@ use crate::helpers::{TestApp, spawn_app};
 const DOWN: u8 = 0;
 const FORWARD: u8 = 1;
 const SWALLOW_REPLIES: u8 = 2;
+/// Forward, the requests at 16 KiB/s (a server that cannot keep up) until the mode changes.
+const SLOW: u8 = 3;
 
 struct Proxy {
     url: String,
@@ -41,6 +43,7 @@ async fn proxy(app: &TestApp, mode: u8) -> Proxy {
                 continue;
             };
             let upstream = upstream.clone();
+            let m = m.clone();
             let mode = m.load(Ordering::SeqCst);
             tokio::spawn(async move {
                 if mode == DOWN {
@@ -51,6 +54,28 @@ async fn proxy(app: &TestApp, mode: u8) -> Proxy {
                 };
                 if mode == FORWARD {
                     let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                } else if mode == SLOW {
+                    let (mut from_client, mut to_client) = client.split();
+                    let (mut from_server, mut to_server) = server.split();
+                    let up = async {
+                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                        let mut buf = [0u8; 4096];
+                        loop {
+                            let n = match from_client.read(&mut buf).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            if to_server.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                            if m.load(Ordering::SeqCst) == SLOW {
+                                tokio::time::sleep(Duration::from_millis(250)).await;
+                            }
+                        }
+                        let _ = to_server.shutdown().await;
+                    };
+                    let down = tokio::io::copy(&mut from_server, &mut to_client);
+                    let _ = tokio::join!(up, down);
                 } else {
                     let (mut from_client, _to_client) = client.split();
                     let (_from_server, mut to_server) = server.split();
@@ -171,7 +196,11 @@ impl Node {
 
     /// Waits (up to 30 s) until `f` holds of the agent's status.
     async fn wait_status(&self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
-        for _ in 0..300 {
+        self.wait_status_for(what, Duration::from_secs(30), f).await
+    }
+
+    async fn wait_status_for(&self, what: &str, limit: Duration, f: impl Fn(&Value) -> bool) -> Value {
+        for _ in 0..limit.as_millis() / 100 {
             let s = self.status();
             if f(&s) {
                 return s;
@@ -459,4 +488,100 @@ async fn a_gpu_moved_between_two_polls_shows_in_the_parts_inventory_and_counters
         1
     );
     assert_eq!(app.count(SIGNAL_IDS).await, 1);
+}
+
+/// Peak resident memory of a process, in KiB (`VmHWM`).
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_storm_of_a_hundred_thousand_xid_lines_reaches_the_server_as_four_signals() {
+    let app = spawn_app().await;
+    let node = Node::new(&app, &app.address).await;
+    // One GPU prints XID 13 100,000 times in a minute of kernel time: from 5 s after boot, one line
+    // every 0.6 ms, so lines 0..=91,666 fall in the first minute (0-60 s) and the rest in the
+    // second. Then another GPU falls off the bus once.
+    let mut records: Vec<String> = (0..100_000u64)
+        .map(|s| {
+            format!(
+                "4,{s},{},-;NVRM: Xid (PCI:0000:3b:00): 13, pid={}, name=python, Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address",
+                5_000_000 + s * 600,
+                4000 + s % 8
+            )
+        })
+        .collect();
+    records.push(
+        "3,100000,65000000,-;NVRM: Xid (PCI:0000:5d:00): 79, pid=1, name=python, GPU has fallen off the bus.".into(),
+    );
+    node.append_kmsg(&records);
+    node.oneshot(&[]).await;
+    let s = node.status();
+    assert_eq!(s["counters"]["kmsg_records"], 100_001);
+    // Each minute's first line at once and one signal for its repeats; the 79 alone.
+    assert_eq!(s["counters"]["signals_spooled"], 5, "{s}");
+    assert_eq!(s["counters"]["kmsg_repeats_folded"], 99_998);
+    assert_eq!(app.count(SIGNAL_IDS).await, 5);
+    assert_eq!(
+        app.count("SELECT coalesce(sum(repeat_count), 0) FROM events WHERE kind = 'xid' AND code = 13")
+            .await,
+        100_000
+    );
+    // The server keeps the run as one burst from the first line to the last.
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM events WHERE code = 13 AND last_occurred_at - occurred_at = interval '59.9994 s'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(app.count("SELECT count(*) FROM events WHERE code = 79").await, 1);
+    // Read again (a restart on the same boot): nothing new.
+    node.oneshot(&[]).await;
+    assert_eq!(app.count(SIGNAL_IDS).await, 5);
+}
+
+#[tokio::test]
+async fn a_slow_server_leaves_the_backlog_on_disk_not_in_memory() {
+    let app = spawn_app().await;
+    let proxy = proxy(&app, SLOW).await;
+    let node = Node::new(&app, &proxy.url).await;
+    // 40,000 distinct signals (no storm to fold: compaction off), about 50 MB of spool.
+    let records: Vec<String> = (0..40_000u64)
+        .map(|s| {
+            format!(
+                "4,{s},{},-;NVRM: Xid (PCI:0000:{:02x}:00): 79, pid={s}, name=python, GPU has fallen off the bus. {}",
+                1_000_000 + s * 1000,
+                s % 256,
+                "x".repeat(100)
+            )
+        })
+        .collect();
+    node.append_kmsg(&records);
+    let mut agent = node.start(&["--compact-window", "0", "--batch", "2000"]);
+    let pid = agent.id();
+    let s = node
+        .wait_status("every record spooled and a batch sent", |s| {
+            s["counters"]["signals_spooled"] == 40_000 && s["counters"]["send_batches"].as_u64() >= Some(1)
+        })
+        .await;
+    assert!(s["spool_bytes"].as_u64().unwrap() > 20_000_000, "{s}");
+    let peak = peak_rss_kib(pid);
+    assert!(peak < 30 * 1024, "peak RSS {peak} KiB with the backlog on disk");
+    proxy.set(FORWARD);
+    node.wait_status_for("the backlog delivered", Duration::from_secs(120), |s| {
+        s["spool_records"] == 0 && s["counters"]["sent_accepted"] == 40_000
+    })
+    .await;
+    assert_eq!(app.count(SIGNAL_IDS).await, 40_000);
+    let peak = peak_rss_kib(pid);
+    eprintln!("agent peak RSS with a 40,000-signal backlog: {peak} KiB");
+    assert!(peak < 30 * 1024, "peak RSS {peak} KiB after delivering the backlog");
+    agent.kill().unwrap();
+    agent.wait().unwrap();
 }

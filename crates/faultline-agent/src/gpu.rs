@@ -201,6 +201,8 @@ pub fn change_event(node: &NodeId, boot_id: &str, gpu: &GpuCounters, ch: &Counte
             root_cause: None,
             message: Some(ch.message.clone()),
             attributes: Some(attributes),
+            repeat_count: None,
+            last_occurred_at: None,
         },
     )
 }

@@ -10,6 +10,7 @@ mod sender;
 mod signals;
 mod spool;
 mod state;
+mod storm;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -117,6 +118,10 @@ struct RunArgs {
     /// Serve Prometheus text metrics on this address (e.g. 0.0.0.0:9835).
     #[arg(long, env = "FAULTLINE_AGENT_METRICS_ADDR", global = true)]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// Repeats of one kernel signal (kind, code, GPU) within a window of this many seconds of the
+    /// kernel's clock are sent as the first and one signal with a repeat count; 0 sends each.
+    #[arg(long, env = "FAULTLINE_AGENT_COMPACT_WINDOW", default_value_t = 60.0, global = true)]
+    compact_window: f64,
     /// Signals per batch.
     #[arg(long, env = "FAULTLINE_AGENT_BATCH", default_value_t = 500, global = true)]
     batch: usize,
@@ -157,7 +162,7 @@ fn status(state_dir: &Path, json: bool) -> i32 {
         Some(s) => s,
         // Killed before its first status write: the spool and the position still tell.
         None if paths.spool().exists() => state::Status {
-            position: Position::load(&paths.position()),
+            position: Position::load(&paths.position()).map(state::without_runs),
             ..Default::default()
         },
         None => {
@@ -206,6 +211,10 @@ fn status(state_dir: &Path, json: bool) -> i32 {
     println!(
         "gpus           {} polls, {} failed, {} inventory updates",
         c.gpu_polls, c.gpu_poll_failures, c.gpu_inventory_updates
+    );
+    println!(
+        "storms         {} repeats folded into their run's count, {} runs open",
+        c.kmsg_repeats_folded, s.open_runs
     );
     println!("send failures  {}", c.send_failures);
     println!(
@@ -326,6 +335,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
             wake: wake.clone(),
             stop: stop.clone(),
             until_end: args.oneshot,
+            compact_window: Duration::from_secs_f64(args.compact_window.max(0.0)),
         };
         Some(tokio::task::spawn_blocking(move || read_kernel_log(source, ctx)))
     };
@@ -394,7 +404,9 @@ fn write_status(shared: &Shared, spool: &Mutex<Spool>, paths: &Paths) {
         let mut s = shared.status.lock().expect("status lock");
         s.spool_records = sp.len();
         s.spool_bytes = sp.bytes();
-        s.position = Position::load(&paths.position());
+        let position = Position::load(&paths.position());
+        s.open_runs = position.as_ref().map_or(0, |p| p.runs.len() as u64);
+        s.position = position.map(state::without_runs);
     }
     if let Err(e) = shared.save(&paths.status()) {
         eprintln!("faultline-agent: writing {}: {e}", paths.status().display());
@@ -421,22 +433,32 @@ struct ReaderContext {
     stop: Arc<AtomicBool>,
     /// Return at the end of the input (`--oneshot`).
     until_end: bool,
+    /// The storm compactor's window (zero: off).
+    compact_window: Duration,
 }
 
 /// Reads records, spools the signals among them (fsync'd), then moves the position past them.
 /// Records at or below the saved position of this boot are skipped; a new boot id starts from
 /// the first record of the ring buffer (or file), so the lines logged before the agent started
-/// are read too.
+/// are read too. Repeats are folded by the storm compactor, whose open runs are saved with the
+/// position.
 fn read_kernel_log(mut source: Source, ctx: ReaderContext) -> Result<(), String> {
-    let mut pos = match Position::load(&ctx.paths.position()) {
-        Some(p) if p.boot_id == ctx.boot_id => p,
-        _ => Position {
-            boot_id: ctx.boot_id.clone(),
-            seq: 0,
-        },
+    let new_compactor = || storm::Compactor::new(ctx.node.clone(), ctx.boot_id.clone(), ctx.compact_window);
+    let load = || {
+        let mut pos = match Position::load(&ctx.paths.position()) {
+            Some(p) if p.boot_id == ctx.boot_id => p,
+            _ => Position {
+                boot_id: ctx.boot_id.clone(),
+                ..Default::default()
+            },
+        };
+        let mut compactor = new_compactor();
+        compactor.restore(std::mem::take(&mut pos.runs));
+        (pos, compactor)
     };
-    // `seq` is the next sequence number to read.
-    let mut saved = pos.clone();
+    // `pos.seq` is the next sequence number to read.
+    let (mut pos, mut compactor) = load();
+    let mut saved_seq = pos.seq;
     let mut last_save = Instant::now();
     let mut reported_error = false;
     loop {
@@ -457,11 +479,12 @@ fn read_kernel_log(mut source: Source, ctx: ReaderContext) -> Result<(), String>
                 continue;
             }
         };
-        match polled {
+        let now_ms = Utc::now().timestamp_millis();
+        let mut out = Vec::new();
+        let mut read = 0;
+        let idle = match polled {
             Poll::Records(texts) => {
                 let now = Utc::now();
-                let mut out = Vec::new();
-                let mut read = 0;
                 for text in &texts {
                     let Some(rec) = parse_record(text) else { continue };
                     read += 1;
@@ -469,57 +492,87 @@ fn read_kernel_log(mut source: Source, ctx: ReaderContext) -> Result<(), String>
                         continue;
                     }
                     pos.seq = rec.seq + 1;
-                    if let Some((sev, event)) = signals::kmsg_event(&ctx.node, &ctx.boot_id, ctx.boot_time, &rec, now) {
-                        out.push((sev, serde_json::to_vec(&event).expect("an event serialises")));
+                    if let Some(sig) = signals::kmsg_event(&ctx.node, &ctx.boot_id, ctx.boot_time, &rec, now) {
+                        out.extend(compactor.push(rec.ts_us, sig, now_ms));
                     }
                 }
-                ctx.shared.add(&ctx.shared.counters.kmsg_records, read);
-                if !out.is_empty() {
-                    let n = out.len() as u64;
-                    let mut spool = ctx.spool.lock().expect("spool lock");
-                    if let Err(e) = spool.append(&out) {
-                        // Not spooled: do not move past these records; read them again.
-                        drop(spool);
-                        ctx.shared.error(format!("writing to the spool: {e}"));
-                        pos = saved.clone();
-                        std::thread::sleep(Duration::from_secs(1));
-                        source = source.reopen().map_err(|e| format!("reopening the kernel log: {e}"))?;
-                        continue;
-                    }
-                    let drops = std::mem::take(&mut spool.drops);
-                    drop(spool);
-                    ctx.shared.spooled(n, drops);
-                    ctx.wake.notify_one();
-                }
-                // The position after the spool: a crash in between reads the records again, and
-                // their signals, with the same ids, are duplicates to the server.
-                if pos != saved && last_save.elapsed() >= Duration::from_secs(1) {
-                    save_position(&pos, &ctx)?;
-                    saved = pos.clone();
-                    last_save = Instant::now();
-                }
+                out.extend(compactor.close_due(now_ms));
+                false
             }
-            Poll::Overrun => ctx.shared.add(&ctx.shared.counters.kmsg_overruns, 1),
+            Poll::Overrun => {
+                ctx.shared.add(&ctx.shared.counters.kmsg_overruns, 1);
+                false
+            }
             Poll::Idle => {
-                if pos != saved {
-                    save_position(&pos, &ctx)?;
-                    saved = pos.clone();
-                    last_save = Instant::now();
-                }
-                if ctx.until_end {
-                    break;
-                }
-                std::thread::sleep(source.idle_wait());
+                out.extend(if ctx.until_end {
+                    compactor.close_all()
+                } else {
+                    compactor.close_due(now_ms)
+                });
+                true
             }
+        };
+        if let Err(e) = spool_signals(&ctx, out) {
+            // Not spooled: go back to the saved position and runs and read those records again.
+            ctx.shared.error(format!("writing to the spool: {e}"));
+            (pos, compactor) = load();
+            saved_seq = pos.seq;
+            std::thread::sleep(Duration::from_secs(1));
+            source = source.reopen().map_err(|e| format!("reopening the kernel log: {e}"))?;
+            continue;
+        }
+        // Counted once their signals are spooled: a status that shows them read shows them kept.
+        ctx.shared.add(&ctx.shared.counters.kmsg_records, read);
+        ctx.shared.add(
+            &ctx.shared.counters.kmsg_repeats_folded,
+            std::mem::take(&mut compactor.folded),
+        );
+        // The position after the spool: a crash in between reads the records again, and their
+        // signals, with the same ids, are duplicates to the server.
+        let moved = pos.seq != saved_seq || compactor.changed;
+        if moved && (idle || last_save.elapsed() >= Duration::from_secs(1)) {
+            save_position(&pos, &mut compactor, &ctx)?;
+            saved_seq = pos.seq;
+            last_save = Instant::now();
+        }
+        if idle {
+            if ctx.until_end {
+                break;
+            }
+            std::thread::sleep(source.idle_wait());
         }
     }
-    if pos != saved {
-        save_position(&pos, &ctx)?;
+    if pos.seq != saved_seq || compactor.changed {
+        save_position(&pos, &mut compactor, &ctx)?;
     }
     Ok(())
 }
 
-fn save_position(pos: &Position, ctx: &ReaderContext) -> Result<(), String> {
-    pos.save(&ctx.paths.position())
+/// Appends signals to the spool (fsync'd) and counts them and what the spool dropped for them.
+fn spool_signals(ctx: &ReaderContext, signals: Vec<storm::Signal>) -> std::io::Result<()> {
+    if signals.is_empty() {
+        return Ok(());
+    }
+    let records: Vec<_> = signals
+        .into_iter()
+        .map(|(sev, event)| (sev, serde_json::to_vec(&event).expect("an event serialises")))
+        .collect();
+    let n = records.len() as u64;
+    let mut spool = ctx.spool.lock().expect("spool lock");
+    spool.append(&records)?;
+    let drops = std::mem::take(&mut spool.drops);
+    drop(spool);
+    ctx.shared.spooled(n, drops);
+    ctx.wake.notify_one();
+    Ok(())
+}
+
+/// Saves the position with the compactor's open runs, in one file written atomically.
+fn save_position(pos: &Position, compactor: &mut storm::Compactor, ctx: &ReaderContext) -> Result<(), String> {
+    let p = Position {
+        runs: compactor.runs(),
+        ..pos.clone()
+    };
+    p.save(&ctx.paths.position())
         .map_err(|e| format!("saving the kernel log position: {e}"))
 }

@@ -30,6 +30,15 @@ pub fn kmsg_signal_id(node: &NodeId, boot_id: &str, seq: u64) -> Uuid {
     )
 }
 
+/// The id of a kernel log signal after storm compaction ([`crate::storm`]): the node, the boot,
+/// the run's key and window, and which part of the run (`first` or `repeats`).
+pub fn storm_signal_id(node: &NodeId, boot_id: &str, key: &str, part: &str) -> Uuid {
+    Uuid::new_v5(
+        &AGENT_NAMESPACE,
+        format!("klog\n{}\n{}\n{boot_id}\n{key}\n{part}", node.cluster, node.node).as_bytes(),
+    )
+}
+
 /// The id of a GPU counter signal: the GPU, the counter and the value it reached (a counter that
 /// reaches a value twice, after a reset, is two events only if read twice: the server counts
 /// the second as a duplicate, which is what a re-read after a restart is).
@@ -131,6 +140,8 @@ fn event_of(
             root_cause: None,
             message: Some(sig.message),
             attributes: Some(attributes),
+            repeat_count: None,
+            last_occurred_at: None,
         },
     )
 }

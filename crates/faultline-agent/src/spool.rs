@@ -21,7 +21,8 @@ const HEADER: usize = 4 + 4 + 8 + 1;
 /// A frame longer than this is corruption, not a signal (a signal is a few KiB at most).
 const MAX_PAYLOAD: usize = 1 << 20;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Severity {
     Low = 0,
     High = 1,

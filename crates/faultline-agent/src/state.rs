@@ -12,11 +12,18 @@ use serde::{Deserialize, Serialize};
 use crate::spool::write_atomic;
 
 /// How far the kernel log has been read: the last record of boot `boot_id` whose signal (if it
-/// was one) is in the spool.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// was one) is in the spool, with the storm compactor's open runs at that point.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Position {
     pub boot_id: String,
+    /// The next kernel record to read (`/dev/kmsg` or a file of its records).
     pub seq: u64,
+    /// The journal's cursor of the last entry read (the journal source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Runs of repeats not yet sent whole (see [`crate::storm`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<crate::storm::OpenRun>,
 }
 
 impl Position {
@@ -71,6 +78,7 @@ counters! {
     gpu_polls: "nvidia-smi runs that gave a report",
     gpu_poll_failures: "nvidia-smi runs that failed",
     gpu_inventory_updates: "GPU sets registered in the parts inventory",
+    kmsg_repeats_folded: "Kernel log signals folded into the repeat count of the first of their run (storm compaction)",
 }
 
 /// The agent's status as written to `status.json`.
@@ -90,6 +98,9 @@ pub struct Status {
     pub spool_bytes: u64,
     pub spool_max_bytes: u64,
     pub position: Option<Position>,
+    /// Runs of repeated kernel signals whose count is not sent yet.
+    #[serde(default)]
+    pub open_runs: u64,
     #[serde(default)]
     pub counters: CounterValues,
     pub updated_at: Option<String>,
@@ -139,6 +150,11 @@ impl Shared {
     }
 }
 
+/// The position as the status shows it (the open runs are counted, not listed).
+pub fn without_runs(p: Position) -> Position {
+    Position { runs: Vec::new(), ..p }
+}
+
 pub fn load_status(path: &Path) -> Option<Status> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
@@ -180,6 +196,8 @@ mod tests {
         let p = Position {
             boot_id: "b".into(),
             seq: 42,
+            cursor: None,
+            runs: Vec::new(),
         };
         p.save(&paths.position()).unwrap();
         assert_eq!(Position::load(&paths.position()), Some(p));

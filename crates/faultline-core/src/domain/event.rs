@@ -12,9 +12,13 @@ pub const MAX_TEXT_LEN: usize = 256;
 pub const MAX_MESSAGE_LEN: usize = 16 * 1024;
 /// Clocks drift, but a signal a day in the future is a broken sender, not a fact.
 pub const MAX_FUTURE_SKEW_HOURS: i64 = 24;
+/// The most occurrences one sent signal may stand for.
+pub const MAX_REPEAT_COUNT: i32 = 1_000_000_000;
+/// A sent run of repeats spans at most a day, the longest run the server stores as one signal.
+pub const MAX_REPEAT_SPAN_SECS: i64 = 86_400;
 
 /// One signal as a sender writes it.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, ToSchema)]
 pub struct EventInput {
     /// Idempotency key chosen by the sender: the same id sent again is counted as a duplicate.
     pub id: Uuid,
@@ -54,10 +58,21 @@ pub struct EventInput {
     /// Free-form facts (an object).
     #[schema(value_type = Option<HashMap<String, serde_json::Value>>)]
     pub attributes: Option<serde_json::Map<String, serde_json::Value>>,
+    /// How many identical occurrences this signal stands for (default 1): a sender that compacts a
+    /// storm of repeats (the node agent) sends one signal for them, seen from `occurred_at` to
+    /// `last_occurred_at`. Stored like repeats the server merges itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000000000)]
+    pub repeat_count: Option<i32>,
+    /// When the last of `repeat_count` occurrences happened, RFC 3339; not before `occurred_at`
+    /// and at most a day after it. Default: `occurred_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime, example = "2026-11-02T10:15:40Z")]
+    pub last_occurred_at: Option<String>,
 }
 
 /// Root cause given by the sender; the component must belong to the category.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
 pub struct RootCauseInput {
     pub category: Category,
     pub component: Component,
@@ -81,6 +96,10 @@ pub struct Event {
     pub root_cause: Option<RootCause>,
     pub message: Option<String>,
     pub attributes: serde_json::Map<String, serde_json::Value>,
+    /// Occurrences this signal stands for as sent (1 unless the sender compacted repeats).
+    pub repeat_count: i32,
+    /// The last of them (None: only `occurred_at`).
+    pub last_occurred_at: Option<DateTime<Utc>>,
 }
 
 /// Why one item of a batch was refused, and where.
@@ -157,6 +176,34 @@ pub fn validate_event(input: EventInput, now: DateTime<Utc>) -> Result<Event, Fi
         }
         m => m,
     };
+    let repeat_count = input.repeat_count.unwrap_or(1);
+    if !(1..=MAX_REPEAT_COUNT).contains(&repeat_count) {
+        return Err(FieldError::new(
+            "repeat_count",
+            format!("{repeat_count} is not between 1 and {MAX_REPEAT_COUNT}"),
+        ));
+    }
+    let last_occurred_at = match input.last_occurred_at.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(raw) => {
+            let last = DateTime::parse_from_rfc3339(raw)
+                .map_err(|e| FieldError::new("last_occurred_at", format!("'{raw}' is not an RFC 3339 timestamp: {e}")))?
+                .with_timezone(&Utc);
+            if last < occurred_at || last - occurred_at > Duration::seconds(MAX_REPEAT_SPAN_SECS) {
+                return Err(FieldError::new(
+                    "last_occurred_at",
+                    format!("{last} is not within a day after occurred_at ({occurred_at})"),
+                ));
+            }
+            if last > now + Duration::hours(MAX_FUTURE_SKEW_HOURS) {
+                return Err(FieldError::new(
+                    "last_occurred_at",
+                    format!("{last} is more than {MAX_FUTURE_SKEW_HOURS} h in the future"),
+                ));
+            }
+            (last > occurred_at).then_some(last)
+        }
+    };
     Ok(Event {
         id: input.id,
         occurred_at,
@@ -173,6 +220,8 @@ pub fn validate_event(input: EventInput, now: DateTime<Utc>) -> Result<Event, Fi
         root_cause,
         message,
         attributes: input.attributes.unwrap_or_default(),
+        repeat_count,
+        last_occurred_at,
     })
 }
 
@@ -318,6 +367,11 @@ mod tests {
             ("kind", json!("x id"), "kind"),
             ("job_gpus", json!(0), "job_gpus"),
             ("occurred_at", json!("2026-12-05T00:00:00Z"), "occurred_at"),
+            ("repeat_count", json!(0), "repeat_count"),
+            ("repeat_count", json!(1.5), "repeat_count"),
+            ("last_occurred_at", json!("2026-11-30T08:59:59Z"), "last_occurred_at"),
+            ("last_occurred_at", json!("2026-12-01T09:00:01Z"), "last_occurred_at"),
+            ("last_occurred_at", json!("yesterday"), "last_occurred_at"),
         ];
         for (key, value, field) in cases {
             let mut v = valid();
@@ -325,6 +379,21 @@ mod tests {
             let err = parse_event(v, now()).unwrap_err();
             assert_eq!(err.field.as_deref(), Some(field), "{key}: {err:?}");
         }
+    }
+
+    #[test]
+    fn a_compacted_signal_keeps_its_count_and_last_time() {
+        let mut v = valid();
+        v["repeat_count"] = json!(99_999);
+        v["last_occurred_at"] = json!("2026-11-30T09:00:59.5Z");
+        let e = parse_event(v, now()).unwrap();
+        assert_eq!(e.repeat_count, 99_999);
+        assert_eq!(e.last_occurred_at, Some("2026-11-30T09:00:59.5Z".parse().unwrap()));
+        // A plain signal stands for itself; a last time equal to the first adds nothing.
+        let mut v = valid();
+        v["last_occurred_at"] = json!("2026-11-30T09:00:00Z");
+        let e = parse_event(v, now()).unwrap();
+        assert_eq!((e.repeat_count, e.last_occurred_at), (1, None));
     }
 
     #[test]

@@ -292,6 +292,8 @@ pub fn signal_event(
         root_cause: None,
         message: Some(sig.message),
         attributes,
+        repeat_count: 1,
+        last_occurred_at: None,
     })
 }
 
