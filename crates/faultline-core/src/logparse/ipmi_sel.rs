@@ -239,6 +239,7 @@ mod tests {
         Some(NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S").unwrap())
     }
 
+    const FIRST: &str = include_str!("../../../../tests/fixtures/ipmitool/actsys-first-records.txt");
     const ACPI: &str = include_str!("../../../../tests/fixtures/ipmitool/linuxfabrik-acpi-soft-off.txt");
     const INTRUSION: &str = include_str!("../../../../tests/fixtures/ipmitool/linuxfabrik-chassis-intrusion.txt");
     const EMPTY: &str = include_str!("../../../../tests/fixtures/ipmitool/linuxfabrik-empty-sel.txt");
@@ -266,6 +267,28 @@ mod tests {
                 detail: None,
             }
         );
+    }
+
+    #[test]
+    fn a_log_from_its_clear_on() {
+        let e = parse_sel_elist(FIRST);
+        assert_eq!(e.len(), 50);
+        assert_eq!((e[0].record_id, e[49].record_id), (1, 0x32));
+        assert_eq!(
+            e[0].message(),
+            "Event Logging Disabled System Event Log | Log area reset/cleared | Asserted"
+        );
+        // `  29 | 06/04/2014 | 09:49:51 | Power Supply PS1 Status | Power Supply AC lost | Asserted`
+        let r = &e[0x28];
+        assert_eq!((r.record_id, r.at), (0x29, at("2014-06-04 09:49:51")));
+        assert_eq!(r.message(), "Power Supply PS1 Status | Power Supply AC lost | Asserted");
+        // `   2 | 06/03/2014 | 17:38:05 | Power Supply #0x51 | Presence detected | Deasserted`
+        assert_eq!(
+            (e[1].sensor.as_str(), e[1].asserted),
+            ("Power Supply #0x51", Some(false))
+        );
+        // `  13 | 06/03/2014 | 17:39:32 | Unknown SPS FW Health |  | Asserted`
+        assert_eq!((e[0x12].record_id, e[0x12].event.as_str()), (0x13, ""));
     }
 
     #[test]
