@@ -98,14 +98,14 @@ fn agent_binary() -> PathBuf {
     p
 }
 
-struct Node {
-    dir: PathBuf,
+pub(crate) struct Node {
+    pub(crate) dir: PathBuf,
     token: String,
     server: String,
 }
 
 impl Node {
-    async fn new(app: &TestApp, server: &str) -> Node {
+    pub(crate) async fn new(app: &TestApp, server: &str) -> Node {
         let dir = std::env::temp_dir().join(format!("fl-agent-test-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(dir.join("state")).unwrap();
         std::fs::write(dir.join("boot_id"), "boot-a\n").unwrap();
@@ -138,6 +138,7 @@ impl Node {
         // Defaults a test's own flags override.
         .env("FAULTLINE_AGENT_MAX_BACKOFF", "0.3")
         .env("FAULTLINE_AGENT_GPU_INTERVAL", "0")
+        .env("FAULTLINE_AGENT_SEL_INTERVAL", "0")
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::from(
@@ -155,7 +156,7 @@ impl Node {
     }
 
     /// Runs `--oneshot` to the end (bounded).
-    async fn oneshot(&self, extra: &[&str]) {
+    pub(crate) async fn oneshot(&self, extra: &[&str]) {
         let mut args = vec!["--oneshot"];
         args.extend_from_slice(extra);
         let mut child = self.start(&args);
@@ -181,7 +182,7 @@ impl Node {
         }
     }
 
-    fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         let out = Command::new(agent_binary())
             .args(["status", "--json", "--state-dir"])
             .arg(self.dir.join("state"))
@@ -190,7 +191,7 @@ impl Node {
         serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
     }
 
@@ -240,7 +241,7 @@ fn noise(seq: u64) -> String {
     )
 }
 
-async fn wait_count(app: &TestApp, sql: &'static str, want: i64, node: &Node) {
+pub(crate) async fn wait_count(app: &TestApp, sql: &'static str, want: i64, node: &Node) {
     for _ in 0..300 {
         if app.count(sql).await == want {
             return;
@@ -255,7 +256,7 @@ async fn wait_count(app: &TestApp, sql: &'static str, want: i64, node: &Node) {
     );
 }
 
-const SIGNAL_IDS: &str = "SELECT count(*) FROM event_ids WHERE cluster = 'c1'";
+pub(crate) const SIGNAL_IDS: &str = "SELECT count(*) FROM event_ids WHERE cluster = 'c1'";
 
 #[tokio::test]
 async fn agent_spools_while_the_server_is_down_and_everything_arrives_once_when_it_is_back() {

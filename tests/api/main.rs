@@ -2,6 +2,7 @@
 mod access;
 mod admission;
 mod agent;
+mod agent_ipmi;
 mod alerts;
 mod auth;
 mod body_budget;

@@ -1,9 +1,10 @@
 //! `faultline-agent`: one small binary per node. Reads the kernel log (`/dev/kmsg`, or a file of
-//! its records) and the GPUs' own counters (`nvidia-smi -q -x`), turns what it reads into signals
-//! with faultline-core's parsers, writes them to a disk spool before moving on, and sends the
-//! spool to Faultline. See docs/agent.md.
+//! its records), the GPUs' own counters (`nvidia-smi -q -x`) and the BMC's event log (`ipmitool
+//! sel elist`), turns what it reads into signals with faultline-core's parsers, writes them to a
+//! disk spool before moving on, and sends the spool to Faultline. See docs/agent.md.
 
 mod gpu;
+mod ipmi;
 mod kmsg;
 mod metrics;
 mod sender;
@@ -115,6 +116,13 @@ struct RunArgs {
     /// Seconds between nvidia-smi runs (each wait jittered by up to a tenth); 0 turns GPU polling off.
     #[arg(long, env = "FAULTLINE_AGENT_GPU_INTERVAL", default_value_t = 300.0, global = true)]
     gpu_interval: f64,
+    /// ipmitool to run (`sel elist`) for the BMC's system event log.
+    #[arg(long, env = "FAULTLINE_AGENT_IPMITOOL", default_value = "ipmitool", global = true)]
+    ipmitool: String,
+    /// Seconds between reads of the BMC's event log (each wait jittered by up to a tenth); 0 turns
+    /// it off.
+    #[arg(long, env = "FAULTLINE_AGENT_SEL_INTERVAL", default_value_t = 300.0, global = true)]
+    sel_interval: f64,
     /// Serve Prometheus text metrics on this address (e.g. 0.0.0.0:9835).
     #[arg(long, env = "FAULTLINE_AGENT_METRICS_ADDR", global = true)]
     metrics_addr: Option<std::net::SocketAddr>,
@@ -128,7 +136,8 @@ struct RunArgs {
     /// Longest wait between two send attempts after failures, in seconds.
     #[arg(long, env = "FAULTLINE_AGENT_MAX_BACKOFF", default_value_t = 60.0, global = true)]
     max_backoff: f64,
-    /// Read the kernel log to its end, poll the GPUs once, send everything, exit.
+    /// Read the kernel log to its end, poll the GPUs and the BMC's event log once, send everything,
+    /// exit.
     #[arg(long, global = true)]
     oneshot: bool,
 }
@@ -215,6 +224,10 @@ fn status(state_dir: &Path, json: bool) -> i32 {
     println!(
         "storms         {} repeats folded into their run's count, {} runs open",
         c.kmsg_repeats_folded, s.open_runs
+    );
+    println!(
+        "bmc event log  {} reads, {} failed, {} records",
+        c.sel_polls, c.sel_poll_failures, c.sel_records
     );
     println!("send failures  {}", c.send_failures);
     println!(
@@ -356,6 +369,15 @@ async fn run(args: RunArgs) -> Result<(), String> {
         wake: wake.clone(),
         max_backoff: Duration::from_secs_f64(args.max_backoff.max(0.1)),
     };
+    let sel = ipmi::SelPoller {
+        node: node.clone(),
+        ipmitool: args.ipmitool.clone(),
+        interval: Duration::from_secs_f64(args.sel_interval.max(0.0)),
+        paths: paths.clone(),
+        spool: spool.clone(),
+        shared: shared.clone(),
+        wake: wake.clone(),
+    };
 
     // Status now and every two seconds, so `faultline-agent status` is current.
     write_status(&shared, &spool, &paths);
@@ -376,6 +398,9 @@ async fn run(args: RunArgs) -> Result<(), String> {
         if !gpus.interval.is_zero() {
             gpus.poll_once().await;
         }
+        if !sel.interval.is_zero() {
+            sel.poll_once().await;
+        }
         sender.run(true).await;
         write_status(&shared, &spool, &paths);
         return Ok(());
@@ -383,6 +408,9 @@ async fn run(args: RunArgs) -> Result<(), String> {
 
     if !gpus.interval.is_zero() {
         tokio::spawn(async move { gpus.run().await });
+    }
+    if !sel.interval.is_zero() {
+        tokio::spawn(async move { sel.run().await });
     }
     {
         let sender = sender.clone();

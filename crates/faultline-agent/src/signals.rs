@@ -49,6 +49,15 @@ pub fn counter_signal_id(node: &NodeId, gpu: &str, counter: &str, value: &str) -
     )
 }
 
+/// The id of the signal of BMC event log record `record_id` whose time and text hash to
+/// `text_hash`. Not the id alone: the log outlives reboots and numbers from 1 again once cleared.
+pub fn sel_signal_id(node: &NodeId, record_id: u16, text_hash: u32) -> Uuid {
+    Uuid::new_v5(
+        &AGENT_NAMESPACE,
+        format!("sel\n{}\n{}\n{record_id:04x}\n{text_hash:08x}", node.cluster, node.node).as_bytes(),
+    )
+}
+
 /// Low severity: what is worth keeping for the precursor analysis but goes first when the spool
 /// is full: corrected (single-bit) ECC, and the XIDs applications cause (13 graphics engine
 /// exception, 31 MMU fault, 43 stopped channel, 45 preemptive cleanup), which come in storms.

@@ -1,7 +1,8 @@
 //! What the agent keeps in its state directory besides the spool: the kernel log position
-//! (`position.json`), the GPU set last registered and counters last seen (`gpus.json`), and its
-//! status (`status.json`: counters since it was installed, last send, last error), which
-//! `faultline-agent status` and the metrics port show.
+//! (`position.json`), the GPU set last registered and counters last seen (`gpus.json`), the BMC
+//! event log records already spooled (`sel.json`), and its status (`status.json`: counters since
+//! it was installed, last send, last error), which `faultline-agent status` and the metrics port
+//! show.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -79,6 +80,9 @@ counters! {
     gpu_poll_failures: "nvidia-smi runs that failed",
     gpu_inventory_updates: "GPU sets registered in the parts inventory",
     kmsg_repeats_folded: "Kernel log signals folded into the repeat count of the first of their run (storm compaction)",
+    sel_polls: "ipmitool sel elist runs that gave the BMC's event log",
+    sel_poll_failures: "ipmitool sel elist runs that failed",
+    sel_records: "BMC event log records new to the agent (each spooled as a signal)",
 }
 
 /// The agent's status as written to `status.json`.
@@ -181,6 +185,9 @@ impl Paths {
     }
     pub fn gpus(&self) -> PathBuf {
         self.root.join("gpus.json")
+    }
+    pub fn sel(&self) -> PathBuf {
+        self.root.join("sel.json")
     }
 }
 

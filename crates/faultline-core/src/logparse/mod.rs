@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 
 pub mod bench;
 mod hw;
+pub mod ipmi_sel;
 mod kernel;
 mod nccl;
 pub mod nvidia_smi;

@@ -16,6 +16,7 @@ proptest! {
     #[test]
     fn arbitrary_text_never_panics(line in any::<String>()) {
         let _ = parse_line(&line, &ctx());
+        let _ = super::ipmi_sel::parse_sel_elist(&line);
     }
 
     #[test]
