@@ -4,6 +4,9 @@
 //! spool to Faultline. See docs/agent.md.
 
 mod gpu;
+// The kernel log from the journal (`--journal`); the reader takes it up next.
+#[allow(dead_code)]
+mod journal;
 mod kmsg;
 mod metrics;
 mod sender;
