@@ -151,7 +151,7 @@ impl Node {
         c
     }
 
-    fn start(&self, extra: &[&str]) -> Child {
+    pub(crate) fn start(&self, extra: &[&str]) -> Child {
         self.command(extra).spawn().expect("start faultline-agent")
     }
 
@@ -196,7 +196,7 @@ impl Node {
     }
 
     /// Waits (up to 30 s) until `f` holds of the agent's status.
-    async fn wait_status(&self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn wait_status(&self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
         self.wait_status_for(what, Duration::from_secs(30), f).await
     }
 

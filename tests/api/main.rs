@@ -3,6 +3,7 @@ mod access;
 mod admission;
 mod agent;
 mod agent_ipmi;
+mod agent_journal;
 mod alerts;
 mod auth;
 mod body_budget;

@@ -5,6 +5,8 @@
 
 mod gpu;
 mod ipmi;
+mod journal;
+mod kernel_log;
 mod kmsg;
 mod metrics;
 mod sender;
@@ -21,7 +23,8 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
 
-use crate::kmsg::{Poll, Source, parse_record};
+use crate::kernel_log::{Batch, JournalOptions, KernelLog, Read};
+use crate::kmsg::Source;
 use crate::sender::{Sender, SenderConfig};
 use crate::signals::NodeId;
 use crate::spool::Spool;
@@ -91,6 +94,22 @@ struct RunArgs {
         global = true
     )]
     kmsg_device: PathBuf,
+    /// Read the kernel log from the systemd journal (`journalctl`) instead of /dev/kmsg (also
+    /// chosen when /dev/kmsg cannot be opened).
+    #[arg(long, env = "FAULTLINE_AGENT_JOURNAL", global = true)]
+    journal: bool,
+    /// The journalctl to run for `--journal`.
+    #[arg(
+        long,
+        env = "FAULTLINE_AGENT_JOURNALCTL",
+        default_value = "journalctl",
+        global = true
+    )]
+    journalctl: String,
+    /// Read the journal files of this directory (e.g. the host's /var/log/journal mounted into a
+    /// container) instead of the local journal.
+    #[arg(long, env = "FAULTLINE_AGENT_JOURNAL_DIRECTORY", global = true)]
+    journal_directory: Option<PathBuf>,
     /// Do not read the kernel log.
     #[arg(long, env = "FAULTLINE_AGENT_NO_KMSG", global = true)]
     no_kmsg: bool,
@@ -333,10 +352,35 @@ async fn run(args: RunArgs) -> Result<(), String> {
             .map_err(|e| format!("reading the boot id from {}: {e}", args.boot_id_file.display()))?
             .trim()
             .to_string();
+        let journal = JournalOptions {
+            journalctl: args.journalctl.clone(),
+            directory: args.journal_directory.clone(),
+        };
+        let journal_source = || {
+            let pos = Position::load(&paths.position()).unwrap_or_default();
+            KernelLog::journal(&journal, &boot_id, &pos, !args.oneshot)
+        };
         let source = match &args.kmsg_file {
-            Some(f) => Source::open_file(f).map_err(|e| format!("opening {}: {e}", f.display()))?,
-            None => Source::open_device(&args.kmsg_device)
-                .map_err(|e| format!("opening {}: {e}", args.kmsg_device.display()))?,
+            _ if args.journal => journal_source(),
+            Some(f) => KernelLog::Kmsg(Source::open_file(f).map_err(|e| format!("opening {}: {e}", f.display()))?),
+            None => match Source::open_device(&args.kmsg_device) {
+                Ok(s) => KernelLog::Kmsg(s),
+                // A container without CAP_SYSLOG, a kernel without /dev/kmsg: the journal has it.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::NotFound
+                    ) =>
+                {
+                    eprintln!(
+                        "{} faultline-agent: cannot open {} ({e}): reading the kernel log from the journal",
+                        state::now_rfc3339(),
+                        args.kmsg_device.display()
+                    );
+                    journal_source()
+                }
+                Err(e) => return Err(format!("opening {}: {e}", args.kmsg_device.display())),
+            },
         };
         let ctx = ReaderContext {
             node: node.clone(),
@@ -470,7 +514,7 @@ struct ReaderContext {
 /// the first record of the ring buffer (or file), so the lines logged before the agent started
 /// are read too. Repeats are folded by the storm compactor, whose open runs are saved with the
 /// position.
-fn read_kernel_log(mut source: Source, ctx: ReaderContext) -> Result<(), String> {
+fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), String> {
     let new_compactor = || storm::Compactor::new(ctx.node.clone(), ctx.boot_id.clone(), ctx.compact_window);
     let load = || {
         let mut pos = match Position::load(&ctx.paths.position()) {
@@ -484,9 +528,10 @@ fn read_kernel_log(mut source: Source, ctx: ReaderContext) -> Result<(), String>
         compactor.restore(std::mem::take(&mut pos.runs));
         (pos, compactor)
     };
-    // `pos.seq` is the next sequence number to read.
+    // `pos.seq` is the next kernel sequence number to read; `pos.cursor` the journal's last entry.
     let (mut pos, mut compactor) = load();
-    let mut saved_seq = pos.seq;
+    let mark = |p: &Position| (p.seq, p.cursor.clone());
+    let mut saved = mark(&pos);
     let mut last_save = Instant::now();
     let mut reported_error = false;
     loop {
@@ -497,6 +542,10 @@ fn read_kernel_log(mut source: Source, ctx: ReaderContext) -> Result<(), String>
             Ok(p) => {
                 reported_error = false;
                 p
+            }
+            // Reading to the end (`--oneshot`): a journal that cannot be read is the answer.
+            Err(e) if ctx.until_end && matches!(source, KernelLog::Journal { .. }) => {
+                return Err(format!("reading the kernel log from the journal: {e}"));
             }
             Err(e) => {
                 if !reported_error {
@@ -510,43 +559,52 @@ fn read_kernel_log(mut source: Source, ctx: ReaderContext) -> Result<(), String>
         let now_ms = Utc::now().timestamp_millis();
         let mut out = Vec::new();
         let mut read = 0;
-        let idle = match polled {
-            Poll::Records(texts) => {
+        let (idle, end) = match polled {
+            Batch::Records(reads) => {
                 let now = Utc::now();
-                for text in &texts {
-                    let Some(rec) = parse_record(text) else { continue };
+                for Read { record: rec, cursor } in reads {
                     read += 1;
-                    if rec.seq < pos.seq {
-                        continue;
+                    match &cursor {
+                        None if rec.seq < pos.seq => continue,
+                        None => pos.seq = rec.seq + 1,
+                        Some(c) => pos.cursor = Some(c.clone()),
                     }
-                    pos.seq = rec.seq + 1;
-                    if let Some(sig) = signals::kmsg_event(&ctx.node, &ctx.boot_id, ctx.boot_time, &rec, now) {
-                        out.extend(compactor.push(rec.ts_us, sig, now_ms));
+                    if let Some((sev, mut event)) =
+                        signals::kmsg_event(&ctx.node, &ctx.boot_id, ctx.boot_time, &rec, now)
+                    {
+                        if let Some(c) = &cursor {
+                            signals::from_journal(&mut event, &ctx.node, &ctx.boot_id, c);
+                        }
+                        out.extend(compactor.push(rec.ts_us, (sev, event), now_ms));
                     }
                 }
                 out.extend(compactor.close_due(now_ms));
-                false
+                (false, false)
             }
-            Poll::Overrun => {
+            Batch::Overrun => {
                 ctx.shared.add(&ctx.shared.counters.kmsg_overruns, 1);
-                false
+                (false, false)
             }
-            Poll::Idle => {
-                out.extend(if ctx.until_end {
+            // The journal has ended only when journalctl has (it may be idle before its end).
+            polled @ (Batch::Idle | Batch::End) => {
+                let end = ctx.until_end && (matches!(polled, Batch::End) || matches!(source, KernelLog::Kmsg(_)));
+                out.extend(if end {
                     compactor.close_all()
                 } else {
                     compactor.close_due(now_ms)
                 });
-                true
+                (true, end)
             }
         };
         if let Err(e) = spool_signals(&ctx, out) {
             // Not spooled: go back to the saved position and runs and read those records again.
             ctx.shared.error(format!("writing to the spool: {e}"));
             (pos, compactor) = load();
-            saved_seq = pos.seq;
+            saved = mark(&pos);
             std::thread::sleep(Duration::from_secs(1));
-            source = source.reopen().map_err(|e| format!("reopening the kernel log: {e}"))?;
+            source = source
+                .reopen(&ctx.boot_id, &pos)
+                .map_err(|e| format!("reopening the kernel log: {e}"))?;
             continue;
         }
         // Counted once their signals are spooled: a status that shows them read shows them kept.
@@ -557,20 +615,20 @@ fn read_kernel_log(mut source: Source, ctx: ReaderContext) -> Result<(), String>
         );
         // The position after the spool: a crash in between reads the records again, and their
         // signals, with the same ids, are duplicates to the server.
-        let moved = pos.seq != saved_seq || compactor.changed;
+        let moved = mark(&pos) != saved || compactor.changed;
         if moved && (idle || last_save.elapsed() >= Duration::from_secs(1)) {
             save_position(&pos, &mut compactor, &ctx)?;
-            saved_seq = pos.seq;
+            saved = mark(&pos);
             last_save = Instant::now();
         }
+        if end {
+            break;
+        }
         if idle {
-            if ctx.until_end {
-                break;
-            }
             std::thread::sleep(source.idle_wait());
         }
     }
-    if pos.seq != saved_seq || compactor.changed {
+    if mark(&pos) != saved || compactor.changed {
         save_position(&pos, &mut compactor, &ctx)?;
     }
     Ok(())

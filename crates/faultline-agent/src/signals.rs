@@ -30,6 +30,25 @@ pub fn kmsg_signal_id(node: &NodeId, boot_id: &str, seq: u64) -> Uuid {
     )
 }
 
+/// The id of the signal of the journal entry at `cursor` of boot `boot_id`.
+pub fn journal_signal_id(node: &NodeId, boot_id: &str, cursor: &str) -> Uuid {
+    Uuid::new_v5(
+        &AGENT_NAMESPACE,
+        format!("journal\n{}\n{}\n{boot_id}\n{cursor}", node.cluster, node.node).as_bytes(),
+    )
+}
+
+/// A kernel record's event ([`kmsg_event`]) as read from the journal: its id from the entry's
+/// cursor, its source and cursor in the attributes instead of a kernel sequence number.
+pub fn from_journal(event: &mut EventInput, node: &NodeId, boot_id: &str, cursor: &str) {
+    event.id = journal_signal_id(node, boot_id, cursor);
+    if let Some(a) = event.attributes.as_mut() {
+        a.remove("kmsg_seq");
+        a.insert("source".into(), Value::String("agent:journal".into()));
+        a.insert("journal_cursor".into(), Value::String(cut(cursor, 512)));
+    }
+}
+
 /// The id of a kernel log signal after storm compaction ([`crate::storm`]): the node, the boot,
 /// the run's key and window, and which part of the run (`first` or `repeats`).
 pub fn storm_signal_id(node: &NodeId, boot_id: &str, key: &str, part: &str) -> Uuid {

@@ -1,0 +1,103 @@
+//! The node agent reading the kernel log from the systemd journal (`--journal`) where /dev/kmsg is
+//! not readable: real journal files (written by systemd-journal-remote) read by the real
+//! journalctl. The kernel's lines arrive once; a restart goes on after the saved cursor; lines
+//! the journal receives while the agent follows it arrive too; another boot's lines are not this
+//! boot's.
+
+#[path = "../../crates/faultline-agent/tests/support/journal_builder.rs"]
+mod journal_builder;
+
+use journal_builder::{JournalEntry, journal_remote, journalctl_available, write_journal};
+
+use crate::agent::{Node, SIGNAL_IDS, wait_count};
+use crate::helpers::spawn_app;
+
+const BOOT: &str = "7c3f4a5e-1b2d-4c6e-8f90-a1b2c3d4e5f6";
+const OTHER_BOOT: &str = "0d9e8f7a-6b5c-4d3e-2f1a-0b9c8d7e6f5a";
+
+/// XID 79 of the GPU on bus `0000:<bus>:00` at `secs` after boot, as journald stores the line.
+fn xid(boot: &str, secs: u64, bus: u8) -> JournalEntry {
+    JournalEntry::kernel(
+        boot,
+        1_764_700_000_000_000 + secs * 1_000_000,
+        secs * 1_000_000,
+        3,
+        format!("NVRM: Xid (PCI:0000:{bus:02x}:00): 79, pid=1234, name=python, GPU has fallen off the bus."),
+    )
+}
+
+#[tokio::test]
+async fn the_journal_gives_the_kernel_lines_once_and_a_restart_goes_on_after_its_cursor() {
+    assert!(
+        journal_remote().is_some() && journalctl_available("journalctl"),
+        "needs journalctl and systemd-journal-remote (Debian packages systemd, systemd-journal-remote)"
+    );
+    let app = spawn_app().await;
+    let node = Node::new(&app, &app.address).await;
+    std::fs::write(node.dir.join("boot_id"), format!("{BOOT}\n")).unwrap();
+    let journal = node.dir.join("journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    let file = journal.join("kernel.journal");
+    // Another boot's line first (the journal keeps every boot), then this boot's: two XIDs and a
+    // line that is not a signal.
+    write_journal(
+        &file,
+        &[
+            xid(OTHER_BOOT, 10, 0x1b),
+            xid(BOOT, 20, 0x3b),
+            JournalEntry::kernel(
+                BOOT,
+                1_764_700_021_000_000,
+                21_000_000,
+                6,
+                "EXT4-fs (nvme0n1p1): mounted filesystem",
+            ),
+            xid(BOOT, 22, 0x5d),
+        ],
+    )
+    .unwrap();
+    let args = ["--journal", "--journal-directory", journal.to_str().unwrap()];
+    node.oneshot(&args).await;
+    wait_count(&app, SIGNAL_IDS, 2, &node).await;
+    assert_eq!(
+        // (The two are 2 s apart on one node: the server stores them as one row counting two.)
+        app.count("SELECT sum(repeat_count) FROM events WHERE kind = 'xid' AND code = 79 AND attributes->>'source' = 'agent:journal' AND attributes->>'boot_id' = '7c3f4a5e-1b2d-4c6e-8f90-a1b2c3d4e5f6' AND attributes->>'journal_cursor' LIKE 's=%'").await,
+        2
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE attributes->>'pci_bus_id' = '0000:1b:00.0'")
+            .await,
+        0,
+        "the other boot's line"
+    );
+    let s = node.status();
+    assert_eq!(s["counters"]["kmsg_records"], 3, "{s}");
+    assert!(s["position"]["cursor"].as_str().unwrap().starts_with("s="), "{s}");
+
+    // Two more lines; a restart reads only those.
+    write_journal(&file, &[xid(BOOT, 30, 0x86), xid(BOOT, 31, 0x87)]).unwrap();
+    node.oneshot(&args).await;
+    wait_count(&app, SIGNAL_IDS, 4, &node).await;
+    let s = node.status();
+    assert_eq!(
+        (
+            s["counters"]["kmsg_records"].as_u64(),
+            s["counters"]["sent_accepted"].as_u64(),
+            s["counters"]["sent_duplicates"].as_u64()
+        ),
+        (Some(5), Some(4), Some(0)),
+        "{s}"
+    );
+
+    // Followed: a line the journal receives while the agent runs arrives.
+    let mut agent = node.start(&args);
+    node.wait_status("journalctl following", |s| {
+        s["pid"].as_u64() == Some(u64::from(agent.id()))
+    })
+    .await;
+    write_journal(&file, &[xid(BOOT, 40, 0xb1)]).unwrap();
+    wait_count(&app, SIGNAL_IDS, 5, &node).await;
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    assert_eq!(node.status()["counters"]["sent_duplicates"], 0);
+}
