@@ -586,3 +586,67 @@ async fn a_slow_server_leaves_the_backlog_on_disk_not_in_memory() {
     agent.kill().unwrap();
     agent.wait().unwrap();
 }
+
+const L4: &str = include_str!("../fixtures/nvidia-smi/l4-555.xml");
+
+#[tokio::test]
+async fn a_gpu_asking_for_a_reset_and_its_kernel_xids_reach_the_server_under_its_index_and_uuid() {
+    let app = spawn_app().await;
+    let node = Node::new(&app, &app.address).await;
+    let report = node.dir.join("report.xml");
+    let fake = node.dir.join("nvidia-smi");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\n[ \"$1 $2\" = \"-q -x\" ] || exit 2\ncat '{}'\n",
+            report.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Drivers from r560 print the recovery action after the reset status.
+    let with_action = |action: &str| {
+        L4.replacen(
+            "</gpu_reset_status>",
+            &format!("</gpu_reset_status>\n        <gpu_recovery_action>{action}</gpu_recovery_action>"),
+            1,
+        )
+    };
+    std::fs::write(&report, with_action("None")).unwrap();
+    let gpu_args = ["--gpu-interval", "300", "--nvidia-smi", fake.to_str().unwrap()];
+    let mut first = vec!["--no-kmsg"];
+    first.extend_from_slice(&gpu_args);
+    node.oneshot(&first).await;
+    assert_eq!(node.status()["counters"]["gpu_inventory_updates"], 1);
+    assert_eq!(app.count(SIGNAL_IDS).await, 0, "no action asked, no counter raised");
+
+    // The kernel names the GPU by its bus; the driver then asks for a reset.
+    node.append_kmsg(&["3,0,5000000,-;NVRM: Xid (PCI:0000:01:00): 48, pid=77, name=python, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 0.".to_string()]);
+    std::fs::write(&report, with_action("Reset")).unwrap();
+    node.oneshot(&gpu_args).await;
+    wait_count(&app, SIGNAL_IDS, 2, &node).await;
+    const L4_UUID: &str = "GPU-c5533cd4-5a60-059e-348d-b6d7466932e4";
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'xid' AND code = 48 AND gpu_index = 0 AND gpu_uuid = 'GPU-c5533cd4-5a60-059e-348d-b6d7466932e4' AND gpu_model = 'NVIDIA L4' AND attributes->>'serial' = '1654523003308'").await,
+        1
+    );
+    let action: Vec<(String, String, Option<String>)> = sqlx::query_as(
+        "SELECT kind, attributes->>'value', gpu_uuid FROM events WHERE attributes->>'counter' = 'recovery_action'",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        action,
+        [(
+            "health_check".to_string(),
+            "Reset".to_string(),
+            Some(L4_UUID.to_string())
+        )]
+    );
+    // Asked again at the next poll: nothing new.
+    node.oneshot(&gpu_args).await;
+    assert_eq!(app.count(SIGNAL_IDS).await, 2);
+    assert_eq!(node.status()["counters"]["sent_duplicates"], 0);
+}

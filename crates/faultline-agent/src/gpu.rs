@@ -10,6 +10,7 @@ use std::time::Duration;
 use chrono::Utc;
 use faultline_core::domain::event::EventInput;
 use faultline_core::domain::part::GpuReport;
+use faultline_core::logparse::normalise_pci_bus_id;
 use faultline_core::logparse::nvidia_smi::{GpuCounters, parse_counters, parse_gpus};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -32,6 +33,51 @@ fn key(c: &GpuCounters) -> String {
         .clone()
         .or_else(|| c.serial.clone())
         .unwrap_or_else(|| format!("index-{}", c.index))
+}
+
+/// The node's GPUs by PCI bus id, from the set last registered (`gpus.json`): a kernel line names
+/// its GPU by bus (`NVRM: Xid (PCI:0000:3b:00): ...`), the server counts failures by GPU index.
+#[derive(Debug, Default, Clone)]
+pub struct GpusByBus(BTreeMap<String, GpuReport>);
+
+impl GpusByBus {
+    pub fn load(paths: &Paths) -> GpusByBus {
+        let state: GpuState = std::fs::read(paths.gpus())
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        GpusByBus(
+            state
+                .registered
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|g| Some((normalise_pci_bus_id(g.pci_bus_id.as_deref()?)?, g)))
+                .collect(),
+        )
+    }
+
+    /// Names the GPU of a signal that has only its bus id (attribute `pci_bus_id`).
+    pub fn attribute(&self, event: &mut EventInput) {
+        if event.gpu_index.is_some() || event.gpu_uuid.is_some() {
+            return;
+        }
+        let Some(gpu) = event
+            .attributes
+            .as_ref()
+            .and_then(|a| a.get("pci_bus_id"))
+            .and_then(Value::as_str)
+            .and_then(normalise_pci_bus_id)
+            .and_then(|bus| self.0.get(&bus))
+        else {
+            return;
+        };
+        event.gpu_index = gpu.index.filter(|i| (0..=1023).contains(i));
+        event.gpu_uuid = gpu.uuid.clone();
+        event.gpu_model = gpu.model.clone();
+        if let (Some(a), Some(serial)) = (event.attributes.as_mut(), &gpu.serial) {
+            a.insert("serial".into(), Value::String(serial.clone()));
+        }
+    }
 }
 
 /// One counter change worth a signal.
@@ -381,6 +427,52 @@ fn path_segment(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_xid_names_the_gpu_registered_at_its_bus() {
+        let dir = std::env::temp_dir().join(format!("fl-gpus-by-bus-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let paths = Paths { root: dir.clone() };
+        let h100 = GpuReport {
+            index: Some(3),
+            pci_bus_id: Some("00000000:3B:00.0".into()),
+            uuid: Some("GPU-3".into()),
+            serial: Some("1650924060175".into()),
+            model: Some("NVIDIA H100 80GB HBM3".into()),
+            board_part_number: None,
+            vbios: None,
+            driver: None,
+        };
+        let state = GpuState {
+            registered: Some(vec![h100]),
+            counters: BTreeMap::new(),
+        };
+        std::fs::write(paths.gpus(), serde_json::to_vec(&state).unwrap()).unwrap();
+        let by_bus = GpusByBus::load(&paths);
+        let node = NodeId {
+            cluster: "c1".into(),
+            node: "n1".into(),
+        };
+        let now = Utc::now();
+        let rec = crate::kmsg::parse_record(
+            "3,1,10,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.",
+        )
+        .unwrap();
+        let (_, mut e) = crate::signals::kmsg_event(&node, "b", now, &rec, now).unwrap();
+        by_bus.attribute(&mut e);
+        assert_eq!((e.gpu_index, e.gpu_uuid.as_deref()), (Some(3), Some("GPU-3")));
+        assert_eq!(e.gpu_model.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        assert_eq!(e.attributes.as_ref().unwrap()["serial"], "1650924060175");
+        // Another bus: left as it is.
+        let rec = crate::kmsg::parse_record(
+            "3,2,10,-;NVRM: Xid (PCI:0000:5d:00): 79, pid=1, name=x, GPU has fallen off the bus.",
+        )
+        .unwrap();
+        let (_, mut e) = crate::signals::kmsg_event(&node, "b", now, &rec, now).unwrap();
+        by_bus.attribute(&mut e);
+        assert_eq!((e.gpu_index, e.gpu_uuid), (None, None));
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     fn gpu() -> GpuCounters {
         GpuCounters {

@@ -534,6 +534,9 @@ fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), Stri
     let mut saved = mark(&pos);
     let mut last_save = Instant::now();
     let mut reported_error = false;
+    // The GPUs as last registered (the GPU poller rewrites them): read again every ten seconds.
+    let mut gpus = gpu::GpusByBus::load(&ctx.paths);
+    let mut gpus_read = Instant::now();
     loop {
         if ctx.stop.load(Ordering::SeqCst) {
             break;
@@ -562,6 +565,10 @@ fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), Stri
         let (idle, end) = match polled {
             Batch::Records(reads) => {
                 let now = Utc::now();
+                if gpus_read.elapsed() >= Duration::from_secs(10) {
+                    gpus = gpu::GpusByBus::load(&ctx.paths);
+                    gpus_read = Instant::now();
+                }
                 for Read { record: rec, cursor } in reads {
                     read += 1;
                     match &cursor {
@@ -575,6 +582,7 @@ fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), Stri
                         if let Some(c) = &cursor {
                             signals::from_journal(&mut event, &ctx.node, &ctx.boot_id, c);
                         }
+                        gpus.attribute(&mut event);
                         out.extend(compactor.push(rec.ts_us, (sev, event), now_ms));
                     }
                 }
