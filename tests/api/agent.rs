@@ -191,6 +191,23 @@ impl Node {
         serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
     }
 
+    /// A stand-in for a node tool (`nvidia-smi`, `ipmitool`) that prints the file `prints` when
+    /// called with `args`, and fails otherwise: the tests put recorded output there.
+    pub(crate) fn fake_tool(&self, name: &str, args: &str, prints: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.dir.join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\n[ \"$*\" = \"{args}\" ] || exit 2\ncat '{}'\n",
+                prints.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
     pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
     }
@@ -423,18 +440,7 @@ async fn a_gpu_moved_between_two_polls_shows_in_the_parts_inventory_and_counters
     let app = spawn_app().await;
     let node = Node::new(&app, &app.address).await;
     let report = node.dir.join("report.xml");
-    let fake = node.dir.join("nvidia-smi");
-    // A fake nvidia-smi printing the recorded report the test puts in place.
-    std::fs::write(
-        &fake,
-        format!(
-            "#!/bin/sh\n[ \"$1 $2\" = \"-q -x\" ] || exit 2\ncat '{}'\n",
-            report.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fake = node.fake_tool("nvidia-smi", "-q -x", &report);
     std::fs::write(&report, P100).unwrap();
     let gpu_args = [
         "--no-kmsg",
@@ -594,17 +600,7 @@ async fn a_gpu_asking_for_a_reset_and_its_kernel_xids_reach_the_server_under_its
     let app = spawn_app().await;
     let node = Node::new(&app, &app.address).await;
     let report = node.dir.join("report.xml");
-    let fake = node.dir.join("nvidia-smi");
-    std::fs::write(
-        &fake,
-        format!(
-            "#!/bin/sh\n[ \"$1 $2\" = \"-q -x\" ] || exit 2\ncat '{}'\n",
-            report.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fake = node.fake_tool("nvidia-smi", "-q -x", &report);
     // Drivers from r560 print the recovery action after the reset status.
     let with_action = |action: &str| {
         L4.replacen(

@@ -15,17 +15,7 @@ async fn the_bmc_event_log_arrives_record_by_record_once_and_is_classified() {
     let app = spawn_app().await;
     let node = Node::new(&app, &app.address).await;
     let log = node.dir.join("sel.txt");
-    let fake = node.dir.join("ipmitool");
-    std::fs::write(
-        &fake,
-        format!(
-            "#!/bin/sh\n[ \"$1 $2\" = \"sel elist\" ] || exit 2\ncat '{}'\n",
-            log.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fake = node.fake_tool("ipmitool", "sel elist", &log);
     let args = [
         "--no-kmsg",
         "--sel-interval",

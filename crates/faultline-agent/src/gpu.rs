@@ -302,34 +302,13 @@ impl GpuPoller {
 
     /// One run of nvidia-smi. A failure is reported when it starts failing, not at every poll.
     async fn poll(&self, failing: &mut bool) -> Outcome {
-        let out = tokio::process::Command::new(&self.nvidia_smi)
-            .args(["-q", "-x"])
-            .kill_on_drop(true)
-            .output();
-        let res = match tokio::time::timeout(Duration::from_secs(60), out).await {
-            Ok(Ok(o)) if o.status.success() => {
-                String::from_utf8(o.stdout).map_err(|_| "its output is not UTF-8".to_string())
-            }
-            Ok(Ok(o)) => Err(format!(
-                "it exited with {}: {}",
-                o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
-            )),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("it did not answer within 60 s".into()),
-        };
+        let res = crate::command::output(&self.nvidia_smi, &["-q", "-x"], &[], Duration::from_secs(60)).await;
         let xml = match res.and_then(|x| parse_gpus(&x).map(|g| (x, g))) {
             Ok(x) => x,
             Err(e) => {
-                self.shared.add(&self.shared.counters.gpu_poll_failures, 1);
-                if !*failing {
-                    self.shared.error(format!(
-                        "running `{} -q -x`: {e} (reported once; polling goes on every {:.1} s)",
-                        self.nvidia_smi,
-                        self.interval.as_secs_f64()
-                    ));
-                    *failing = true;
-                }
+                let command = format!("{} -q -x", self.nvidia_smi);
+                let c = &self.shared.counters.gpu_poll_failures;
+                self.shared.poll_failed(c, failing, &command, &e, self.interval);
                 return Outcome::Failed;
             }
         };
@@ -343,25 +322,17 @@ impl GpuPoller {
             .unwrap_or_default();
 
         // Counter changes first: spooled (fsync'd) before the new baseline is saved.
-        let mut records = Vec::new();
-        for c in &counters {
-            for ch in diff(state.counters.get(&key(c)), c) {
-                let (sev, e) = change_event(&self.node, &self.boot_id, c, &ch);
-                records.push((sev, serde_json::to_vec(&e).expect("an event serialises")));
-            }
-        }
-        if !records.is_empty() {
-            let n = records.len() as u64;
-            let mut spool = self.spool.lock().expect("spool lock");
-            if let Err(e) = spool.append(&records) {
-                drop(spool);
-                self.shared.error(format!("writing GPU signals to the spool: {e}"));
-                return Outcome::Failed;
-            }
-            let drops = std::mem::take(&mut spool.drops);
-            drop(spool);
-            self.shared.spooled(n, drops);
-            self.wake.notify_one();
+        let signals = counters
+            .iter()
+            .flat_map(|c| {
+                diff(state.counters.get(&key(c)), c)
+                    .into_iter()
+                    .map(|ch| change_event(&self.node, &self.boot_id, c, &ch))
+            })
+            .collect();
+        if let Err(e) = crate::spool::append_signals(&self.spool, &self.shared, &self.wake, signals) {
+            self.shared.error(format!("writing GPU signals to the spool: {e}"));
+            return Outcome::Failed;
         }
         state.counters = counters.iter().map(|c| (key(c), c.clone())).collect();
 

@@ -173,15 +173,9 @@ impl SelPoller {
         let entries = match self.read_log().await {
             Ok(e) => e,
             Err(e) => {
-                self.shared.add(&self.shared.counters.sel_poll_failures, 1);
-                if !*failing {
-                    self.shared.error(format!(
-                        "running `{} sel elist`: {e} (reported once; polling goes on every {:.1} s)",
-                        self.ipmitool,
-                        self.interval.as_secs_f64()
-                    ));
-                    *failing = true;
-                }
+                let command = format!("{} sel elist", self.ipmitool);
+                let c = &self.shared.counters.sel_poll_failures;
+                self.shared.poll_failed(c, failing, &command, &e, self.interval);
                 return;
             }
         };
@@ -195,27 +189,16 @@ impl SelPoller {
         let (new, next) = select_new(&state, &entries);
         if !new.is_empty() {
             let now = Utc::now();
-            let records: Vec<(Severity, Vec<u8>)> = new
-                .iter()
-                .map(|e| {
-                    let (sev, event) = sel_event(&self.node, e, &Local, now);
-                    (sev, serde_json::to_vec(&event).expect("an event serialises"))
-                })
-                .collect();
-            let n = records.len() as u64;
-            let mut spool = self.spool.lock().expect("spool lock");
-            if let Err(e) = spool.append(&records) {
-                // Not spooled: the state stays, the next poll tries them again.
-                drop(spool);
-                self.shared
-                    .error(format!("writing BMC event log signals to the spool: {e}"));
-                return;
+            let signals = new.iter().map(|e| sel_event(&self.node, e, &Local, now)).collect();
+            match crate::spool::append_signals(&self.spool, &self.shared, &self.wake, signals) {
+                Ok(n) => self.shared.add(&self.shared.counters.sel_records, n),
+                Err(e) => {
+                    // Not spooled: the state stays, the next poll tries them again.
+                    self.shared
+                        .error(format!("writing BMC event log signals to the spool: {e}"));
+                    return;
+                }
             }
-            let drops = std::mem::take(&mut spool.drops);
-            drop(spool);
-            self.shared.spooled(n, drops);
-            self.shared.add(&self.shared.counters.sel_records, n);
-            self.wake.notify_one();
         }
         // After the spool: a crash in between sends the records again, with the same ids, and the
         // server counts them as duplicates.
@@ -230,26 +213,8 @@ impl SelPoller {
     /// The records `ipmitool sel elist` prints. Output with lines yet no record read is an error:
     /// a format this agent does not know must not pass for an empty log.
     async fn read_log(&self) -> Result<Vec<SelEntry>, String> {
-        let out = tokio::process::Command::new(&self.ipmitool)
-            .args(["sel", "elist"])
-            // Month-first dates whatever the node's locale.
-            .env("LC_ALL", "C")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output();
-        let out = match tokio::time::timeout(RUN_TIMEOUT, out).await {
-            Ok(Ok(o)) if o.status.success() => o,
-            Ok(Ok(o)) => {
-                return Err(format!(
-                    "it exited with {}: {}",
-                    o.status,
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ));
-            }
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err(format!("it did not answer within {} s", RUN_TIMEOUT.as_secs())),
-        };
-        let text = String::from_utf8_lossy(&out.stdout);
+        // Month-first dates whatever the node's locale.
+        let text = crate::command::output(&self.ipmitool, &["sel", "elist"], &[("LC_ALL", "C")], RUN_TIMEOUT).await?;
         let entries = parse_sel_elist(&text);
         if entries.is_empty()
             && let Some(line) = text.lines().find(|l| l.contains('|'))

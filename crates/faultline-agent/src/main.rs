@@ -3,6 +3,7 @@
 //! sel elist`), turns what it reads into signals with faultline-core's parsers, writes them to a
 //! disk spool before moving on, and sends the spool to Faultline. See docs/agent.md.
 
+mod command;
 mod gpu;
 mod ipmi;
 mod journal;
@@ -604,7 +605,7 @@ fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), Stri
                 (true, end)
             }
         };
-        if let Err(e) = spool_signals(&ctx, out) {
+        if let Err(e) = spool::append_signals(&ctx.spool, &ctx.shared, &ctx.wake, out) {
             // Not spooled: go back to the saved position and runs and read those records again.
             ctx.shared.error(format!("writing to the spool: {e}"));
             (pos, compactor) = load();
@@ -639,25 +640,6 @@ fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), Stri
     if mark(&pos) != saved || compactor.changed {
         save_position(&pos, &mut compactor, &ctx)?;
     }
-    Ok(())
-}
-
-/// Appends signals to the spool (fsync'd) and counts them and what the spool dropped for them.
-fn spool_signals(ctx: &ReaderContext, signals: Vec<storm::Signal>) -> std::io::Result<()> {
-    if signals.is_empty() {
-        return Ok(());
-    }
-    let records: Vec<_> = signals
-        .into_iter()
-        .map(|(sev, event)| (sev, serde_json::to_vec(&event).expect("an event serialises")))
-        .collect();
-    let n = records.len() as u64;
-    let mut spool = ctx.spool.lock().expect("spool lock");
-    spool.append(&records)?;
-    let drops = std::mem::take(&mut spool.drops);
-    drop(spool);
-    ctx.shared.spooled(n, drops);
-    ctx.wake.notify_one();
     Ok(())
 }
 

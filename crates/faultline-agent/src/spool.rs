@@ -447,6 +447,31 @@ impl Spool {
     }
 }
 
+/// Appends signals to the spool (fsync'd), counts them and what the spool dropped for them, and
+/// wakes the sender. Returns how many were spooled.
+pub fn append_signals(
+    spool: &std::sync::Mutex<Spool>,
+    shared: &crate::state::Shared,
+    wake: &tokio::sync::Notify,
+    signals: Vec<(Severity, faultline_core::domain::event::EventInput)>,
+) -> io::Result<u64> {
+    if signals.is_empty() {
+        return Ok(0);
+    }
+    let records: Vec<_> = signals
+        .into_iter()
+        .map(|(sev, event)| (sev, serde_json::to_vec(&event).expect("an event serialises")))
+        .collect();
+    let n = records.len() as u64;
+    let mut spool = spool.lock().expect("spool lock");
+    spool.append(&records)?;
+    let drops = std::mem::take(&mut spool.drops);
+    drop(spool);
+    shared.spooled(n, drops);
+    wake.notify_one();
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -126,6 +126,26 @@ impl Shared {
         s.last_error_at = Some(now_rfc3339());
     }
 
+    /// A failed run of a polled tool: counted every time, reported when it starts failing (a node
+    /// without the device fails at every poll).
+    pub fn poll_failed(
+        &self,
+        counter: &AtomicU64,
+        failing: &mut bool,
+        command: &str,
+        error: &str,
+        interval: std::time::Duration,
+    ) {
+        self.add(counter, 1);
+        if !*failing {
+            self.error(format!(
+                "running `{command}`: {error} (reported once; polling goes on every {:.1} s)",
+                interval.as_secs_f64()
+            ));
+            *failing = true;
+        }
+    }
+
     pub fn add(&self, counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
