@@ -98,6 +98,31 @@ fn agent_binary() -> PathBuf {
     p
 }
 
+/// A running agent, killed (SIGKILL) when dropped, so a failing test leaves none behind.
+pub(crate) struct Agent(Child);
+
+impl Agent {
+    pub(crate) fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// SIGKILL, and reaped.
+    pub(crate) fn kill(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().unwrap();
+    }
+
+    fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.0.try_wait()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 pub(crate) struct Node {
     pub(crate) dir: PathBuf,
     token: String,
@@ -151,8 +176,8 @@ impl Node {
         c
     }
 
-    pub(crate) fn start(&self, extra: &[&str]) -> Child {
-        self.command(extra).spawn().expect("start faultline-agent")
+    pub(crate) fn start(&self, extra: &[&str]) -> Agent {
+        Agent(self.command(extra).spawn().expect("start faultline-agent"))
     }
 
     /// Runs `--oneshot` to the end (bounded).
@@ -167,7 +192,7 @@ impl Node {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        child.kill().ok();
+        child.kill();
         panic!("the oneshot agent did not finish: {}", self.log());
     }
 
@@ -306,8 +331,7 @@ async fn agent_spools_while_the_server_is_down_and_everything_arrives_once_when_
     assert_eq!(s["counters"]["sent_duplicates"], 0);
     assert!(s["last_send_at"].is_string());
     assert!(s["counters"]["gpu_poll_failures"].as_u64() >= Some(2), "{s}");
-    agent.kill().unwrap();
-    agent.wait().unwrap();
+    agent.kill();
     assert_eq!(
         node.log().matches("running `/nonexistent/nvidia-smi -q -x`").count(),
         1,
@@ -335,8 +359,7 @@ async fn agent_killed_mid_batch_and_restarted_loses_nothing_and_doubles_nothing(
     let mut agent = node.start(&["--batch", "25"]);
     // The first batch reaches the server and commits; its answer never reaches the agent.
     wait_count(&app, SIGNAL_IDS, 25, &node).await;
-    agent.kill().unwrap(); // SIGKILL
-    agent.wait().unwrap();
+    agent.kill(); // SIGKILL
     assert_eq!(node.status()["spool_records"], 40, "nothing was acknowledged");
     proxy.set(FORWARD);
     let mut agent = node.start(&["--batch", "25"]);
@@ -345,8 +368,7 @@ async fn agent_killed_mid_batch_and_restarted_loses_nothing_and_doubles_nothing(
             s["spool_records"] == 0 && s["counters"]["send_batches"].as_u64() >= Some(2)
         })
         .await;
-    agent.kill().unwrap();
-    agent.wait().unwrap();
+    agent.kill();
     assert_eq!(app.count(SIGNAL_IDS).await, 40);
     assert_eq!(
         app.count("SELECT coalesce(sum(repeat_count), 0) FROM events WHERE cluster = 'c1'")
@@ -415,8 +437,7 @@ async fn a_full_spool_drops_the_oldest_low_severity_signals_and_counts_them() {
         s["spool_records"] == 0 && s["counters"]["send_batches"].as_u64() >= Some(1)
     })
     .await;
-    agent.kill().unwrap();
-    agent.wait().unwrap();
+    agent.kill();
     // Every high arrived; of the lows, the newest, and the dropped ones are the oldest.
     assert_eq!(
         app.count("SELECT coalesce(sum(repeat_count), 0) FROM events WHERE code = 79")
@@ -589,8 +610,7 @@ async fn a_slow_server_leaves_the_backlog_on_disk_not_in_memory() {
     let peak = peak_rss_kib(pid);
     eprintln!("agent peak RSS with a 40,000-signal backlog: {peak} KiB");
     assert!(peak < 30 * 1024, "peak RSS {peak} KiB after delivering the backlog");
-    agent.kill().unwrap();
-    agent.wait().unwrap();
+    agent.kill();
 }
 
 const L4: &str = include_str!("../fixtures/nvidia-smi/l4-555.xml");

@@ -97,7 +97,6 @@ async fn the_journal_gives_the_kernel_lines_once_and_a_restart_goes_on_after_its
     .await;
     write_journal(&file, &[xid(BOOT, 40, 0xb1)]).unwrap();
     wait_count(&app, SIGNAL_IDS, 5, &node).await;
-    agent.kill().unwrap();
-    agent.wait().unwrap();
+    agent.kill();
     assert_eq!(node.status()["counters"]["sent_duplicates"], 0);
 }

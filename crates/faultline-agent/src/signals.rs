@@ -174,16 +174,22 @@ fn event_of(
     )
 }
 
+/// Node n1 of cluster c1, for the tests.
+#[cfg(test)]
+pub fn test_node() -> NodeId {
+    NodeId {
+        cluster: "c1".into(),
+        node: "n1".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kmsg::parse_record;
 
     fn node() -> NodeId {
-        NodeId {
-            cluster: "c1".into(),
-            node: "n1".into(),
-        }
+        test_node()
     }
 
     #[test]

@@ -254,15 +254,8 @@ fn last_at_after(last: &str, first: &str) -> bool {
 mod tests {
     use super::*;
     use crate::kmsg::parse_record;
-    use crate::signals::kmsg_event;
+    use crate::signals::{kmsg_event, test_node as node};
     use uuid::Uuid;
-
-    fn node() -> NodeId {
-        NodeId {
-            cluster: "c1".into(),
-            node: "n1".into(),
-        }
-    }
 
     fn boot() -> DateTime<Utc> {
         "2026-11-30T00:00:00Z".parse().unwrap()
