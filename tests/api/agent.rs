@@ -572,6 +572,43 @@ async fn a_storm_of_a_hundred_thousand_xid_lines_reaches_the_server_as_four_sign
     // Read again (a restart on the same boot): nothing new.
     node.oneshot(&[]).await;
     assert_eq!(app.count(SIGNAL_IDS).await, 5);
+
+    // Followed this time: 1,000 lines of XID 31 within a minute, and the agent is killed with the
+    // run still open (its first line sent, the rest counted in position.json). The node reboots;
+    // the restarted agent sends the previous boot's run with its count before reading on.
+    let mut agent = node.start(&[]);
+    node.append_kmsg(
+        &(100_001..101_001u64)
+            .map(|s| {
+                format!(
+                    "4,{s},{},-;NVRM: Xid (PCI:0000:3b:00): 31, pid=9, name=python, MMU Fault",
+                    66_000_000 + (s - 100_001) * 1000
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    node.wait_status("the storm read", |s| {
+        s["position"]["seq"] == 101_001 && s["open_runs"] == 1 && s["spool_records"] == 0
+    })
+    .await;
+    agent.kill();
+    assert_eq!(
+        app.count("SELECT coalesce(sum(repeat_count), 0) FROM events WHERE code = 31")
+            .await,
+        1,
+        "only the run's first line was sent"
+    );
+    std::fs::write(node.dir.join("boot_id"), "boot-b\n").unwrap();
+    std::fs::write(node.dir.join("kmsg"), "").unwrap();
+    node.oneshot(&[]).await;
+    assert_eq!(
+        app.count(
+            "SELECT coalesce(sum(repeat_count), 0) FROM events WHERE code = 31 AND attributes->>'boot_id' = 'boot-a'"
+        )
+        .await,
+        1_000
+    );
+    assert_eq!(node.status()["position"]["boot_id"], "boot-b");
 }
 
 #[tokio::test]

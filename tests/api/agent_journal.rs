@@ -2,7 +2,7 @@
 //! not readable: real journal files (written by systemd-journal-remote) read by the real
 //! journalctl. The kernel's lines arrive once; a restart goes on after the saved cursor; lines
 //! the journal receives while the agent follows it arrive too; another boot's lines are not this
-//! boot's.
+//! boot's; after a reboot, the lines the previous boot logged after the cursor arrive too.
 
 #[path = "../../crates/faultline-agent/tests/support/journal_builder.rs"]
 mod journal_builder;
@@ -14,12 +14,15 @@ use crate::helpers::spawn_app;
 
 const BOOT: &str = "7c3f4a5e-1b2d-4c6e-8f90-a1b2c3d4e5f6";
 const OTHER_BOOT: &str = "0d9e8f7a-6b5c-4d3e-2f1a-0b9c8d7e6f5a";
+const NEW_BOOT: &str = "1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b";
 
-/// XID 79 of the GPU on bus `0000:<bus>:00` at `secs` after boot, as journald stores the line.
+/// XID 79 of the GPU on bus `0000:<bus>:00` at `secs` after boot, as journald stores the line
+/// (the new boot started an hour after the first).
 fn xid(boot: &str, secs: u64, bus: u8) -> JournalEntry {
+    let boot_at = if boot == NEW_BOOT { 1_764_703_600 } else { 1_764_700_000 };
     JournalEntry::kernel(
         boot,
-        1_764_700_000_000_000 + secs * 1_000_000,
+        (boot_at + secs) * 1_000_000,
         secs * 1_000_000,
         3,
         format!("NVRM: Xid (PCI:0000:{bus:02x}:00): 79, pid=1234, name=python, GPU has fallen off the bus."),
@@ -99,4 +102,36 @@ async fn the_journal_gives_the_kernel_lines_once_and_a_restart_goes_on_after_its
     wait_count(&app, SIGNAL_IDS, 5, &node).await;
     agent.kill();
     assert_eq!(node.status()["counters"]["sent_duplicates"], 0);
+
+    // The GPU on bus c1 fails twice while the agent is down, then the node reboots: the ring
+    // buffer is gone, the journal kept both lines, and they arrive as that boot's, dated when
+    // journald received them; so does the new boot's first line.
+    write_journal(
+        &file,
+        &[xid(BOOT, 50, 0xc1), xid(BOOT, 51, 0xc1), xid(NEW_BOOT, 5, 0x3b)],
+    )
+    .unwrap();
+    std::fs::write(node.dir.join("boot_id"), format!("{NEW_BOOT}\n")).unwrap();
+    node.oneshot(&args).await;
+    wait_count(&app, SIGNAL_IDS, 8, &node).await;
+    // The first boot's seven XIDs, 20 s to 51 s after it started, are one burst on the server
+    // (no gap over 60 s), ending with the late line's time as journald stamped it.
+    assert_eq!(
+        app.count("SELECT sum(repeat_count) FROM events WHERE kind = 'xid' AND occurred_at < to_timestamp(1764700100)")
+            .await,
+        7
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE last_occurred_at = to_timestamp(1764700051)")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE attributes->>'boot_id' = '1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b'")
+            .await,
+        1
+    );
+    let s = node.status();
+    assert_eq!(s["position"]["boot_id"], NEW_BOOT);
+    assert_eq!(s["counters"]["sent_duplicates"], 0, "{s}");
 }

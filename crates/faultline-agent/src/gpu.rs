@@ -248,7 +248,7 @@ pub fn change_event(node: &NodeId, boot_id: &str, gpu: &GpuCounters, ch: &Counte
             message: Some(ch.message.clone()),
             attributes: Some(attributes),
             repeat_count: None,
-            last_occurred_at: None,
+            repeat_span_seconds: None,
         },
     )
 }

@@ -137,7 +137,7 @@ pub fn sel_event<Tz: TimeZone>(node: &NodeId, e: &SelEntry, local: &Tz, now: Dat
             message: Some(e.message()),
             attributes: Some(attributes),
             repeat_count: None,
-            last_occurred_at: None,
+            repeat_span_seconds: None,
         },
     )
 }

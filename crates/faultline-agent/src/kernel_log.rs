@@ -10,10 +10,22 @@ use crate::journal::{JournalConfig, JournalPoll, JournalRecord, JournalSource};
 use crate::kmsg::{KmsgRecord, Poll, Source, parse_record};
 use crate::state::Position;
 
-/// One record and, from the journal, its cursor.
+/// One record and, from the journal, its cursor and when journald received it.
 pub struct Read {
     pub record: KmsgRecord,
     pub cursor: Option<String>,
+    /// Microseconds since the epoch (`__REALTIME_TIMESTAMP`).
+    pub realtime_us: Option<u64>,
+}
+
+impl Read {
+    /// The boot's start as this record dates it: from journald's clock when the journal gives it
+    /// (right for an earlier boot too), else `boot_time` (this boot's, from /proc/stat).
+    pub fn boot_time(&self, boot_time: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+        self.realtime_us
+            .and_then(|t| chrono::DateTime::from_timestamp_micros(t as i64 - self.record.ts_us as i64))
+            .unwrap_or(boot_time)
+    }
 }
 
 pub enum Batch {
@@ -67,7 +79,11 @@ impl KernelLog {
                     texts
                         .iter()
                         .filter_map(|t| parse_record(t))
-                        .map(|record| Read { record, cursor: None })
+                        .map(|record| Read {
+                            record,
+                            cursor: None,
+                            realtime_us: None,
+                        })
                         .collect(),
                 ),
                 Poll::Overrun => Batch::Overrun,
@@ -126,7 +142,7 @@ fn resume_cursor(boot_id: &str, pos: &Position) -> Option<String> {
     (pos.boot_id == boot_id).then(|| pos.cursor.clone()).flatten()
 }
 
-fn journal_read(r: JournalRecord) -> Read {
+pub fn journal_read(r: JournalRecord) -> Read {
     Read {
         record: KmsgRecord {
             level: r.level,
@@ -138,5 +154,6 @@ fn journal_read(r: JournalRecord) -> Read {
             dict: r.dict,
         },
         cursor: Some(r.cursor),
+        realtime_us: r.realtime_us,
     }
 }

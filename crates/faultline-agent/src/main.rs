@@ -234,7 +234,10 @@ fn status(state_dir: &Path, json: bool) -> i32 {
         c.kmsg_overruns,
         s.position
             .as_ref()
-            .map(|p| format!("boot {} seq {}", p.boot_id, p.seq))
+            .map(|p| match &p.cursor {
+                Some(c) => format!("boot {} journal cursor {c}", p.boot_id),
+                None => format!("boot {} seq {}", p.boot_id, p.seq),
+            })
             .unwrap_or_else(|| "none".into())
     );
     println!(
@@ -394,6 +397,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
             stop: stop.clone(),
             until_end: args.oneshot,
             compact_window: Duration::from_secs_f64(args.compact_window.max(0.0)),
+            journal: matches!(source, KernelLog::Journal { .. }).then(|| journal.clone()),
         };
         Some(tokio::task::spawn_blocking(move || read_kernel_log(source, ctx)))
     };
@@ -508,6 +512,8 @@ struct ReaderContext {
     until_end: bool,
     /// The storm compactor's window (zero: off).
     compact_window: Duration,
+    /// How the journal is read, when it is the source (for the previous boot's last records).
+    journal: Option<JournalOptions>,
 }
 
 /// Reads records, spools the signals among them (fsync'd), then moves the position past them.
@@ -516,6 +522,7 @@ struct ReaderContext {
 /// are read too. Repeats are folded by the storm compactor, whose open runs are saved with the
 /// position.
 fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), String> {
+    finish_previous_boot(&ctx)?;
     let new_compactor = || storm::Compactor::new(ctx.node.clone(), ctx.boot_id.clone(), ctx.compact_window);
     let load = || {
         let mut pos = match Position::load(&ctx.paths.position()) {
@@ -570,16 +577,18 @@ fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), Stri
                     gpus = gpu::GpusByBus::load(&ctx.paths);
                     gpus_read = Instant::now();
                 }
-                for Read { record: rec, cursor } in reads {
+                for r in reads {
                     read += 1;
+                    let boot_time = r.boot_time(ctx.boot_time);
+                    let Read {
+                        record: rec, cursor, ..
+                    } = r;
                     match &cursor {
                         None if rec.seq < pos.seq => continue,
                         None => pos.seq = rec.seq + 1,
                         Some(c) => pos.cursor = Some(c.clone()),
                     }
-                    if let Some((sev, mut event)) =
-                        signals::kmsg_event(&ctx.node, &ctx.boot_id, ctx.boot_time, &rec, now)
-                    {
+                    if let Some((sev, mut event)) = signals::kmsg_event(&ctx.node, &ctx.boot_id, boot_time, &rec, now) {
                         if let Some(c) = &cursor {
                             signals::from_journal(&mut event, &ctx.node, &ctx.boot_id, c);
                         }
@@ -641,6 +650,77 @@ fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), Stri
         save_position(&pos, &mut compactor, &ctx)?;
     }
     Ok(())
+}
+
+/// What the previous boot left, once, after a reboot: the runs of repeats it had open are sent
+/// with their counts so far, and, from the journal, the records it logged after the saved cursor
+/// (the last lines before a crash are often the ones that matter; the kernel's ring buffer lost
+/// them with the reboot, a persistent journal kept them). Then the position moves to this boot.
+fn finish_previous_boot(ctx: &ReaderContext) -> Result<(), String> {
+    let Some(prev) = Position::load(&ctx.paths.position()).filter(|p| p.boot_id != ctx.boot_id) else {
+        return Ok(());
+    };
+    let mut compactor = storm::Compactor::new(ctx.node.clone(), prev.boot_id.clone(), ctx.compact_window);
+    compactor.restore(prev.runs.clone());
+    let mut out = Vec::new();
+    let mut read = 0;
+    if let (Some(journal), Some(cursor)) = (&ctx.journal, &prev.cursor) {
+        let config = journal::JournalConfig {
+            journalctl: journal.journalctl.clone(),
+            directory: journal.directory.clone(),
+            after_cursor: Some(cursor.clone()),
+            follow: false,
+            boot_id: Some(prev.boot_id.clone()),
+        };
+        let now = Utc::now();
+        let mut source =
+            journal::JournalSource::spawn(&config).map_err(|e| format!("reading the previous boot's journal: {e}"))?;
+        loop {
+            match source.poll() {
+                Ok(journal::JournalPoll::Records(records)) => {
+                    for r in records.into_iter().map(kernel_log::journal_read) {
+                        read += 1;
+                        // That boot's start is not this boot's: journald dates its records.
+                        let boot_time = r.boot_time(ctx.boot_time);
+                        let Read { record, cursor, .. } = r;
+                        let cursor = cursor.unwrap_or_default();
+                        if let Some((sev, mut event)) =
+                            signals::kmsg_event(&ctx.node, &prev.boot_id, boot_time, &record, now)
+                        {
+                            signals::from_journal(&mut event, &ctx.node, &prev.boot_id, &cursor);
+                            out.extend(compactor.push(record.ts_us, (sev, event), now.timestamp_millis()));
+                        }
+                    }
+                }
+                Ok(journal::JournalPoll::Idle) => std::thread::sleep(Duration::from_millis(50)),
+                Ok(journal::JournalPoll::Ended(exit)) => {
+                    if !exit.success() {
+                        ctx.shared.error(format!("reading the previous boot's journal: {exit}"));
+                    }
+                    break;
+                }
+                Err(e) => {
+                    ctx.shared.error(format!("reading the previous boot's journal: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+    out.extend(compactor.close_all());
+    spool::append_signals(&ctx.spool, &ctx.shared, &ctx.wake, out)
+        .map_err(|e| format!("writing the previous boot's signals to the spool: {e}"))?;
+    ctx.shared.add(&ctx.shared.counters.kmsg_records, read);
+    ctx.shared.add(
+        &ctx.shared.counters.kmsg_repeats_folded,
+        std::mem::take(&mut compactor.folded),
+    );
+    let this_boot = Position {
+        boot_id: ctx.boot_id.clone(),
+        ..Default::default()
+    };
+    this_boot
+        .save(&ctx.paths.position())
+        .map_err(|e| format!("saving the kernel log position: {e}"))
 }
 
 /// Saves the position with the compactor's open runs, in one file written atomically.

@@ -169,7 +169,7 @@ fn event_of(
             message: Some(sig.message),
             attributes: Some(attributes),
             repeat_count: None,
-            last_occurred_at: None,
+            repeat_span_seconds: None,
         },
     )
 }

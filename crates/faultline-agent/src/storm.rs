@@ -216,9 +216,7 @@ impl Compactor {
             event.id = storm_signal_id(&self.node, &self.boot_id, &key_text(&key), "repeats");
             if count > 1 {
                 event.repeat_count = Some(count);
-                if last_at_after(&last_at, &event.occurred_at) {
-                    event.last_occurred_at = Some(last_at);
-                }
+                event.repeat_span_seconds = span_seconds(&event.occurred_at, &last_at);
                 if let (Some(a), Some(s)) = (event.attributes.as_mut(), last_seq) {
                     a.insert("last_kmsg_seq".into(), s);
                 }
@@ -240,14 +238,11 @@ fn key_text(k: &Key) -> String {
     )
 }
 
-fn last_at_after(last: &str, first: &str) -> bool {
-    match (
-        DateTime::parse_from_rfc3339(last).map(|t| t.with_timezone(&Utc)),
-        DateTime::parse_from_rfc3339(first).map(|t| t.with_timezone(&Utc)),
-    ) {
-        (Ok(l), Ok(f)) => l > f,
-        _ => false,
-    }
+/// Seconds from `first` to `last` (RFC 3339), None when not after it.
+fn span_seconds(first: &str, last: &str) -> Option<f64> {
+    let t = |s: &str| DateTime::parse_from_rfc3339(s).map(|t| t.with_timezone(&Utc)).ok();
+    let span = t(last)? - t(first)?;
+    (span > chrono::Duration::zero()).then(|| span.num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6)
 }
 
 #[cfg(test)]
@@ -304,7 +299,8 @@ mod tests {
         assert_eq!(c.folded, 99_998);
         let summary = &out[1].1;
         assert_eq!(summary.occurred_at, "2026-11-30T00:00:10.001000Z");
-        assert_eq!(summary.last_occurred_at.as_deref(), Some("2026-11-30T00:00:59.999000Z"));
+        // To 59.999 s.
+        assert_eq!(summary.repeat_span_seconds, Some(49.998));
         assert_eq!(summary.attributes.as_ref().unwrap()["kmsg_seq"], 1);
         assert_eq!(summary.attributes.as_ref().unwrap()["last_kmsg_seq"], 49_999);
         assert!(c.runs().is_empty());

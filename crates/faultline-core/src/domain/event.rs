@@ -59,16 +59,16 @@ pub struct EventInput {
     #[schema(value_type = Option<HashMap<String, serde_json::Value>>)]
     pub attributes: Option<serde_json::Map<String, serde_json::Value>>,
     /// How many identical occurrences this signal stands for (default 1): a sender that compacts a
-    /// storm of repeats (the node agent) sends one signal for them, seen from `occurred_at` to
-    /// `last_occurred_at`. Stored like repeats the server merges itself.
+    /// storm of repeats (the node agent) sends one signal for them, seen from `occurred_at` over
+    /// `repeat_span_seconds`. Stored like repeats the server merges itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 1000000000)]
     pub repeat_count: Option<i32>,
-    /// When the last of `repeat_count` occurrences happened, RFC 3339; not before `occurred_at`
-    /// and at most a day after it. Default: `occurred_at`.
+    /// Seconds from `occurred_at` to the last of `repeat_count` occurrences (default 0), at most a
+    /// day.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>, format = DateTime, example = "2026-11-02T10:15:40Z")]
-    pub last_occurred_at: Option<String>,
+    #[schema(minimum = 0, maximum = 86400)]
+    pub repeat_span_seconds: Option<f64>,
 }
 
 /// Root cause given by the sender; the component must belong to the category.
@@ -183,27 +183,15 @@ pub fn validate_event(input: EventInput, now: DateTime<Utc>) -> Result<Event, Fi
             format!("{repeat_count} is not between 1 and {MAX_REPEAT_COUNT}"),
         ));
     }
-    let last_occurred_at = match input.last_occurred_at.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(raw) => {
-            let last = DateTime::parse_from_rfc3339(raw)
-                .map_err(|e| FieldError::new("last_occurred_at", format!("'{raw}' is not an RFC 3339 timestamp: {e}")))?
-                .with_timezone(&Utc);
-            if last < occurred_at || last - occurred_at > Duration::seconds(MAX_REPEAT_SPAN_SECS) {
-                return Err(FieldError::new(
-                    "last_occurred_at",
-                    format!("{last} is not within a day after occurred_at ({occurred_at})"),
-                ));
-            }
-            if last > now + Duration::hours(MAX_FUTURE_SKEW_HOURS) {
-                return Err(FieldError::new(
-                    "last_occurred_at",
-                    format!("{last} is more than {MAX_FUTURE_SKEW_HOURS} h in the future"),
-                ));
-            }
-            (last > occurred_at).then_some(last)
-        }
-    };
+    let span = input.repeat_span_seconds.unwrap_or(0.0);
+    if !(0.0..=MAX_REPEAT_SPAN_SECS as f64).contains(&span) {
+        return Err(FieldError::new(
+            "repeat_span_seconds",
+            format!("{span} is not between 0 and {MAX_REPEAT_SPAN_SECS} seconds"),
+        ));
+    }
+    let span = Duration::microseconds((span * 1e6).round() as i64);
+    let last_occurred_at = (span > Duration::zero()).then(|| occurred_at + span);
     Ok(Event {
         id: input.id,
         occurred_at,
@@ -369,9 +357,9 @@ mod tests {
             ("occurred_at", json!("2026-12-05T00:00:00Z"), "occurred_at"),
             ("repeat_count", json!(0), "repeat_count"),
             ("repeat_count", json!(1.5), "repeat_count"),
-            ("last_occurred_at", json!("2026-11-30T08:59:59Z"), "last_occurred_at"),
-            ("last_occurred_at", json!("2026-12-01T09:00:01Z"), "last_occurred_at"),
-            ("last_occurred_at", json!("yesterday"), "last_occurred_at"),
+            ("repeat_span_seconds", json!(-1), "repeat_span_seconds"),
+            ("repeat_span_seconds", json!(86_400.5), "repeat_span_seconds"),
+            ("repeat_span_seconds", json!("a minute"), "repeat_span_seconds"),
         ];
         for (key, value, field) in cases {
             let mut v = valid();
@@ -385,13 +373,13 @@ mod tests {
     fn a_compacted_signal_keeps_its_count_and_last_time() {
         let mut v = valid();
         v["repeat_count"] = json!(99_999);
-        v["last_occurred_at"] = json!("2026-11-30T09:00:59.5Z");
+        v["repeat_span_seconds"] = json!(59.5);
         let e = parse_event(v, now()).unwrap();
         assert_eq!(e.repeat_count, 99_999);
         assert_eq!(e.last_occurred_at, Some("2026-11-30T09:00:59.5Z".parse().unwrap()));
-        // A plain signal stands for itself; a last time equal to the first adds nothing.
+        // A plain signal stands for itself; a span of zero adds nothing.
         let mut v = valid();
-        v["last_occurred_at"] = json!("2026-11-30T09:00:00Z");
+        v["repeat_span_seconds"] = json!(0);
         let e = parse_event(v, now()).unwrap();
         assert_eq!((e.repeat_count, e.last_occurred_at), (1, None));
     }
