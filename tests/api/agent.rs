@@ -653,7 +653,7 @@ async fn a_slow_server_leaves_the_backlog_on_disk_not_in_memory() {
 const L4: &str = include_str!("../fixtures/nvidia-smi/l4-555.xml");
 
 #[tokio::test]
-async fn a_gpu_asking_for_a_reset_and_its_kernel_xids_reach_the_server_under_its_index_and_uuid() {
+async fn a_gpu_remapping_a_row_and_asking_for_a_reset_reaches_the_server_under_its_index_and_uuid() {
     let app = spawn_app().await;
     let node = Node::new(&app, &app.address).await;
     let report = node.dir.join("report.xml");
@@ -674,11 +674,29 @@ async fn a_gpu_asking_for_a_reset_and_its_kernel_xids_reach_the_server_under_its
     assert_eq!(node.status()["counters"]["gpu_inventory_updates"], 1);
     assert_eq!(app.count(SIGNAL_IDS).await, 0, "no action asked, no counter raised");
 
-    // The kernel names the GPU by its bus; the driver then asks for a reset.
+    // The kernel names the GPU by its bus; the GPU remaps a row for the uncorrectable error (the
+    // remap pending until a reset) and the driver asks for the reset.
     node.append_kmsg(&["3,0,5000000,-;NVRM: Xid (PCI:0000:01:00): 48, pid=77, name=python, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 0.".to_string()]);
-    std::fs::write(&report, with_action("Reset")).unwrap();
+    let failing = with_action("Reset")
+        .replacen(
+            "<remapped_row_unc>0</remapped_row_unc>",
+            "<remapped_row_unc>1</remapped_row_unc>",
+            1,
+        )
+        .replacen(
+            "<remapped_row_pending>No</remapped_row_pending>",
+            "<remapped_row_pending>Yes</remapped_row_pending>",
+            1,
+        );
+    std::fs::write(&report, failing).unwrap();
     node.oneshot(&gpu_args).await;
-    wait_count(&app, SIGNAL_IDS, 2, &node).await;
+    wait_count(&app, SIGNAL_IDS, 4, &node).await;
+    // Two row-remap signals (the uncorrectable count grew, a remap is pending), one burst on the
+    // server under the GPU's index.
+    assert_eq!(
+        app.count("SELECT coalesce(sum(repeat_count), 0) FROM events WHERE kind = 'row_remap' AND gpu_index = 0 AND gpu_uuid = 'GPU-c5533cd4-5a60-059e-348d-b6d7466932e4'").await,
+        2
+    );
     const L4_UUID: &str = "GPU-c5533cd4-5a60-059e-348d-b6d7466932e4";
     assert_eq!(
         app.count("SELECT count(*) FROM events WHERE kind = 'xid' AND code = 48 AND gpu_index = 0 AND gpu_uuid = 'GPU-c5533cd4-5a60-059e-348d-b6d7466932e4' AND gpu_model = 'NVIDIA L4' AND attributes->>'serial' = '1654523003308'").await,
@@ -700,6 +718,6 @@ async fn a_gpu_asking_for_a_reset_and_its_kernel_xids_reach_the_server_under_its
     );
     // Asked again at the next poll: nothing new.
     node.oneshot(&gpu_args).await;
-    assert_eq!(app.count(SIGNAL_IDS).await, 2);
+    assert_eq!(app.count(SIGNAL_IDS).await, 4);
     assert_eq!(node.status()["counters"]["sent_duplicates"], 0);
 }

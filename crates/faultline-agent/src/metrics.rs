@@ -17,10 +17,16 @@ pub fn render(shared: &Shared, spool_records: u64, spool_bytes: u64, spool_max: 
             "# HELP faultline_agent_{name}_total {help}\n# TYPE faultline_agent_{name}_total counter\nfaultline_agent_{name}_total {value}\n"
         ));
     }
+    let open_runs = shared.status.lock().expect("status lock").open_runs;
     for (name, help, value) in [
         ("spool_records", "Signals waiting in the spool", spool_records),
         ("spool_bytes", "Bytes the spool's files take", spool_bytes),
         ("spool_max_bytes", "The spool's bound", spool_max),
+        (
+            "storm_open_runs",
+            "Runs of a repeated kernel signal whose count is not sent yet",
+            open_runs,
+        ),
     ] {
         out.push_str(&format!(
             "# HELP faultline_agent_{name} {help}\n# TYPE faultline_agent_{name} gauge\nfaultline_agent_{name} {value}\n"
