@@ -100,6 +100,13 @@ async fn the_journal_gives_the_kernel_lines_once_and_a_restart_goes_on_after_its
     .await;
     write_journal(&file, &[xid(BOOT, 40, 0xb1)]).unwrap();
     wait_count(&app, SIGNAL_IDS, 5, &node).await;
+    // SIGKILL only once the agent has recorded the server's acknowledgement: a kill between the
+    // server's commit and the agent's fsync'd ack rightly resends the line (a duplicate), which
+    // is not what this part tests.
+    node.wait_status("the followed line acknowledged", |s| {
+        s["counters"]["sent_accepted"].as_u64() == Some(5) && s["spool_records"].as_u64() == Some(0)
+    })
+    .await;
     agent.kill();
     assert_eq!(node.status()["counters"]["sent_duplicates"], 0);
 
