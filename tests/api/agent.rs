@@ -196,7 +196,7 @@ impl Node {
         panic!("the oneshot agent did not finish: {}", self.log());
     }
 
-    fn append_kmsg(&self, records: &[String]) {
+    pub(crate) fn append_kmsg(&self, records: &[String]) {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -265,7 +265,7 @@ impl Drop for Node {
 }
 
 /// Kernel records of XIDs: one GPU each (`0000:1b:00` + i), so none folds into another.
-fn xids(seqs: std::ops::Range<u64>, code: u32) -> Vec<String> {
+pub(crate) fn xids(seqs: std::ops::Range<u64>, code: u32) -> Vec<String> {
     seqs.map(|s| {
         format!(
             "4,{s},{},-;NVRM: Xid (PCI:0000:{:02x}:00): {code}, pid={s}, name=python, test record {s}",

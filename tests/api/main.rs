@@ -4,6 +4,7 @@ mod admission;
 mod agent;
 mod agent_ipmi;
 mod agent_journal;
+mod agent_tls;
 mod alerts;
 mod auth;
 mod body_budget;

@@ -372,7 +372,7 @@ impl GpuPoller {
             .json(&json!({"observed_at": Utc::now(), "gpus": gpus}))
             .send()
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| crate::sender::error_chain(&e))?;
         let status = res.status();
         if status.is_success() {
             return Ok(());

@@ -60,9 +60,13 @@ enum Command {
 
 #[derive(Args, Clone)]
 struct RunArgs {
-    /// Faultline's base URL, e.g. http://faultline.internal:8080.
+    /// Faultline's base URL, e.g. http://faultline.internal:8080 or https://faultline.example.
     #[arg(long, env = "FAULTLINE_SERVER", global = true)]
     server: Option<String>,
+    /// PEM certificates (one or a bundle) to trust for an https:// server, besides the host's
+    /// certificate store: a site's own certificate authority.
+    #[arg(long, env = "FAULTLINE_AGENT_CA_FILE", global = true)]
+    ca_file: Option<PathBuf>,
     /// An ingest token (best: scoped to this cluster).
     #[arg(long, env = "FAULTLINE_TOKEN", hide_env_values = true, global = true)]
     token: Option<String>,
@@ -282,6 +286,21 @@ fn boot_time() -> DateTime<Utc> {
 
 async fn run(args: RunArgs) -> Result<(), String> {
     let server = required(args.server.clone(), "--server", "FAULTLINE_SERVER")?;
+    if !(server.starts_with("http://") || server.starts_with("https://")) {
+        return Err(format!("--server {server}: an http:// or https:// URL is needed"));
+    }
+    let ca_certs = match &args.ca_file {
+        None => Vec::new(),
+        Some(f) => {
+            let pem = std::fs::read(f).map_err(|e| format!("reading --ca-file {}: {e}", f.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| format!("--ca-file {}: {}", f.display(), sender::error_chain(&e)))?;
+            if certs.is_empty() {
+                return Err(format!("--ca-file {}: no PEM certificate in it", f.display()));
+            }
+            certs
+        }
+    };
     let token = match (args.token.clone(), &args.token_file) {
         (Some(t), _) => t,
         (None, Some(f)) => std::fs::read_to_string(f)
@@ -333,6 +352,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
                 batch_bytes: 4 * 1024 * 1024,
                 max_backoff: Duration::from_secs_f64(args.max_backoff.max(0.1)),
                 timeout: Duration::from_secs(60),
+                ca_certs,
             },
             spool.clone(),
             shared.clone(),
