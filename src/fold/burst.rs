@@ -5,6 +5,7 @@
 use chrono::Duration;
 
 use crate::domain::event::Event;
+use crate::domain::identity::{GpuNames, SignalIdentity};
 
 /// Identical signals closer than this (to the previous one of the run) join one burst.
 pub const BURST_GAP_SECS: i64 = 60;
@@ -25,20 +26,31 @@ pub fn max_burst_span() -> Duration {
 
 pub use crate::domain::event::Burst;
 
-/// What makes two signals "the same": the source (cluster, node, GPU, job) and the signal
-/// (kind, code, stated symptom and root cause). The job is part of it so that one job's failure
-/// never hides inside another job's burst on a shared node.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// What makes two signals "the same": the source (cluster, node, job), the stated symptom and
+/// root cause, and the signal's own identity ([`SignalIdentity`]: kind, code, the GPU in every
+/// form it is named, what was measured, and the text of a signal without a code). The job is part
+/// of it so that one job's failure never hides inside another job's burst on a shared node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct BurstIdentity {
     pub cluster: String,
     pub node: String,
     pub job_id: Option<String>,
-    pub gpu_index: Option<i32>,
-    pub kind: String,
-    pub code: Option<i64>,
     pub symptom: Option<&'static str>,
     pub root_cause: Option<(&'static str, &'static str)>,
+    pub signal: SignalIdentity,
 }
+
+impl BurstIdentity {
+    /// The identity as one key, stored with each signal (`events.burst_key`) so that a later batch
+    /// finds the stored signal its repeats extend by equality.
+    pub fn key(&self) -> uuid::Uuid {
+        let text = serde_json::to_string(self).expect("an identity serialises");
+        uuid::Uuid::new_v5(&BURST_KEY_NAMESPACE, text.as_bytes())
+    }
+}
+
+/// Namespace of [`BurstIdentity::key`] (a fixed random UUID).
+const BURST_KEY_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6c1f_2b7e_93d4_4a0e_b5c1_0f83_2d6e_9a47);
 
 /// Kinds that record a change of state (a node drained or returned, a job started): each is a
 /// fact of its own, so two of them are never one burst (a node drained twice within a minute was
@@ -51,15 +63,14 @@ pub fn identity(e: &Event) -> Option<BurstIdentity> {
     if TRANSITION_KINDS.contains(&e.kind.as_str()) {
         return None;
     }
+    let gpu = GpuNames::of(e.gpu_index, e.gpu_uuid.as_deref(), Some(&e.attributes));
     Some(BurstIdentity {
         cluster: e.cluster.clone(),
         node: e.node.clone()?,
         job_id: e.job_id.clone(),
-        gpu_index: e.gpu_index,
-        kind: e.kind.clone(),
-        code: e.code,
         symptom: e.symptom.map(|s| s.as_str()),
         root_cause: e.root_cause.map(|r| (r.category.as_str(), r.component.as_str())),
+        signal: SignalIdentity::of(&e.kind, e.code, gpu, e.message.as_deref(), Some(&e.attributes)),
     })
 }
 

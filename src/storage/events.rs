@@ -46,21 +46,24 @@ pub async fn extend_stored(
     max_span: Duration,
 ) -> Result<Vec<Option<Uuid>>, sqlx::Error> {
     let mut out = vec![None; bursts.len()];
-    let candidates: Vec<(usize, &Burst)> = bursts
+    let candidates: Vec<(usize, &Burst, &str, Uuid)> = bursts
         .iter()
         .enumerate()
-        .filter(|(_, b)| crate::fold::burst::identity(&b.event).is_some())
+        .filter_map(|(i, b)| {
+            let key = crate::fold::burst::identity(&b.event)?.key();
+            Some((i, b, b.event.node.as_deref()?, key))
+        })
         .collect();
     if candidates.is_empty() {
         return Ok(out);
     }
     // One cluster at a time (on Citus, one shard group per statement); a batch is usually one.
     let mut by_cluster: std::collections::BTreeMap<&str, BurstCols> = std::collections::BTreeMap::new();
-    for (i, b) in &candidates {
+    for (i, b, node, key) in &candidates {
         by_cluster
             .entry(b.event.cluster.as_str())
             .or_default()
-            .push(*i as i32, b);
+            .push(*i as i32, b, node, *key);
     }
     for (cluster, c) in by_cluster {
         for (idx, target) in extend_stored_of_cluster(conn, cluster, &c, gap, max_span).await? {
@@ -88,46 +91,35 @@ async fn extend_stored_of_cluster(
     let highest = c.last_at.iter().max().copied().map(|t| t + gap);
     let rows = sqlx::query!(
         "WITH t AS (
-             SELECT * FROM UNNEST($1::int[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::bigint[],
-                                  $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::int[])
-                 AS t(idx, cluster, node, job_id, gpu_index, kind, code, symptom, rc_category, rc_component, first_at, last_at, cnt)
+             SELECT * FROM UNNEST($1::int[], $2::text[], $3::text[], $4::uuid[], $5::timestamptz[], $6::timestamptz[], $7::int[])
+                 AS t(idx, node, kind, burst_key, first_at, last_at, cnt)
          ), matched AS (
-             SELECT t.idx, t.cluster, t.first_at, t.last_at, t.cnt, s.id AS target, s.occurred_at AS target_at
+             SELECT t.idx, t.first_at, t.last_at, t.cnt, s.id AS target, s.occurred_at AS target_at
              FROM t CROSS JOIN LATERAL (SELECT e.id, e.occurred_at FROM events e
-                      WHERE e.cluster = $18 AND e.node = t.node AND e.kind = t.kind
-                        AND e.job_id IS NOT DISTINCT FROM t.job_id AND e.gpu_index IS NOT DISTINCT FROM t.gpu_index
-                        AND e.code IS NOT DISTINCT FROM t.code AND e.symptom IS NOT DISTINCT FROM t.symptom
-                        AND e.rc_category IS NOT DISTINCT FROM t.rc_category
-                        AND e.rc_component IS NOT DISTINCT FROM t.rc_component
-                        AND e.occurred_at <= t.last_at + make_interval(secs => $14)
-                        AND e.occurred_at >= t.first_at - make_interval(secs => $14 + $15)
-                        AND COALESCE(e.last_occurred_at, e.occurred_at) >= t.first_at - make_interval(secs => $14)
-                        AND e.occurred_at >= $16 AND e.occurred_at <= $17
+                      WHERE e.cluster = $12 AND e.node = t.node AND e.kind = t.kind AND e.burst_key = t.burst_key
+                        AND e.occurred_at <= t.last_at + make_interval(secs => $8)
+                        AND e.occurred_at >= t.first_at - make_interval(secs => $8 + $9)
+                        AND COALESCE(e.last_occurred_at, e.occurred_at) >= t.first_at - make_interval(secs => $8)
+                        AND e.occurred_at >= $10 AND e.occurred_at <= $11
                       ORDER BY COALESCE(e.last_occurred_at, e.occurred_at), e.id LIMIT 1) AS s
          ), agg AS (
-             SELECT cluster, target_at, target, sum(cnt)::int AS cnt, min(first_at) AS first_at, max(last_at) AS last_at
-             FROM matched GROUP BY cluster, target_at, target
+             SELECT target_at, target, sum(cnt)::int AS cnt, min(first_at) AS first_at, max(last_at) AS last_at
+             FROM matched GROUP BY target_at, target
          ), updated AS (
              UPDATE events e
                 SET repeat_count = e.repeat_count + agg.cnt,
                     occurred_at = LEAST(e.occurred_at, agg.first_at),
                     last_occurred_at = GREATEST(COALESCE(e.last_occurred_at, e.occurred_at), agg.last_at)
-               FROM agg WHERE e.cluster = $18 AND e.occurred_at = agg.target_at AND e.id = agg.target
+               FROM agg WHERE e.cluster = $12 AND e.occurred_at = agg.target_at AND e.id = agg.target
                  AND GREATEST(COALESCE(e.last_occurred_at, e.occurred_at), agg.last_at) - LEAST(e.occurred_at, agg.first_at)
-                     <= make_interval(secs => $15)
+                     <= make_interval(secs => $9)
              RETURNING e.id
          )
          SELECT idx AS \"idx!\", target AS \"target!\" FROM matched WHERE target IN (SELECT id FROM updated)",
         &c.idx,
-        &c.cluster as &[&str],
-        &c.node as &[Option<&str>],
-        &c.job_id as &[Option<&str>],
-        &c.gpu_index as &[Option<i32>],
+        &c.node as &[&str],
         &c.kind as &[&str],
-        &c.code as &[Option<i64>],
-        &c.symptom as &[Option<&str>],
-        &c.rc_category as &[Option<&str>],
-        &c.rc_component as &[Option<&str>],
+        &c.burst_key,
         &c.first_at,
         &c.last_at,
         &c.count,
@@ -145,33 +137,21 @@ async fn extend_stored_of_cluster(
 #[derive(Default)]
 struct BurstCols<'a> {
     idx: Vec<i32>,
-    cluster: Vec<&'a str>,
-    node: Vec<Option<&'a str>>,
-    job_id: Vec<Option<&'a str>>,
-    gpu_index: Vec<Option<i32>>,
+    node: Vec<&'a str>,
     kind: Vec<&'a str>,
-    code: Vec<Option<i64>>,
-    symptom: Vec<Option<&'static str>>,
-    rc_category: Vec<Option<&'static str>>,
-    rc_component: Vec<Option<&'static str>>,
+    burst_key: Vec<Uuid>,
     first_at: Vec<DateTime<Utc>>,
     last_at: Vec<DateTime<Utc>>,
     count: Vec<i32>,
 }
 
 impl<'a> BurstCols<'a> {
-    fn push(&mut self, idx: i32, b: &'a Burst) {
+    fn push(&mut self, idx: i32, b: &'a Burst, node: &'a str, key: Uuid) {
         let e = &b.event;
         self.idx.push(idx);
-        self.cluster.push(&e.cluster);
-        self.node.push(e.node.as_deref());
-        self.job_id.push(e.job_id.as_deref());
-        self.gpu_index.push(e.gpu_index);
+        self.node.push(node);
         self.kind.push(&e.kind);
-        self.code.push(e.code);
-        self.symptom.push(e.symptom.map(|s| s.as_str()));
-        self.rc_category.push(e.root_cause.map(|r| r.category.as_str()));
-        self.rc_component.push(e.root_cause.map(|r| r.component.as_str()));
+        self.burst_key.push(key);
         self.first_at.push(e.occurred_at);
         self.last_at.push(b.last_at);
         self.count.push(b.count);
@@ -208,6 +188,7 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
     let mut attributes = Vec::with_capacity(n);
     let mut repeat_count = Vec::with_capacity(n);
     let mut last_occurred_at = Vec::with_capacity(n);
+    let mut burst_key = Vec::with_capacity(n);
     for b in &bursts {
         let e = &b.event;
         id.push(e.id);
@@ -229,14 +210,16 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
         repeat_count.push(b.count);
         // A single signal has no "last" time of its own.
         last_occurred_at.push((b.count > 1).then_some(b.last_at));
+        burst_key.push(crate::fold::burst::identity(e).map(|i| i.key()));
     }
     sqlx::query_scalar!(
         "INSERT INTO events (id, occurred_at, cluster, node, gpu_index, gpu_uuid, gpu_model, job_id, job_gpus,
                              kind, code, symptom, rc_category, rc_component, message, attributes,
-                             repeat_count, last_occurred_at)
+                             repeat_count, last_occurred_at, burst_key)
          SELECT * FROM UNNEST($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], $6::text[],
                               $7::text[], $8::text[], $9::int[], $10::text[], $11::bigint[], $12::text[],
-                              $13::text[], $14::text[], $15::text[], $16::jsonb[], $17::int[], $18::timestamptz[])
+                              $13::text[], $14::text[], $15::text[], $16::jsonb[], $17::int[], $18::timestamptz[],
+                              $19::uuid[])
          ON CONFLICT (cluster, occurred_at, id) DO NOTHING
          RETURNING id",
         &id,
@@ -257,6 +240,7 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
         &attributes,
         &repeat_count,
         &last_occurred_at as &[Option<DateTime<Utc>>],
+        &burst_key as &[Option<Uuid>],
     )
     .fetch_all(&mut *conn)
     .await

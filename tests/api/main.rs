@@ -24,6 +24,7 @@ mod fold_order;
 mod gpus;
 mod helpers;
 mod host_components;
+mod identity;
 mod ingest;
 mod instances;
 mod integrations_dcgm_gpud;

@@ -35,22 +35,39 @@ fn key(c: &GpuCounters) -> String {
         .unwrap_or_else(|| format!("index-{}", c.index))
 }
 
-/// The node's GPUs by PCI bus id, from the set last registered (`gpus.json`): a kernel line names
-/// its GPU by bus (`NVRM: Xid (PCI:0000:3b:00): ...`), the server counts failures by GPU index.
+/// The GPU set nvidia-smi last reported (`gpus-now.json`), whether or not the inventory has it
+/// yet: the kernel lines of a boot are attributed with the boards installed in that boot.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ObservedGpus {
+    pub boot_id: String,
+    /// Since when this set is known to be installed (RFC 3339): the boot's start for the set the
+    /// first poll of a boot reports (boards are swapped while a node is down), else the poll that
+    /// first reported it.
+    pub observed_at: String,
+    pub gpus: Vec<GpuReport>,
+}
+
+impl ObservedGpus {
+    pub fn load(paths: &Paths) -> Option<ObservedGpus> {
+        serde_json::from_slice(&std::fs::read(paths.gpus_now()).ok()?).ok()
+    }
+}
+
+/// The node's GPUs by PCI bus id, as nvidia-smi reported them in this boot: a kernel line names
+/// its GPU by bus (`NVRM: Xid (PCI:0000:3b:00): ...`); the index, UUID and serial of the board in
+/// that slot now are added to it. Before the first report of a boot the set is empty and lines
+/// go with their bus id alone (the server finds the board in that slot at the line's time).
 #[derive(Debug, Default, Clone)]
 pub struct GpusByBus(BTreeMap<String, GpuReport>);
 
 impl GpusByBus {
-    pub fn load(paths: &Paths) -> GpusByBus {
-        let state: GpuState = std::fs::read(paths.gpus())
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
+    pub fn load(paths: &Paths, boot_id: &str) -> GpusByBus {
+        let gpus = ObservedGpus::load(paths)
+            .filter(|o| o.boot_id == boot_id)
+            .map(|o| o.gpus)
             .unwrap_or_default();
         GpusByBus(
-            state
-                .registered
-                .unwrap_or_default()
-                .into_iter()
+            gpus.into_iter()
                 .filter_map(|g| Some((normalise_pci_bus_id(g.pci_bus_id.as_deref()?)?, g)))
                 .collect(),
         )
@@ -256,6 +273,8 @@ pub fn change_event(node: &NodeId, boot_id: &str, gpu: &GpuCounters, ch: &Counte
 pub struct GpuPoller {
     pub node: NodeId,
     pub boot_id: String,
+    /// This boot's start (the time of a set first seen in this boot).
+    pub boot_time: chrono::DateTime<Utc>,
     pub nvidia_smi: String,
     pub interval: Duration,
     pub server: String,
@@ -300,21 +319,69 @@ impl GpuPoller {
         self.poll(&mut failing).await;
     }
 
-    /// One run of nvidia-smi. A failure is reported when it starts failing, not at every poll.
-    async fn poll(&self, failing: &mut bool) -> Outcome {
+    /// Before the kernel log of a boot is read: the GPU set of this boot, unless a poll of this
+    /// boot already saved it. A failure is reported; lines then go with their bus id alone.
+    pub async fn observe_this_boot(&self) {
+        if ObservedGpus::load(&self.paths).is_some_and(|o| o.boot_id == self.boot_id) {
+            return;
+        }
+        let mut failing = false;
+        if let Some((_, gpus)) = self.report(&mut failing).await {
+            self.observe(&gpus);
+        }
+    }
+
+    /// One run of nvidia-smi and its GPU set.
+    async fn report(&self, failing: &mut bool) -> Option<(String, Vec<GpuReport>)> {
         let res = crate::command::output(&self.nvidia_smi, &["-q", "-x"], &[], Duration::from_secs(60)).await;
-        let xml = match res.and_then(|x| parse_gpus(&x).map(|g| (x, g))) {
-            Ok(x) => x,
+        match res.and_then(|x| parse_gpus(&x).map(|g| (x, g))) {
+            Ok(x) => {
+                *failing = false;
+                self.shared.add(&self.shared.counters.gpu_polls, 1);
+                Some(x)
+            }
             Err(e) => {
                 let command = format!("{} -q -x", self.nvidia_smi);
                 let c = &self.shared.counters.gpu_poll_failures;
                 self.shared.poll_failed(c, failing, &command, &e, self.interval);
-                return Outcome::Failed;
+                None
             }
+        }
+    }
+
+    /// Saves the set nvidia-smi reports when it is new to this boot (the kernel log reader takes it
+    /// at once) and returns since when it is installed.
+    fn observe(&self, gpus: &[GpuReport]) -> String {
+        let previous = ObservedGpus::load(&self.paths);
+        if let Some(p) = &previous
+            && p.boot_id == self.boot_id
+            && serde_json::to_value(&p.gpus).ok() == serde_json::to_value(gpus).ok()
+        {
+            return p.observed_at.clone();
+        }
+        let first_of_boot = previous.as_ref().is_none_or(|p| p.boot_id != self.boot_id);
+        let at = if first_of_boot { self.boot_time } else { Utc::now() };
+        let observed = ObservedGpus {
+            boot_id: self.boot_id.clone(),
+            observed_at: at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            gpus: gpus.to_vec(),
         };
-        *failing = false;
-        self.shared.add(&self.shared.counters.gpu_polls, 1);
-        let (xml, gpus) = xml;
+        let bytes = serde_json::to_vec(&observed).expect("a GPU set serialises");
+        match crate::spool::write_atomic(&self.paths.gpus_now(), &bytes) {
+            Ok(()) => self.shared.add(&self.shared.gpu_set_version, 1),
+            Err(e) => self
+                .shared
+                .error(format!("saving {}: {e}", self.paths.gpus_now().display())),
+        }
+        observed.observed_at
+    }
+
+    /// One run of nvidia-smi. A failure is reported when it starts failing, not at every poll.
+    async fn poll(&self, failing: &mut bool) -> Outcome {
+        let Some((xml, gpus)) = self.report(failing).await else {
+            return Outcome::Failed;
+        };
+        let observed_at = self.observe(&gpus);
         let counters = parse_counters(&xml).unwrap_or_default();
         let mut state: GpuState = std::fs::read(self.paths.gpus())
             .ok()
@@ -339,7 +406,7 @@ impl GpuPoller {
         let mut outcome = Outcome::Done;
         let as_json = |g: &Vec<GpuReport>| serde_json::to_value(g).ok();
         if state.registered.as_ref().and_then(as_json) != as_json(&gpus) {
-            match self.register(&gpus).await {
+            match self.register(&gpus, &observed_at).await {
                 Ok(()) => {
                     self.shared.add(&self.shared.counters.gpu_inventory_updates, 1);
                     state.registered = Some(gpus);
@@ -358,7 +425,9 @@ impl GpuPoller {
         outcome
     }
 
-    async fn register(&self, gpus: &[GpuReport]) -> Result<(), String> {
+    /// Registers the set as installed since `observed_at` (a set registered late, after an outage,
+    /// still starts when it was first seen).
+    async fn register(&self, gpus: &[GpuReport], observed_at: &str) -> Result<(), String> {
         let url = format!(
             "{}/v1/nodes/{}/{}/gpus",
             self.server.trim_end_matches('/'),
@@ -369,7 +438,7 @@ impl GpuPoller {
             .client
             .put(&url)
             .bearer_auth(&self.token)
-            .json(&json!({"observed_at": Utc::now(), "gpus": gpus}))
+            .json(&json!({"observed_at": observed_at, "gpus": gpus}))
             .send()
             .await
             .map_err(|e| crate::sender::error_chain(&e))?;
@@ -400,7 +469,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_kernel_xid_names_the_gpu_registered_at_its_bus() {
+    fn a_kernel_xid_names_the_gpu_reported_at_its_bus_in_this_boot() {
         let dir = std::env::temp_dir().join(format!("fl-gpus-by-bus-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let paths = Paths { root: dir.clone() };
@@ -414,12 +483,15 @@ mod tests {
             vbios: None,
             driver: None,
         };
-        let state = GpuState {
-            registered: Some(vec![h100]),
-            counters: BTreeMap::new(),
+        let observed = ObservedGpus {
+            boot_id: "b".into(),
+            observed_at: "2026-11-30T00:00:00Z".into(),
+            gpus: vec![h100],
         };
-        std::fs::write(paths.gpus(), serde_json::to_vec(&state).unwrap()).unwrap();
-        let by_bus = GpusByBus::load(&paths);
+        std::fs::write(paths.gpus_now(), serde_json::to_vec(&observed).unwrap()).unwrap();
+        // Another boot's set names nothing in this one.
+        assert!(GpusByBus::load(&paths, "another boot").0.is_empty());
+        let by_bus = GpusByBus::load(&paths, "b");
         let node = NodeId {
             cluster: "c1".into(),
             node: "n1".into(),

@@ -271,17 +271,28 @@ fn required(v: Option<String>, flag: &str, env: &str) -> Result<String, String> 
         .ok_or_else(|| format!("{flag} (or {env}) is required"))
 }
 
-/// The kernel's boot time, from `btime` in /proc/stat (for a record's wall-clock time).
+/// The wall-clock time at which the kernel log's clock read zero: CLOCK_REALTIME minus
+/// CLOCK_MONOTONIC, read together (the kernel stamps records with its local clock, which, like
+/// CLOCK_MONOTONIC and unlike CLOCK_BOOTTIME, stops while the machine is suspended). Microsecond
+/// precise, where `btime` in /proc/stat is whole seconds (up to a second early). Taken again for
+/// every batch, so a step of the wall clock (NTP) is followed.
 fn boot_time() -> DateTime<Utc> {
-    std::fs::read_to_string("/proc/stat")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("btime "))
-                .and_then(|v| v.trim().parse::<i64>().ok())
-        })
-        .and_then(|secs| DateTime::from_timestamp(secs, 0))
-        .unwrap_or_else(Utc::now)
+    fn read(clock: libc::clockid_t) -> Option<i128> {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
+        (unsafe { libc::clock_gettime(clock, &mut ts) } == 0)
+            .then(|| i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec))
+    }
+    // The monotonic reading between two wall-clock ones: its wall time is their midpoint.
+    let (Some(before), Some(mono), Some(after)) = (
+        read(libc::CLOCK_REALTIME),
+        read(libc::CLOCK_MONOTONIC),
+        read(libc::CLOCK_REALTIME),
+    ) else {
+        return Utc::now();
+    };
+    let boot_ns = before + (after - before) / 2 - mono;
+    DateTime::from_timestamp_nanos(boot_ns.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
 }
 
 async fn run(args: RunArgs) -> Result<(), String> {
@@ -329,6 +340,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
         let mut s = shared.status.lock().expect("status lock");
         s.last_send_at = prev.last_send_at;
     }
+    // The reader's counters as of its saved position (the status may be older or newer than it).
+    if let Some(counted) = Position::load(&paths.position()).and_then(|p| p.counted) {
+        counted.restore(&shared.counters);
+    }
     {
         let mut s = shared.status.lock().expect("status lock");
         s.version = env!("CARGO_PKG_VERSION").into();
@@ -366,6 +381,30 @@ async fn run(args: RunArgs) -> Result<(), String> {
             .await
             .map_err(|e| format!("binding the metrics address {addr}: {e}"))?;
         tokio::spawn(metrics::serve(listener, shared.clone(), spool.clone()));
+    }
+
+    let gpus = gpu::GpuPoller {
+        node: node.clone(),
+        boot_id: std::fs::read_to_string(&args.boot_id_file)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+        boot_time: boot_time(),
+        nvidia_smi: args.nvidia_smi.clone(),
+        interval: Duration::from_secs_f64(args.gpu_interval.max(0.0)),
+        server: server.clone(),
+        token: token.clone(),
+        client: sender.client.clone(),
+        paths: paths.clone(),
+        spool: spool.clone(),
+        shared: shared.clone(),
+        wake: wake.clone(),
+        max_backoff: Duration::from_secs_f64(args.max_backoff.max(0.1)),
+    };
+    // Kernel lines are attributed with the GPUs of the boot they were logged in: the set of this
+    // boot is read before them (a board swapped during the reboot is not named by its
+    // predecessor), whether or not the server is reachable.
+    if !gpus.interval.is_zero() && !args.no_kmsg {
+        gpus.observe_this_boot().await;
     }
 
     // The kernel log: a blocking reader on its own thread.
@@ -409,7 +448,6 @@ async fn run(args: RunArgs) -> Result<(), String> {
         let ctx = ReaderContext {
             node: node.clone(),
             boot_id,
-            boot_time: boot_time(),
             paths: paths.clone(),
             spool: spool.clone(),
             shared: shared.clone(),
@@ -422,22 +460,6 @@ async fn run(args: RunArgs) -> Result<(), String> {
         Some(tokio::task::spawn_blocking(move || read_kernel_log(source, ctx)))
     };
 
-    let gpus = gpu::GpuPoller {
-        node: node.clone(),
-        boot_id: std::fs::read_to_string(&args.boot_id_file)
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default(),
-        nvidia_smi: args.nvidia_smi.clone(),
-        interval: Duration::from_secs_f64(args.gpu_interval.max(0.0)),
-        server: server.clone(),
-        token: token.clone(),
-        client: sender.client.clone(),
-        paths: paths.clone(),
-        spool: spool.clone(),
-        shared: shared.clone(),
-        wake: wake.clone(),
-        max_backoff: Duration::from_secs_f64(args.max_backoff.max(0.1)),
-    };
     let sel = ipmi::SelPoller {
         node: node.clone(),
         ipmitool: args.ipmitool.clone(),
@@ -522,7 +544,6 @@ async fn shutdown_signal() {
 struct ReaderContext {
     node: NodeId,
     boot_id: String,
-    boot_time: DateTime<Utc>,
     paths: Paths,
     spool: Arc<Mutex<Spool>>,
     shared: Arc<Shared>,
@@ -552,6 +573,10 @@ fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), Stri
                 ..Default::default()
             },
         };
+        // Records after the saved position are read again: they count from there.
+        if let Some(counted) = pos.counted {
+            counted.restore(&ctx.shared.counters);
+        }
         let mut compactor = new_compactor();
         compactor.restore(std::mem::take(&mut pos.runs));
         (pos, compactor)
@@ -562,9 +587,9 @@ fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), Stri
     let mut saved = mark(&pos);
     let mut last_save = Instant::now();
     let mut reported_error = false;
-    // The GPUs as last registered (the GPU poller rewrites them): read again every ten seconds.
-    let mut gpus = gpu::GpusByBus::load(&ctx.paths);
-    let mut gpus_read = Instant::now();
+    // The GPUs of this boot; the GPU poller says when it saved a new set.
+    let mut gpu_set_version = ctx.shared.gpu_set_version.load(Ordering::SeqCst);
+    let mut gpus = gpu::GpusByBus::load(&ctx.paths, &ctx.boot_id);
     loop {
         if ctx.stop.load(Ordering::SeqCst) {
             break;
@@ -593,21 +618,24 @@ fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), Stri
         let (idle, end) = match polled {
             Batch::Records(reads) => {
                 let now = Utc::now();
-                if gpus_read.elapsed() >= Duration::from_secs(10) {
-                    gpus = gpu::GpusByBus::load(&ctx.paths);
-                    gpus_read = Instant::now();
+                let this_boot = boot_time();
+                let version = ctx.shared.gpu_set_version.load(Ordering::SeqCst);
+                if version != gpu_set_version {
+                    gpus = gpu::GpusByBus::load(&ctx.paths, &ctx.boot_id);
+                    gpu_set_version = version;
                 }
                 for r in reads {
-                    read += 1;
-                    let boot_time = r.boot_time(ctx.boot_time);
+                    let boot_time = r.boot_time(this_boot);
                     let Read {
                         record: rec, cursor, ..
                     } = r;
                     match &cursor {
+                        // Read before: skipped, not counted again.
                         None if rec.seq < pos.seq => continue,
                         None => pos.seq = rec.seq + 1,
                         Some(c) => pos.cursor = Some(c.clone()),
                     }
+                    read += 1;
                     if let Some((sev, mut event)) = signals::kmsg_event(&ctx.node, &ctx.boot_id, boot_time, &rec, now) {
                         if let Some(c) = &cursor {
                             signals::from_journal(&mut event, &ctx.node, &ctx.boot_id, c);
@@ -701,7 +729,7 @@ fn finish_previous_boot(ctx: &ReaderContext) -> Result<(), String> {
                     for r in records.into_iter().map(kernel_log::journal_read) {
                         read += 1;
                         // That boot's start is not this boot's: journald dates its records.
-                        let boot_time = r.boot_time(ctx.boot_time);
+                        let boot_time = r.boot_time(boot_time());
                         let Read { record, cursor, .. } = r;
                         let cursor = cursor.unwrap_or_default();
                         if let Some((sev, mut event)) =
@@ -736,6 +764,7 @@ fn finish_previous_boot(ctx: &ReaderContext) -> Result<(), String> {
     );
     let this_boot = Position {
         boot_id: ctx.boot_id.clone(),
+        counted: Some(state::ReaderCounts::of(&ctx.shared.counters)),
         ..Default::default()
     };
     this_boot
@@ -743,12 +772,35 @@ fn finish_previous_boot(ctx: &ReaderContext) -> Result<(), String> {
         .map_err(|e| format!("saving the kernel log position: {e}"))
 }
 
-/// Saves the position with the compactor's open runs, in one file written atomically.
+/// Saves the position with the compactor's open runs and the reader's counters, in one file
+/// written atomically: after a crash the counters go on from the position the reading goes on from.
 fn save_position(pos: &Position, compactor: &mut storm::Compactor, ctx: &ReaderContext) -> Result<(), String> {
     let p = Position {
         runs: compactor.runs(),
+        counted: Some(state::ReaderCounts::of(&ctx.shared.counters)),
         ..pos.clone()
     };
     p.save(&ctx.paths.position())
         .map_err(|e| format!("saving the kernel log position: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record the kernel stamps now (its clock read now) is dated within 10 ms of the wall clock
+    /// (`btime` of /proc/stat, whole seconds, was up to a second early).
+    #[test]
+    fn a_record_stamped_now_is_dated_now() {
+        for _ in 0..100 {
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: a valid, writable timespec.
+            assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) }, 0);
+            let wall = Utc::now();
+            let kernel_us = ts.tv_sec * 1_000_000 + ts.tv_nsec / 1_000;
+            let dated = boot_time() + chrono::Duration::microseconds(kernel_us);
+            let error = (dated - wall).num_microseconds().unwrap().abs();
+            assert!(error < 10_000, "dated {dated}, wall clock {wall}: {error} us apart");
+        }
+    }
 }

@@ -25,6 +25,31 @@ pub struct Position {
     /// Runs of repeats not yet sent whole (see [`crate::storm`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<crate::storm::OpenRun>,
+    /// The reader's counters when this position was saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted: Option<ReaderCounts>,
+}
+
+/// The kernel log reader's counters, saved with its position: records read (each once, whatever
+/// restarts re-read) and repeats folded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReaderCounts {
+    pub kmsg_records: u64,
+    pub kmsg_repeats_folded: u64,
+}
+
+impl ReaderCounts {
+    pub fn of(c: &Counters) -> ReaderCounts {
+        ReaderCounts {
+            kmsg_records: c.kmsg_records.load(Ordering::Relaxed),
+            kmsg_repeats_folded: c.kmsg_repeats_folded.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn restore(&self, c: &Counters) {
+        c.kmsg_records.store(self.kmsg_records, Ordering::Relaxed);
+        c.kmsg_repeats_folded.store(self.kmsg_repeats_folded, Ordering::Relaxed);
+    }
 }
 
 impl Position {
@@ -115,6 +140,8 @@ pub struct Status {
 pub struct Shared {
     pub counters: Counters,
     pub status: Mutex<Status>,
+    /// Moves when a poll saves a GPU set new to this boot (the kernel log reader reloads it).
+    pub gpu_set_version: AtomicU64,
 }
 
 impl Shared {
@@ -206,6 +233,9 @@ impl Paths {
     pub fn gpus(&self) -> PathBuf {
         self.root.join("gpus.json")
     }
+    pub fn gpus_now(&self) -> PathBuf {
+        self.root.join("gpus-now.json")
+    }
     pub fn sel(&self) -> PathBuf {
         self.root.join("sel.json")
     }
@@ -225,6 +255,7 @@ mod tests {
             seq: 42,
             cursor: None,
             runs: Vec::new(),
+            counted: None,
         };
         p.save(&paths.position()).unwrap();
         assert_eq!(Position::load(&paths.position()), Some(p));

@@ -3,7 +3,8 @@
 //! so the server sees a handful of signals, not the storm.
 //!
 //! Runs are cut on the kernel's own clock: a record belongs to the window
-//! `floor(monotonic timestamp / window)` of its key (kind, code, GPU). The first record of a
+//! `floor(monotonic timestamp / window)` of its signal's identity (the server's rule, in
+//! `faultline_core::domain::identity`: kind, code, the GPU in every form named, what was measured). The first record of a
 //! window is sent at once; the others of that window become one signal sent when the window
 //! closes. Both ids derive from the node, boot, key and window. The open runs are saved with the
 //! reader's position, in one file written atomically after their signals are spooled: a restart
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use faultline_core::domain::event::EventInput;
+use faultline_core::domain::identity::{GpuNames, SignalIdentity};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -28,12 +30,11 @@ const MAX_OPEN_WINDOWS: usize = 1024;
 /// reader waits for late records before it closes the window.
 const CLOSE_GRACE_MS: i64 = 2_000;
 
+/// A run: one signal ([`SignalIdentity`], the rule the server folds repeats by) in one window.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 struct Key {
-    kind: String,
-    code: Option<i64>,
-    gpu_index: Option<i32>,
-    pci_bus_id: Option<String>,
+    #[serde(flatten)]
+    signal: SignalIdentity,
     window: u64,
 }
 
@@ -128,16 +129,15 @@ impl Compactor {
         let window = ts_us / self.window_us;
         // The kernel's clock only moves forward: every earlier window is complete.
         let mut out = self.close(|k, _| k.window < window);
+        let gpu = GpuNames::of(event.gpu_index, event.gpu_uuid.as_deref(), event.attributes.as_ref());
         let key = Key {
-            kind: event.kind.clone(),
-            code: event.code,
-            gpu_index: event.gpu_index,
-            pci_bus_id: event
-                .attributes
-                .as_ref()
-                .and_then(|a| a.get("pci_bus_id"))
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            signal: SignalIdentity::of(
+                &event.kind,
+                event.code,
+                gpu,
+                event.message.as_deref(),
+                event.attributes.as_ref(),
+            ),
             window,
         };
         match self.open.get_mut(&key) {
@@ -227,15 +227,11 @@ impl Compactor {
     }
 }
 
+/// The run's text for its ids: the same, for a kernel line naming its GPU by index or bus alone,
+/// as before the identity named UUIDs, serials and texts (ids of runs saved by an earlier version
+/// stay the same).
 fn key_text(k: &Key) -> String {
-    format!(
-        "{}\n{:?}\n{:?}\n{}\n{}",
-        k.kind,
-        k.code,
-        k.gpu_index,
-        k.pci_bus_id.as_deref().unwrap_or(""),
-        k.window
-    )
+    format!("{}\n{}", k.signal.key_text(), k.window)
 }
 
 /// Seconds from `first` to `last` (RFC 3339), None when not after it.
@@ -378,5 +374,46 @@ mod tests {
         let out = run(&mut c, (0..5u64).map(|i| xid(i, i, 0x3b, 13)));
         assert_eq!(out.len(), 5);
         assert!(c.runs().is_empty());
+    }
+
+    #[test]
+    fn runs_saved_by_an_earlier_version_go_on_with_the_same_ids() {
+        // position.json's runs before the identity named UUIDs, serials and texts.
+        let saved = r#"[{"key":{"kind":"xid","code":13,"gpu_index":null,"pci_bus_id":"0000:3b:00.0","window":0},
+                          "opened":1,"deadline_ms":1800000062000,"rest":null}]"#;
+        let mut c = minute();
+        c.restore(serde_json::from_str(saved).unwrap());
+        let out = run(&mut c, [xid(1, 2_000, 0x3b, 13), xid(2, 3_000, 0x3b, 13)]);
+        assert!(out.is_empty(), "both records join the restored run");
+        let closed = c.close_all();
+        assert_eq!(closed[0].1.repeat_count, Some(2));
+        let mut fresh = minute();
+        let mut all = run(
+            &mut fresh,
+            [
+                xid(0, 1_000, 0x3b, 13),
+                xid(1, 2_000, 0x3b, 13),
+                xid(2, 3_000, 0x3b, 13),
+            ],
+        );
+        all.extend(fresh.close_all());
+        assert_eq!(closed[0].1.id, all[1].1.id);
+    }
+
+    #[test]
+    fn different_gpus_and_counters_of_one_kind_are_runs_of_their_own() {
+        let mut c = minute();
+        let by_uuid = |seq: u64, uuid: &str| {
+            let (ts, (sev, mut e)) = xid(seq, 1_000 + seq, 0x3b, 79);
+            e.attributes.as_mut().unwrap().remove("pci_bus_id");
+            e.gpu_uuid = Some(uuid.into());
+            (ts, (sev, e))
+        };
+        let out = run(
+            &mut c,
+            [by_uuid(0, "GPU-aaaa"), by_uuid(1, "GPU-bbbb"), by_uuid(2, "GPU-aaaa")],
+        );
+        assert_eq!(out.len(), 2, "one run per GPU");
+        assert_eq!(c.close_all().len(), 1, "GPU-aaaa's repeat");
     }
 }

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod auth;
 pub mod event;
 pub mod gpu;
+pub mod identity;
 pub mod job;
 pub mod lifecycle;
 pub mod node;
