@@ -721,3 +721,111 @@ async fn a_gpu_remapping_a_row_and_asking_for_a_reset_reaches_the_server_under_i
     assert_eq!(app.count(SIGNAL_IDS).await, 4);
     assert_eq!(node.status()["counters"]["sent_duplicates"], 0);
 }
+
+/// The kernel's clock now, in microseconds (CLOCK_BOOTTIME, which is CLOCK_MONOTONIC on a machine
+/// that never slept), for records the agent dates at about the time they are written.
+fn kernel_clock_us() -> u64 {
+    let uptime = std::fs::read_to_string("/proc/uptime").unwrap();
+    let secs: f64 = uptime.split_whitespace().next().unwrap().parse().unwrap();
+    (secs * 1e6) as u64
+}
+
+#[tokio::test]
+async fn a_board_swapped_during_a_reboot_owns_its_boot_time_xid_even_with_the_server_down() {
+    let app = spawn_app().await;
+    let proxy = proxy(&app, FORWARD).await;
+    let node = Node::new(&app, &proxy.url).await;
+    let report = node.dir.join("report.xml");
+    let fake = node.fake_tool("nvidia-smi", "-q -x", &report);
+    std::fs::write(&report, P100).unwrap();
+    let gpu_args = ["--gpu-interval", "0.5", "--nvidia-smi", fake.to_str().unwrap()];
+    node.oneshot(&gpu_args).await;
+    let open = "SELECT count(*) FROM gpu_placements WHERE cluster = 'c1' AND hostname = 'n1' AND removed_at IS NULL";
+    assert_eq!(app.count(open).await, 2);
+
+    // The node goes down; the board on bus 04:00 (index 0) is replaced by another; the node boots
+    // with Faultline unreachable, and the new board logs an XID 48 as the driver loads.
+    let (old_serial, old_uuid) = ("0320717030197", "GPU-28604e81-21ec-cc48-6759-bf2648b22e16");
+    let (new_serial, new_uuid) = ("0321017041822", "GPU-9a1c3e55-0b7d-4f2e-8c61-d2a7b90e4f13");
+    assert!(P100.contains(old_serial) && P100.contains(old_uuid));
+    std::fs::write(
+        &report,
+        P100.replacen(old_serial, new_serial, 1).replacen(old_uuid, new_uuid, 1),
+    )
+    .unwrap();
+    proxy.set(DOWN);
+    std::fs::write(node.dir.join("boot_id"), "boot-b\n").unwrap();
+    std::fs::write(node.dir.join("kmsg"), "").unwrap();
+    node.append_kmsg(&[format!(
+        "3,0,{},-;NVRM: Xid (PCI:0000:04:00): 48, pid=2041, name=nvidia-persiste, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 1.",
+        kernel_clock_us()
+    )]);
+    let mut agent = node.start(&gpu_args);
+    node.wait_status("the XID spooled", |s| {
+        s["counters"]["signals_spooled"].as_u64() >= Some(1)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE code = 48").await,
+        0,
+        "the server is down"
+    );
+    proxy.set(FORWARD);
+    wait_count(&app, "SELECT count(*) FROM events WHERE code = 48", 1, &node).await;
+    wait_count(
+        &app,
+        "SELECT count(*) FROM gpu_placements WHERE part = '0321017041822' AND removed_at IS NULL",
+        1,
+        &node,
+    )
+    .await;
+    agent.kill();
+    // The line names the board installed in this boot, and the inventory has that board in the
+    // slot since before the line.
+    let xid: (Option<i32>, Option<String>, Option<String>) =
+        sqlx::query_as("SELECT gpu_index, gpu_uuid, attributes->>'serial' FROM events WHERE code = 48")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(xid, (Some(0), Some(new_uuid.into()), Some(new_serial.into())));
+    let (_, list) = app.get(crate::helpers::ADMIN_TOKEN, "/v1/failures").await;
+    let failures = list["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{list}");
+    let id = failures[0]["id"].as_str().unwrap();
+    let (_, detail) = app
+        .get(crate::helpers::ADMIN_TOKEN, &format!("/v1/failures/{id}"))
+        .await;
+    assert_eq!(detail["root_gpu"]["part"], new_serial, "{detail}");
+    // The removed board is a spare with no failure.
+    assert_eq!(
+        app.count("SELECT count(*) FROM gpu_placements WHERE part = '0320717030197' AND removed_at IS NULL")
+            .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn kernel_log_counters_count_each_record_once_across_restarts_and_a_sigkill() {
+    let app = spawn_app().await;
+    let node = Node::new(&app, &app.address).await;
+    node.append_kmsg(&(0..300).map(noise).collect::<Vec<_>>());
+    node.append_kmsg(&xids(300..320, 79));
+    node.oneshot(&[]).await;
+    assert_eq!(node.status()["counters"]["kmsg_records"], 320);
+    // Restarted on the same boot over the same log: the records before the position are skipped,
+    // not read again.
+    node.oneshot(&[]).await;
+    assert_eq!(node.status()["counters"]["kmsg_records"], 320);
+    // Followed, 2,000 more records arrive and the agent is SIGKILLed while reading them; restarted,
+    // it reads on from its saved position, and the counters are exact.
+    let mut agent = node.start(&[]);
+    node.append_kmsg(&(320..2_320).map(noise).collect::<Vec<_>>());
+    node.wait_status("reading", |s| s["counters"]["kmsg_records"].as_u64() > Some(320))
+        .await;
+    agent.kill();
+    node.oneshot(&[]).await;
+    let s = node.status();
+    assert_eq!(s["counters"]["kmsg_records"], 2_320, "{s}");
+    assert_eq!(s["position"]["seq"], 2_320);
+}

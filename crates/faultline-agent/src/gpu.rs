@@ -40,10 +40,13 @@ fn key(c: &GpuCounters) -> String {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ObservedGpus {
     pub boot_id: String,
-    /// Since when this set is known to be installed (RFC 3339): the boot's start for the set the
-    /// first poll of a boot reports (boards are swapped while a node is down), else the poll that
-    /// first reported it.
+    /// Since when this set is known to be installed (RFC 3339): for the set the first poll of a
+    /// boot reports, the boot's start (boards are swapped while a node is down) or, if later, the
+    /// last poll that saw the set before it; otherwise the poll that first reported it.
     pub observed_at: String,
+    /// The last poll that reported this set (RFC 3339).
+    #[serde(default)]
+    pub last_seen_at: Option<String>,
     pub gpus: Vec<GpuReport>,
 }
 
@@ -285,6 +288,8 @@ pub struct GpuPoller {
     pub shared: Arc<Shared>,
     pub wake: Arc<tokio::sync::Notify>,
     pub max_backoff: Duration,
+    /// nvidia-smi is failing (reported when it starts to).
+    pub failing: Mutex<bool>,
 }
 
 /// What one poll left to do.
@@ -297,10 +302,9 @@ enum Outcome {
 
 impl GpuPoller {
     pub async fn run(&self) {
-        let mut failing = false;
         let mut inventory_failures = 0u32;
         loop {
-            let wait = match self.poll(&mut failing).await {
+            let wait = match self.poll().await {
                 Outcome::InventoryPending => {
                     inventory_failures += 1;
                     crate::sender::backoff(inventory_failures, self.max_backoff).min(self.interval)
@@ -315,8 +319,7 @@ impl GpuPoller {
     }
 
     pub async fn poll_once(&self) {
-        let mut failing = false;
-        self.poll(&mut failing).await;
+        self.poll().await;
     }
 
     /// Before the kernel log of a boot is read: the GPU set of this boot, unless a poll of this
@@ -325,25 +328,26 @@ impl GpuPoller {
         if ObservedGpus::load(&self.paths).is_some_and(|o| o.boot_id == self.boot_id) {
             return;
         }
-        let mut failing = false;
-        if let Some((_, gpus)) = self.report(&mut failing).await {
+        if let Some((_, gpus)) = self.report().await {
             self.observe(&gpus);
         }
     }
 
-    /// One run of nvidia-smi and its GPU set.
-    async fn report(&self, failing: &mut bool) -> Option<(String, Vec<GpuReport>)> {
+    /// One run of nvidia-smi and its GPU set. A failure is reported when it starts failing, not
+    /// at every poll.
+    async fn report(&self) -> Option<(String, Vec<GpuReport>)> {
         let res = crate::command::output(&self.nvidia_smi, &["-q", "-x"], &[], Duration::from_secs(60)).await;
         match res.and_then(|x| parse_gpus(&x).map(|g| (x, g))) {
             Ok(x) => {
-                *failing = false;
+                *self.failing.lock().expect("poll state") = false;
                 self.shared.add(&self.shared.counters.gpu_polls, 1);
                 Some(x)
             }
             Err(e) => {
                 let command = format!("{} -q -x", self.nvidia_smi);
                 let c = &self.shared.counters.gpu_poll_failures;
-                self.shared.poll_failed(c, failing, &command, &e, self.interval);
+                let mut failing = self.failing.lock().expect("poll state");
+                self.shared.poll_failed(c, &mut failing, &command, &e, self.interval);
                 None
             }
         }
@@ -352,23 +356,43 @@ impl GpuPoller {
     /// Saves the set nvidia-smi reports when it is new to this boot (the kernel log reader takes it
     /// at once) and returns since when it is installed.
     fn observe(&self, gpus: &[GpuReport]) -> String {
+        let now = Utc::now();
+        let rfc3339 = |t: chrono::DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
         let previous = ObservedGpus::load(&self.paths);
-        if let Some(p) = &previous
-            && p.boot_id == self.boot_id
-            && serde_json::to_value(&p.gpus).ok() == serde_json::to_value(gpus).ok()
-        {
-            return p.observed_at.clone();
-        }
-        let first_of_boot = previous.as_ref().is_none_or(|p| p.boot_id != self.boot_id);
-        let at = if first_of_boot { self.boot_time } else { Utc::now() };
-        let observed = ObservedGpus {
-            boot_id: self.boot_id.clone(),
-            observed_at: at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-            gpus: gpus.to_vec(),
+        let same = previous.as_ref().is_some_and(|p| {
+            p.boot_id == self.boot_id && serde_json::to_value(&p.gpus).ok() == serde_json::to_value(gpus).ok()
+        });
+        let observed = match previous {
+            Some(p) if same => ObservedGpus {
+                last_seen_at: Some(rfc3339(now)),
+                ..p
+            },
+            previous => {
+                let at = match &previous {
+                    Some(p) if p.boot_id == self.boot_id => now,
+                    // First of this boot: changed while the node was down, after the last sighting
+                    // of the set before.
+                    _ => {
+                        let last_seen = previous
+                            .as_ref()
+                            .and_then(|p| p.last_seen_at.as_deref())
+                            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                            .map(|t| t.with_timezone(&Utc));
+                        last_seen.map_or(self.boot_time, |l| l.max(self.boot_time)).min(now)
+                    }
+                };
+                ObservedGpus {
+                    boot_id: self.boot_id.clone(),
+                    observed_at: rfc3339(at),
+                    last_seen_at: Some(rfc3339(now)),
+                    gpus: gpus.to_vec(),
+                }
+            }
         };
         let bytes = serde_json::to_vec(&observed).expect("a GPU set serialises");
         match crate::spool::write_atomic(&self.paths.gpus_now(), &bytes) {
-            Ok(()) => self.shared.add(&self.shared.gpu_set_version, 1),
+            Ok(()) if !same => self.shared.add(&self.shared.gpu_set_version, 1),
+            Ok(()) => {}
             Err(e) => self
                 .shared
                 .error(format!("saving {}: {e}", self.paths.gpus_now().display())),
@@ -376,9 +400,9 @@ impl GpuPoller {
         observed.observed_at
     }
 
-    /// One run of nvidia-smi. A failure is reported when it starts failing, not at every poll.
-    async fn poll(&self, failing: &mut bool) -> Outcome {
-        let Some((xml, gpus)) = self.report(failing).await else {
+    /// One poll: counters, this boot's set, the inventory.
+    async fn poll(&self) -> Outcome {
+        let Some((xml, gpus)) = self.report().await else {
             return Outcome::Failed;
         };
         let observed_at = self.observe(&gpus);
@@ -486,6 +510,7 @@ mod tests {
         let observed = ObservedGpus {
             boot_id: "b".into(),
             observed_at: "2026-11-30T00:00:00Z".into(),
+            last_seen_at: None,
             gpus: vec![h100],
         };
         std::fs::write(paths.gpus_now(), serde_json::to_vec(&observed).unwrap()).unwrap();

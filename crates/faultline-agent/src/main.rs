@@ -399,6 +399,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         shared: shared.clone(),
         wake: wake.clone(),
         max_backoff: Duration::from_secs_f64(args.max_backoff.max(0.1)),
+        failing: Mutex::new(false),
     };
     // Kernel lines are attributed with the GPUs of the boot they were logged in: the set of this
     // boot is read before them (a board swapped during the reboot is not named by its
