@@ -9,6 +9,7 @@ fn fixture(name: &str) -> Value {
     let text = match name {
         "events" => include_str!("../../tests/fixtures/kubernetes/events.json"),
         "node" => include_str!("../../tests/fixtures/kubernetes/node.json"),
+        "node-gke-xid" => include_str!("../../tests/fixtures/kubernetes/node-gke-xid.json"),
         _ => include_str!("../../tests/fixtures/kubernetes/pods.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -136,4 +137,144 @@ fn malformed_objects_name_their_field() {
         field(pods.remove(1)).as_deref(),
         Some("status.containerStatuses[0].lastState.terminated.exitCode")
     );
+}
+
+#[test]
+fn gkes_xid_condition_is_one_xid_signal_per_xid_it_lists() {
+    // GKE's GPU device plugin: XidCriticalError True, reason {"123":true,"79":true}, message the
+    // boot id. Expected: xid 79 and xid 123 (numeric order) at the transition, then the drain.
+    let e = &all("node-gke-xid")[0];
+    let got: Vec<(&str, Option<i64>, String)> = e
+        .iter()
+        .map(|e| (e.kind.as_str(), e.code, e.occurred_at.to_rfc3339()))
+        .collect();
+    let at = "2026-11-30T10:03:12+00:00".to_string();
+    assert_eq!(
+        got,
+        vec![
+            ("xid", Some(79), at.clone()),
+            ("xid", Some(123), at.clone()),
+            ("node_drain", None, at)
+        ]
+    );
+    assert_ne!(e[0].id, e[1].id);
+    assert_eq!(e[0].node.as_deref(), Some("gke-a3-pool-1-7c2f9d41-zq5m"));
+    assert_eq!(e[0].attributes["reason"], "{\"123\":true,\"79\":true}");
+    // An XID set false, or a reason that is not the plugin's JSON, names no code.
+    assert_eq!(gke_xids(r#"{"31":true,"13":false}"#), vec![31]);
+    assert_eq!(gke_xids("XID"), Vec::<i64>::new());
+    let bare = |reason: &str| {
+        let v = json!({"node": "n1", "conditions": [{"type": "XidCriticalError", "status": "True",
+            "lastTransitionTime": "2026-11-30T10:00:00Z", "reason": reason, "message": "0"}]});
+        map_object(&v, "c1", now())
+            .unwrap()
+            .iter()
+            .map(|e| (e.kind.clone(), e.code))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bare(r#"{"31":true}"#)[0], ("xid".to_string(), Some(31)));
+    assert_eq!(bare("XID")[0], ("xid".to_string(), None));
+    // Adding an XID later (same transition time) keeps the first one's id.
+    let first = map_object(
+        &json!({"node": "n1", "conditions": [{"type": "XidCriticalError", "status": "True",
+        "lastTransitionTime": "2026-11-30T10:00:00Z", "reason": "{\"48\":true}"}]}),
+        "c1",
+        now(),
+    )
+    .unwrap();
+    let later = map_object(
+        &json!({"node": "n1", "conditions": [{"type": "XidCriticalError", "status": "True",
+        "lastTransitionTime": "2026-11-30T10:00:00Z", "reason": "{\"48\":true,\"79\":true}"}]}),
+        "c1",
+        now(),
+    )
+    .unwrap();
+    assert_eq!(later[0].id, first[0].id);
+    assert_eq!((later[1].code, later.len()), (Some(79), 3));
+}
+
+#[test]
+fn eks_and_aks_gpu_conditions_map_to_their_codes() {
+    let signals = |conditions: Value| -> Vec<(String, Option<i64>)> {
+        map_object(&json!({"node": "n1", "conditions": conditions}), "c1", now())
+            .unwrap()
+            .iter()
+            .map(|e| (e.kind.clone(), e.code))
+            .collect()
+    };
+    let s = |k: &str, c: Option<i64>| (k.to_string(), c);
+    // EKS node monitoring agent: AcceleratedHardwareReady False, the reason names the issue
+    // (`NvidiaXID%dError`, `NvidiaDoubleBitError`, ...), the message as its DCGM policy writes it.
+    assert_eq!(
+        signals(
+            json!([{"type": "AcceleratedHardwareReady", "status": "False", "reason": "NvidiaXID79Error",
+            "lastTransitionTime": "2026-11-30T10:00:00Z",
+            "message": "detected XID-79 on the instance, review kernel logs for additional information."}])
+        ),
+        vec![s("xid", Some(79)), s("node_drain", None)]
+    );
+    assert_eq!(
+        signals(
+            json!([{"type": "AcceleratedHardwareReady", "status": "False", "reason": "NvidiaDoubleBitError",
+            "lastTransitionTime": "2026-11-30T10:00:00Z", "message": "detected 2 Nvidia Double Bit error(s) on location 0"}])
+        )[0],
+        s("ecc", Some(2))
+    );
+    assert_eq!(
+        signals(
+            json!([{"type": "AcceleratedHardwareReady", "status": "False", "reason": "NvidiaNVLinkError",
+            "lastTransitionTime": "2026-11-30T10:00:00Z"}])
+        )[0],
+        s("nvlink", None)
+    );
+    // Its `...Ready` conditions True are healthy, Unknown not evaluated.
+    assert_eq!(
+        signals(
+            json!([{"type": "AcceleratedHardwareReady", "status": "True", "reason": "NvidiaReady",
+            "lastTransitionTime": "2026-11-30T10:00:00Z"},
+            {"type": "KernelReady", "status": "Unknown", "lastTransitionTime": "2026-11-30T10:00:00Z"}])
+        ),
+        vec![s("node_resume", None)]
+    );
+    assert_eq!(
+        signals(
+            json!([{"type": "KernelReady", "status": "False", "reason": "SoftLockup",
+            "lastTransitionTime": "2026-11-30T10:00:00Z"}])
+        )[0],
+        s("health_check", None)
+    );
+    // AKS node-problem-detector GPU conditions: XIDErrors names its XIDs in the text.
+    assert_eq!(
+        signals(json!([{"type": "XIDErrors", "status": "True", "reason": "XIDErrors",
+            "lastTransitionTime": "2026-11-30T10:00:00Z", "message": "Xid 48 and XID: 79 found in the kernel log"}])),
+        vec![s("xid", Some(48)), s("xid", Some(79)), s("node_drain", None)]
+    );
+    assert_eq!(
+        signals(
+            json!([{"type": "NVLinkStatusInactive", "status": "True", "lastTransitionTime": "2026-11-30T10:00:00Z"},
+            {"type": "IBLinkFlapping", "status": "True", "lastTransitionTime": "2026-11-30T10:00:00Z"}])
+        ),
+        vec![s("nvlink", None), s("link_flap", None), s("node_drain", None)]
+    );
+}
+
+#[test]
+fn xid_events_on_a_node_keep_their_xid() {
+    let event = |reason: &str, message: &str| {
+        json!({"kind": "Event", "metadata": {"uid": format!("u-{reason}")}, "type": "Warning", "reason": reason,
+            "message": message, "involvedObject": {"kind": "Node", "name": "gke-a3-pool-1-7c2f9d41-zq5m"},
+            "source": {"component": "nvidia-gpu-device-plugin"}, "lastTimestamp": "2026-11-30T10:03:12Z"})
+    };
+    // GKE's GPU device plugin records `XIDError` "Caught XID error, XID=%d" on the node.
+    let e = map_object(&event("XIDError", "Caught XID error, XID=79"), "c1", now()).unwrap();
+    assert_eq!((e[0].kind.as_str(), e[0].code), ("xid", Some(79)));
+    // EKS's agent names the XID in the reason.
+    let e = map_object(
+        &event("NvidiaXID13Warning", "detected unknown XID-13 on the instance"),
+        "c1",
+        now(),
+    )
+    .unwrap();
+    assert_eq!((e[0].kind.as_str(), e[0].code), ("xid", Some(13)));
+    assert_eq!(xids_in_text("XID=31, Xid 79; xid-48 and XID 79"), vec![31, 79, 48]);
 }
