@@ -8,6 +8,7 @@ fn fixture(name: &str) -> Value {
     let text = match name {
         "events" => include_str!("../fixtures/kubernetes/events.json"),
         "node" => include_str!("../fixtures/kubernetes/node.json"),
+        "node-gke-xid" => include_str!("../fixtures/kubernetes/node-gke-xid.json"),
         _ => include_str!("../fixtures/kubernetes/pods.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -124,5 +125,34 @@ async fn a_malformed_object_is_refused_by_its_field_and_the_others_stored() {
     assert_eq!(
         (status, r["details"]["rejected"][0]["field"].as_str()),
         (422, Some("kind"))
+    );
+}
+
+#[tokio::test]
+async fn a_gke_xid_condition_stores_each_xid_with_its_code() {
+    let app = spawn_app().await;
+    // GKE's GPU device plugin: XidCriticalError True with reason {"123":true,"79":true}.
+    let (status, r) = post(&app, &fixture("node-gke-xid")).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["signals_by_kind"], json!({"node_drain": 1, "xid": 2}));
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'xid' AND code IN (79, 123) AND node = 'gke-a3-pool-1-7c2f9d41-zq5m'")
+            .await,
+        2
+    );
+    // Both are hardware/gpu; XID 79 (critical) is the root over 123 (high).
+    let (code, rule, cause): (Option<i64>, Option<String>, String) =
+        sqlx::query_as("SELECT root_code, rule_id, category || '/' || component FROM failures WHERE root_kind = 'xid'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(
+        (code, rule.as_deref(), cause.as_str()),
+        (Some(79), Some("xid-79"), "hardware/gpu")
+    );
+    let (_, again) = post(&app, &fixture("node-gke-xid")).await;
+    assert_eq!(
+        (again["duplicates"].as_u64(), again["accepted"].as_u64()),
+        (Some(3), Some(0))
     );
 }
