@@ -43,8 +43,8 @@ pub struct IntegrationResponse {
     pub signals: usize,
     /// Signals by kind (`xid`, `dcgm`, `host_oom`, `job_exit`, `node_drain`, ...).
     pub signals_by_kind: BTreeMap<String, usize>,
-    /// Signals stored with symptom `none` (a DCGM code rated MONITOR or CONFIG, a warning, a
-    /// gpud Info event): they make no failure.
+    /// Signals stored with symptom `none` (a DCGM Warn result or health Warning, a gpud Info
+    /// event): they make no failure.
     pub no_failure: usize,
     #[serde(flatten)]
     pub outcome: StoreOutcome,
