@@ -161,6 +161,9 @@ fn event_kind(object: &str, reason: &str, warning: bool, message: &str) -> Optio
             _ => return None,
         },
         _ => match reason {
+            // The node controller's echo on each pod of a node it marks not ready ("Node is not
+            // ready") names no node: the node's own event and Ready condition carry the fault.
+            "NodeNotReady" => return None,
             "Evicted" | "Preempted" | "Preempting" | "FailedScheduling" => "scheduler_error",
             _ if r.contains("oom") => "host_oom",
             "BackOff" | "CrashLoopBackOff" | "BackoffLimitExceeded" | "DeadlineExceeded" => "job_exit",

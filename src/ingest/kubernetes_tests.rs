@@ -10,6 +10,7 @@ fn fixture(name: &str) -> Value {
         "events" => include_str!("../../tests/fixtures/kubernetes/events.json"),
         "node" => include_str!("../../tests/fixtures/kubernetes/node.json"),
         "node-gke-xid" => include_str!("../../tests/fixtures/kubernetes/node-gke-xid.json"),
+        "events-k3s" => include_str!("../../tests/fixtures/kubernetes/events-k3s-node.json"),
         _ => include_str!("../../tests/fixtures/kubernetes/pods.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -277,4 +278,39 @@ fn xid_events_on_a_node_keep_their_xid() {
     .unwrap();
     assert_eq!((e[0].kind.as_str(), e[0].code), ("xid", Some(13)));
     assert_eq!(xids_in_text("XID=31, Xid 79; xid-48 and XID 79"), vec![31, 79, 48]);
+}
+
+#[test]
+fn a_k3s_nodes_events_map_as_listed() {
+    // `kubectl get events` of a k3s node (hans-laptop): the node controller's NodeNotReady on the
+    // node and on its pod, kubelet's SystemOOM (three victims), Rebooted, the pod's image pull
+    // failure and crash back-off, a cancelled taint eviction and a Scheduled.
+    let mapped = all("events-k3s");
+    let got: Vec<Vec<(&str, Option<&str>)>> = mapped
+        .iter()
+        .map(|e| e.iter().map(|e| (e.kind.as_str(), e.node.as_deref())).collect())
+        .collect();
+    let node = Some("hans-laptop");
+    assert_eq!(
+        got,
+        vec![
+            vec![("node_unreachable", node)],
+            vec![("host_oom", node)],
+            vec![("host_oom", node)],
+            vec![("host_oom", node)],
+            vec![("health_check", node)],
+            vec![],
+            vec![],
+            vec![("submission_error", node)],
+            vec![("job_exit", node)],
+            vec![],
+        ]
+    );
+    assert_eq!(mapped[0][0].occurred_at.to_rfc3339(), "2026-11-30T03:00:00+00:00");
+    assert_eq!(
+        mapped[1][0].message.as_deref(),
+        Some("SystemOOM: System OOM encountered, victim process: nginx, pid: 9295")
+    );
+    // A ReplicaSet's pod names no job.
+    assert_eq!(mapped[8][0].job_id, None);
 }
