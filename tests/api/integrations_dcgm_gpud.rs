@@ -201,8 +201,19 @@ async fn gpud_sync_sends_events_and_gpus() {
 #[tokio::test]
 async fn a_dcgm31_report_with_nulls_after_a_warning_line_is_read() {
     let app = spawn_app().await;
-    // NVIDIA's own DCGM 3.1 output (nvvs JsonResultTests): a WARNING line, then a report whose
-    // Deployment tests are separated by nulls; every result PASS, so no signal.
+    // DCGM 3.1's report without the line dcgmi printed before it: the nulls between its
+    // Deployment tests are skipped.
+    let report = include_str!("../fixtures/dcgm/diag-dcgm31-nulls-after-warning.txt");
+    let json_only = &report[report.find("\t{").unwrap()..];
+    let (status, r) = post(
+        &app,
+        "/v1/integrations/dcgm/diag?cluster=c1&node=gpu-node-08",
+        json_only,
+    )
+    .await;
+    assert_eq!((status, r["received"].as_u64()), (200, Some(17)), "{r}");
+    // With the WARNING line dcgmi printed first (NVIDIA's own DCGM 3.1 output, nvvs
+    // JsonResultTests): every result PASS, so no signal.
     let (status, r) = post(
         &app,
         DIAG,
