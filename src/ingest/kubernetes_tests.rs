@@ -11,6 +11,7 @@ fn fixture(name: &str) -> Value {
         "node" => include_str!("../../tests/fixtures/kubernetes/node.json"),
         "node-gke-xid" => include_str!("../../tests/fixtures/kubernetes/node-gke-xid.json"),
         "events-k3s" => include_str!("../../tests/fixtures/kubernetes/events-k3s-node.json"),
+        "events-aks" => include_str!("../../tests/fixtures/kubernetes/events-aks-scale-down.json"),
         _ => include_str!("../../tests/fixtures/kubernetes/pods.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -313,4 +314,37 @@ fn a_k3s_nodes_events_map_as_listed() {
     );
     // A ReplicaSet's pod names no job.
     assert_eq!(mapped[8][0].job_id, None);
+}
+
+#[test]
+fn an_aks_scale_downs_events_cordon_then_lose_the_node() {
+    // The cluster autoscaler marks the node (Normal ScaleDown: ignored), kubelet reports the
+    // cordon (NodeNotSchedulable -> node_drain at 15:34:58), the node controller loses it
+    // (NodeNotReady -> node_unreachable at 15:37:07); the node's deletion and removal and the next
+    // scale-up are Normal and ignored.
+    let mapped = all("events-aks");
+    let got: Vec<Vec<(&str, String)>> = mapped
+        .iter()
+        .map(|e| {
+            e.iter()
+                .map(|e| (e.kind.as_str(), e.occurred_at.to_rfc3339()))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            vec![],
+            vec![("node_drain", "2026-10-02T15:34:58+00:00".to_string())],
+            vec![("node_unreachable", "2026-10-02T15:37:07+00:00".to_string())],
+            vec![],
+            vec![],
+            vec![],
+        ]
+    );
+    assert!(
+        mapped[1..3]
+            .iter()
+            .all(|e| e[0].node.as_deref() == Some("aks-user-25795745-vmss000002"))
+    );
 }

@@ -9,6 +9,8 @@ fn fixture(name: &str) -> Value {
         "events" => include_str!("../fixtures/kubernetes/events.json"),
         "node" => include_str!("../fixtures/kubernetes/node.json"),
         "node-gke-xid" => include_str!("../fixtures/kubernetes/node-gke-xid.json"),
+        "events-aks" => include_str!("../fixtures/kubernetes/events-aks-scale-down.json"),
+        "events-k3s" => include_str!("../fixtures/kubernetes/events-k3s-node.json"),
         _ => include_str!("../fixtures/kubernetes/pods.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -154,5 +156,44 @@ async fn a_gke_xid_condition_stores_each_xid_with_its_code() {
     assert_eq!(
         (again["duplicates"].as_u64(), again["accepted"].as_u64()),
         (Some(3), Some(0))
+    );
+}
+
+#[tokio::test]
+async fn real_event_lists_of_a_cordon_and_a_lost_node_and_of_oom_kills_are_stored_as_mapped() {
+    let app = spawn_app().await;
+    let (status, _) = app
+        .put_nodes(ADMIN_TOKEN, &json!({"nodes": [{"hostname": "aks-user-25795745-vmss000002", "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8}]}))
+        .await;
+    assert_eq!(status, 200);
+    // AKS scale-down: ScaleDown, NodeNotSchedulable (the cordon), NodeNotReady, DeletingNode,
+    // RemovingNode, then TriggeredScaleUp on a pod; only the cordon and the loss are signals.
+    let (status, r) = post(&app, &fixture("events-aks")).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!((r["received"].as_u64(), r["ignored"].as_u64()), (Some(6), Some(4)));
+    assert_eq!(r["signals_by_kind"], json!({"node_drain": 1, "node_unreachable": 1}));
+    let (status, state) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/nodes/c1/aks-user-25795745-vmss000002/state?from=2026-10-01T00:00:00Z&to=2026-10-03T00:00:00Z",
+        )
+        .await;
+    assert_eq!(status, 200, "{state}");
+    assert_eq!(state["transitions"][0]["at"], "2026-10-02T15:34:58Z");
+    // k3s node: NodeNotReady on the node (its echo on the pod ignored), three SystemOOM, Rebooted,
+    // an image pull failure and a crash back-off; the cancelled taint eviction and Scheduled ignored.
+    let (status, r) = post(&app, &fixture("events-k3s")).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!((r["received"].as_u64(), r["ignored"].as_u64()), (Some(10), Some(3)));
+    assert_eq!(
+        r["signals_by_kind"],
+        json!({"health_check": 1, "host_oom": 3, "job_exit": 1, "node_unreachable": 1, "submission_error": 1})
+    );
+    // The three OOM kills of the same second are one burst of 3 (identical kind on the node).
+    assert_eq!((r["accepted"].as_u64(), r["folded"].as_u64()), (Some(7), Some(2)));
+    assert_eq!(
+        app.count("SELECT sum(repeat_count) FROM events WHERE node = 'hans-laptop' AND kind = 'host_oom'")
+            .await,
+        3
     );
 }
