@@ -1,12 +1,15 @@
 //! NVIDIA DCGM interop: `dcgmi diag -j` results (the "DCGM Diagnostic" layout of DCGM 4, with
-//! `entity_groups` naming each GPU's serial, and the older "DCGM GPU Diagnostic" layout with
-//! `gpu_ids`) and `dcgmi health -c -j` reports, mapped to Faultline signals. Pure.
+//! `entity_groups` naming each GPU's serial, and the older "DCGM GPU Diagnostic" layout of DCGM
+//! 2 and 3 with `gpu_ids` / `gpu_id`) and `dcgmi health -c -j` reports, mapped to Faultline
+//! signals. Pure.
 //!
-//! Each failed test result and each health incident is a signal on its GPU, classified by its
-//! DCGM error code's own category and severity (`dcgm_codes`, from DCGM's `dcgm_errors.h`):
-//! the category gives the root cause, and a code DCGM rates `MONITOR` or `CONFIG` (the GPU can
-//! still work) is stored with symptom `none`, so it makes no failure. Health reports carry no
-//! code: the incident's text is matched against DCGM's message formats to find it.
+//! Each failed test result and each health incident is a signal on its GPU. The result's status
+//! decides whether it is a failure (Fail, health `Failure`) or stored with symptom `none` (Warn,
+//! health `Warning`); the DCGM error code it carries classifies it by the code's own category
+//! (`dcgm_codes`, from DCGM's `dcgm_errors.h`) and keeps its severity as an attribute, but never
+//! turns a Fail into no failure: DCGM's default severity of a code is about the code in general,
+//! the status is DCGM's verdict on this GPU. Health reports carry no code: the incident's text is
+//! matched against DCGM's message formats to find it.
 
 use std::collections::HashMap;
 
@@ -70,12 +73,6 @@ pub fn root_cause(code: i64, category: u8) -> Option<RootCause> {
         _ => return None,
     };
     RootCause::new(component.category(), component).ok()
-}
-
-/// Whether DCGM rates the code a failure: ISOLATE, TRIAGE, RESET (and UNKNOWN, to be safe);
-/// MONITOR, CONFIG and NONE leave the GPU able to work.
-fn is_failure(severity: u8) -> bool {
-    !matches!(severity, 0 | 1 | 5)
 }
 
 /// The literal pieces of a printf format, in order.
@@ -182,7 +179,6 @@ fn signal(run: &Run, f: Finding) -> Result<Event, FieldError> {
     let mut attributes = f.attributes;
     attributes.insert("source".into(), "dcgm".into());
     let mut root = None;
-    let mut failure = f.failed;
     if let Some(&(id, name, severity, category, _)) = info {
         attributes.insert("dcgm_error".into(), format!("DCGM_FR_{name}").into());
         attributes.insert("dcgm_error_id".into(), id.into());
@@ -191,7 +187,6 @@ fn signal(run: &Run, f: Finding) -> Result<Event, FieldError> {
         if kind == "dcgm" {
             root = root_cause(id, category);
         }
-        failure &= is_failure(severity);
     }
     let key = format!(
         "{}\n{}\n{}\n{}\n{}",
@@ -213,7 +208,7 @@ fn signal(run: &Run, f: Finding) -> Result<Event, FieldError> {
         job_gpus: None,
         kind: kind.to_string(),
         code,
-        symptom: (!failure).then_some(Symptom::None),
+        symptom: (!f.failed).then_some(Symptom::None),
         root_cause: root,
         message: Some(f.text.chars().take(4096).collect()),
         attributes,
@@ -238,6 +233,51 @@ fn text<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|s| !s.is_empty())
+}
+
+/// A DCGM report as `dcgmi ... -j` printed it: JSON, possibly after lines the tool printed first
+/// (DCGM 3.1 prints e.g. "WARNING: THIS SHOULD NOT HAPPEN" before the report; NVIDIA's own reader
+/// skips to the first `{`). Returns the report and the lines skipped; an error says why the body
+/// is not a report, naming the first line when lines preceded the JSON.
+pub fn report_json(body: &[u8]) -> Result<(Value, Vec<String>), String> {
+    let whole = match serde_json::from_slice(body) {
+        Ok(v) => return Ok((v, Vec::new())),
+        Err(e) => e,
+    };
+    let text = String::from_utf8_lossy(body);
+    let start = text
+        .split_inclusive('\n')
+        .scan(0usize, |at, line| {
+            let here = *at;
+            *at += line.len();
+            Some((here, line))
+        })
+        .find(|(_, line)| line.trim_start().starts_with('{'));
+    match start {
+        Some((at, _)) if at > 0 => {
+            let skipped: Vec<String> = text[..at]
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect();
+            serde_json::from_str(&text[at..])
+                .map(|v| (v, skipped.clone()))
+                .map_err(|e| {
+                    format!(
+                        "the body is not JSON: {e} (after {} line(s) before the report, the first: '{}')",
+                        skipped.len(),
+                        skipped
+                            .first()
+                            .map_or("", String::as_str)
+                            .chars()
+                            .take(200)
+                            .collect::<String>()
+                    )
+                })
+        }
+        _ => Err(format!("the body is not JSON: {whole}")),
+    }
 }
 
 /// The test results of a `dcgmi diag -j` document, either layout. An error names the layout's
@@ -283,13 +323,16 @@ pub fn diag_results(doc: &Value) -> Result<Vec<DiagResult>, FieldError> {
         .and_then(Value::as_array)
         .ok_or_else(|| FieldError::new(format!("{key}.test_categories"), "missing or not a list"))?;
     let mut out = Vec::new();
-    for (ci, c) in categories.iter().enumerate() {
+    // dcgmi writes its lists with jsoncpp by index, so DCGM 3.1 leaves `null` where it skipped an
+    // index (between the Deployment tests, for a GPU that did not run a test); NVIDIA's own reader
+    // (nvvs `JsonResult.hpp`) skips them, and so does this one.
+    for (ci, c) in categories.iter().enumerate().filter(|(_, c)| !c.is_null()) {
         let category = text(c, "category").unwrap_or("").to_string();
         let tests = c
             .get("tests")
             .and_then(Value::as_array)
             .ok_or_else(|| FieldError::new(format!("{key}.test_categories[{ci}].tests"), "missing or not a list"))?;
-        for (ti, t) in tests.iter().enumerate() {
+        for (ti, t) in tests.iter().enumerate().filter(|(_, t)| !t.is_null()) {
             let test = text(t, "name").unwrap_or("").to_string();
             let results = t.get("results").and_then(Value::as_array).ok_or_else(|| {
                 FieldError::new(
@@ -297,7 +340,7 @@ pub fn diag_results(doc: &Value) -> Result<Vec<DiagResult>, FieldError> {
                     "missing or not a list",
                 )
             })?;
-            for (ri, r) in results.iter().enumerate() {
+            for (ri, r) in results.iter().enumerate().filter(|(_, r)| !r.is_null()) {
                 out.push(DiagResult {
                     path: format!("{key}.test_categories[{ci}].tests[{ti}].results[{ri}]"),
                     category: category.clone(),
@@ -371,7 +414,27 @@ pub fn map_diag_result(r: &DiagResult, run: &Run) -> Result<Vec<Event>, FieldErr
     let listed = match r.result.get("warnings") {
         None | Some(Value::Null) => &[][..],
         Some(Value::Array(w)) => w.as_slice(),
-        Some(_) => return Err(FieldError::new(field("warnings"), "must be a list of warnings")),
+        // DCGM 3.0 to 3.2 write the one warning of a result as text, 3.2 its code beside it as
+        // `error_id`; without a code, DCGM's message formats name it.
+        Some(Value::String(w)) => {
+            let code = match r.result.get("error_id") {
+                None | Some(Value::Null) => code_from_text(w).map(|c| c.0),
+                Some(c) => Some(
+                    c.as_i64()
+                        .ok_or_else(|| FieldError::new(field("error_id"), format!("{c} is not an error code")))?,
+                ),
+            };
+            if !w.trim().is_empty() {
+                warnings.push((code, w.trim().to_string()));
+            }
+            &[][..]
+        }
+        Some(_) => {
+            return Err(FieldError::new(
+                field("warnings"),
+                "must be a list of warnings or a warning's text",
+            ));
+        }
     };
     for (wi, w) in listed.iter().enumerate() {
         let message =

@@ -14,9 +14,11 @@ fn run() -> Run<'static> {
 fn diag(name: &str) -> Vec<Event> {
     let text = match name {
         "dcgm4" => include_str!("../../tests/fixtures/dcgm/diag-dcgm4-layout.json"),
+        "dcgm33" => include_str!("../../tests/fixtures/dcgm/diag-dcgm33-coded-fail.json"),
+        "dcgm31" => include_str!("../../tests/fixtures/dcgm/diag-dcgm31-nulls-after-warning.txt"),
         _ => include_str!("../../tests/fixtures/dcgm/diag-gpu-diagnostic-layout.json"),
     };
-    let doc: Value = serde_json::from_str(text).unwrap();
+    let (doc, _) = report_json(text.as_bytes()).unwrap();
     diag_results(&doc)
         .unwrap()
         .iter()
@@ -41,13 +43,18 @@ fn the_code_table_is_dcgms() {
 fn dcgm4_layout_failures_are_signals_on_their_gpus() {
     let e = diag("dcgm4");
     assert_eq!(e.len(), 2);
-    // Persistence mode off: DCGM rates it CONFIG, so it is stored but makes no failure.
+    // Persistence mode off, status Fail: a failure of GPU 0 although DCGM rates the code CONFIG
+    // (kept as an attribute); SOFTWARE_OTHER -> platform / runtime.
     assert_eq!(
         (e[0].kind.as_str(), e[0].code, e[0].gpu_index),
         ("dcgm", Some(29), Some(0))
     );
-    assert_eq!(e[0].symptom, Some(Symptom::None));
+    assert_eq!(e[0].symptom, None);
     assert_eq!(e[0].attributes["dcgm_severity"], "CONFIG");
+    assert_eq!(
+        e[0].root_cause,
+        Some(RootCause::new(Category::Platform, Component::Runtime).unwrap())
+    );
     // A double-bit ECC error: ISOLATE, HARDWARE_MEMORY -> hardware / gpu_memory, on serial ...242.
     let dbe = &e[1];
     assert_eq!((dbe.code, dbe.gpu_index, dbe.symptom), (Some(4), Some(1), None));
@@ -128,4 +135,89 @@ fn malformed_results_name_their_field() {
         diag_results(&json!({"body": {}})).unwrap_err().field.as_deref(),
         Some("DCGM Diagnostic")
     );
+}
+
+#[test]
+fn a_dcgm31_report_with_nulls_after_a_warning_line_reads_whole() {
+    // NVIDIA's nvvs test data: dcgmi printed "WARNING: THIS SHOULD NOT HAPPEN" before the JSON,
+    // and a null after each Deployment test but the last.
+    let text = include_str!("../../tests/fixtures/dcgm/diag-dcgm31-nulls-after-warning.txt");
+    assert!(serde_json::from_str::<Value>(text).is_err());
+    let (doc, skipped) = report_json(text.as_bytes()).unwrap();
+    assert_eq!(skipped, vec!["WARNING: THIS SHOULD NOT HAPPEN".to_string()]);
+    let results = diag_results(&doc).unwrap();
+    // 9 Deployment tests (one result each, for GPUs 0-7) and `software` with one result per GPU.
+    assert_eq!(results.len(), 9 + 8);
+    assert_eq!(results[1].test, "NVML Library");
+    assert_eq!(
+        results[1].path,
+        "DCGM GPU Diagnostic.test_categories[0].tests[2].results[0]"
+    );
+    // Every result PASS: no signal.
+    assert!(diag("dcgm31").is_empty());
+    // A body that is not JSON after its preamble says which line came first.
+    let err = report_json(b"WARNING: THIS SHOULD NOT HAPPEN\n{\"DCGM GPU Diagnostic\": ").unwrap_err();
+    assert!(err.contains("the first: 'WARNING: THIS SHOULD NOT HAPPEN'"), "{err}");
+    assert!(
+        report_json(b"no json here")
+            .unwrap_err()
+            .starts_with("the body is not JSON")
+    );
+}
+
+#[test]
+fn a_coded_fail_is_a_failure_of_its_gpu_whatever_the_codes_severity() {
+    // DCGM 3.3.1 (go-dcgm#52): GPU Memory fails on GPU 0 with DCGM_FR_CUDA_API (51, MONITOR),
+    // passes on GPU 1; Diagnostic fails on GPU 0 with DCGM_FR_API_FAIL (64, TRIAGE) and on GPU 1
+    // without a warning.
+    let e = diag("dcgm33");
+    let got: Vec<(Option<i32>, Option<i64>, Option<Symptom>)> =
+        e.iter().map(|e| (e.gpu_index, e.code, e.symptom)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (Some(0), Some(51), None),
+            (Some(0), Some(64), None),
+            (Some(1), None, None)
+        ]
+    );
+    assert!(e.iter().all(|e| e.kind == "dcgm"));
+    assert_eq!(e[0].attributes["dcgm_severity"], "MONITOR");
+    assert_eq!(e[0].attributes["dcgm_error"], "DCGM_FR_CUDA_API");
+    // SOFTWARE_CUDA -> platform / driver; SOFTWARE_OTHER -> platform / runtime; no code: the
+    // catalog decides.
+    assert_eq!(
+        e[0].root_cause,
+        Some(RootCause::new(Category::Platform, Component::Driver).unwrap())
+    );
+    assert_eq!(
+        e[1].root_cause,
+        Some(RootCause::new(Category::Platform, Component::Runtime).unwrap())
+    );
+    assert_eq!(e[2].root_cause, None);
+    assert_eq!(
+        e[2].message.as_deref(),
+        Some("Diagnostic: DCGM diagnostic test 'Diagnostic' Fail")
+    );
+    // A Warn result with the same code stays no failure.
+    let (mut doc, _) =
+        report_json(include_str!("../../tests/fixtures/dcgm/diag-dcgm33-coded-fail.json").as_bytes()).unwrap();
+    doc["DCGM GPU Diagnostic"]["test_categories"][0]["tests"][0]["results"][0]["status"] = json!("Warn");
+    let warned = map_diag_result(&diag_results(&doc).unwrap()[0], &run()).unwrap();
+    assert_eq!((warned[0].code, warned[0].symptom), (Some(51), Some(Symptom::None)));
+}
+
+#[test]
+fn a_dcgm3_warning_given_as_text_keeps_its_code() {
+    // DCGM 3.0 to 3.2 write a result's warning as text (`dcgmi/Diag.cpp` HelperJsonAddResult),
+    // 3.2 its code as `error_id` beside it.
+    let mut doc: Value =
+        serde_json::from_str(include_str!("../../tests/fixtures/dcgm/diag-dcgm33-coded-fail.json")).unwrap();
+    let result = &mut doc["DCGM GPU Diagnostic"]["test_categories"][0]["tests"][0]["results"][0];
+    result["warnings"] = json!("Detected 2 volatile double-bit ECC error(s) in GPU 0.");
+    let without_id = map_diag_result(&diag_results(&doc).unwrap()[0], &run()).unwrap();
+    assert_eq!((without_id[0].code, without_id[0].symptom), (Some(4), None));
+    doc["DCGM GPU Diagnostic"]["test_categories"][0]["tests"][0]["results"][0]["error_id"] = json!(51);
+    let with_id = map_diag_result(&diag_results(&doc).unwrap()[0], &run()).unwrap();
+    assert_eq!(with_id[0].code, Some(51));
 }

@@ -1,12 +1,14 @@
 //! Kubernetes interop: core/v1 `Event`s (what `kubectl get events -o json` prints and event
-//! exporters' webhook sinks send), `Node` objects or their `conditions` (node-problem-detector
-//! and NVSentinel report faults as node conditions) and `Pod` objects (a container's termination:
-//! OOMKilled, Error with its exit code; an eviction), mapped to Faultline signals. Pure.
+//! exporters' webhook sinks send), `Node` objects or their `conditions` (node-problem-detector,
+//! NVSentinel, GKE's GPU device plugin, AKS's and EKS's node agents report faults as node
+//! conditions) and `Pod` objects (a container's termination: OOMKilled, Error with its exit code;
+//! an eviction), mapped to Faultline signals. Pure.
 //!
-//! One object may give several signals (a node's bad conditions and its drain or return), or none
-//! (a `Normal` event such as `Scheduled`). Ids are UUID v5: an Event's of its `uid` and `count`, a
-//! condition's of its type, status and `lastTransitionTime`, a container's termination of the pod
-//! uid, the container and `finishedAt`; so a re-sent object is a duplicate.
+//! One object may give several signals (a node's bad conditions and its drain or return; one per
+//! XID a GPU condition lists), or none (a `Normal` event such as `Scheduled`). Ids are UUID v5: an
+//! Event's of its `uid` and `count`, a condition's of its type, status and `lastTransitionTime`
+//! (and the XID, for a condition that lists several), a container's termination of the pod uid,
+//! the container and `finishedAt`; so a re-sent object is a duplicate.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
@@ -152,10 +154,16 @@ fn event_kind(object: &str, reason: &str, warning: bool, message: &str) -> Optio
             "NodeSchedulable" => "node_resume",
             _ if r.contains("oom") => "host_oom",
             "KernelOops" | "KernelPanic" => "kernel_panic",
+            // GKE's GPU device plugin (`XIDError`, "Caught XID error, XID=31"), EKS's node
+            // monitoring agent (`NvidiaXID79Error`, `NvidiaXID13Warning`).
+            _ if r.contains("xid") => "xid",
             _ if warning => "health_check",
             _ => return None,
         },
         _ => match reason {
+            // The node controller's echo on each pod of a node it marks not ready ("Node is not
+            // ready") names no node: the node's own event and Ready condition carry the fault.
+            "NodeNotReady" => return None,
             "Evicted" | "Preempted" | "Preempting" | "FailedScheduling" => "scheduler_error",
             _ if r.contains("oom") => "host_oom",
             "BackOff" | "CrashLoopBackOff" | "BackoffLimitExceeded" | "DeadlineExceeded" => "job_exit",
@@ -219,6 +227,10 @@ fn map_event(v: &Value, now: DateTime<Utc>) -> Result<Vec<Signal>, FieldError> {
     let Some(kind) = event_kind(object_kind, reason, warning, note) else {
         return Ok(Vec::new());
     };
+    let code = match kind {
+        "xid" => number_in(reason).or_else(|| xids_in_text(note).first().copied()),
+        _ => None,
+    };
     let node = if object_kind == "Node" {
         Some(name.to_string())
     } else {
@@ -261,7 +273,7 @@ fn map_event(v: &Value, now: DateTime<Utc>) -> Result<Vec<Signal>, FieldError> {
         node,
         job,
         kind,
-        code: None,
+        code,
         symptom: None,
         gpu_index: gpu.index,
         gpu_uuid: gpu.uuid,
@@ -304,13 +316,96 @@ fn gpu_in_text(message: &str) -> GpuInText {
     g
 }
 
-/// The signal kind of a bad node condition.
-fn condition_kind(kind: &str, codes: &[String]) -> (&'static str, Option<i64>) {
+/// The first number in `text` (`NvidiaXID79Error` -> 79).
+fn number_in(text: &str) -> Option<i64> {
+    let start = text.find(|c: char| c.is_ascii_digit())?;
+    let digits: String = text[start..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The XIDs a text names: each number after "xid" (any case), then any of `=`, `:`, `-`,
+/// spaces ("XID=31", "Xid 79", "XID-48"), in order, without repeats.
+fn xids_in_text(text: &str) -> Vec<i64> {
+    let lower = text.to_ascii_lowercase();
+    let mut out = Vec::new();
+    for (at, _) in lower.match_indices("xid") {
+        let rest = lower[at + 3..].trim_start_matches([' ', '=', ':', '-', '(', '#']);
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(n) = digits.parse::<i64>()
+            && !out.contains(&n)
+        {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// GKE's GPU device plugin writes the XIDs it saw as the condition's reason, a JSON object of
+/// XID -> true (`{"48":true,"79":true}`, container-engine-accelerators
+/// `pkg/gpu/nvidia/health_check`); the XIDs set true, in numeric order.
+fn gke_xids(reason: &str) -> Vec<i64> {
+    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(reason) else {
+        return Vec::new();
+    };
+    let mut xids: Vec<i64> = map
+        .iter()
+        .filter(|(_, v)| v.as_bool() == Some(true))
+        .filter_map(|(k, _)| k.trim().parse().ok())
+        .collect();
+    xids.sort_unstable();
+    xids.dedup();
+    xids
+}
+
+/// Whether a condition of this type and status reports a problem: `Ready` not True; the other
+/// `...Ready` conditions (EKS's node monitoring agent: `AcceleratedHardwareReady`, `KernelReady`,
+/// `NetworkingReady`, `StorageReady`, `ContainerRuntimeReady`) False (Unknown: not evaluated);
+/// any other condition (a problem's name) True.
+fn condition_is_bad(kind: &str, status: &str) -> bool {
     match kind {
-        "Ready" => ("node_unreachable", None),
-        "NetworkUnavailable" => ("link_down", None),
-        "KernelDeadlock" => ("kernel_panic", None),
-        "ReadonlyFilesystem" => ("storage_error", None),
+        "Ready" => status != "True",
+        k if k.ends_with("Ready") => status == "False",
+        _ => status == "True",
+    }
+}
+
+/// EKS's node monitoring agent names the issue of `AcceleratedHardwareReady` in its reason
+/// (aws/eks-node-monitoring-agent `pkg/reasons`).
+fn eks_accelerated_hardware(reason: &str) -> (&'static str, Option<i64>) {
+    let xid = reason
+        .strip_prefix("NvidiaXID")
+        .and_then(|r| r.strip_suffix("Error").or_else(|| r.strip_suffix("Warning")))
+        .and_then(|n| n.parse().ok());
+    if let Some(n) = xid {
+        return ("xid", Some(n));
+    }
+    match reason {
+        "NvidiaDoubleBitError" => ("ecc", Some(2)),
+        "NvidiaNVLinkError" => ("nvlink", None),
+        "NvidiaThermalError" => ("thermal", None),
+        "NvidiaPowerError" => ("power", None),
+        // DCGM findings, device count, PCIe, fabric, page retirement, Neuron: the catalog's
+        // health-check rules read the message.
+        _ => ("health_check", None),
+    }
+}
+
+/// The signals of a bad node condition: (kind, code) each, and whether the condition lists
+/// several codes (then each signal's id holds its code).
+fn condition_kinds(kind: &str, reason: &str, note: &str, codes: &[String]) -> (Vec<(&'static str, Option<i64>)>, bool) {
+    let one = |k: &'static str, c: Option<i64>| (vec![(k, c)], false);
+    let listed = |xids: Vec<i64>| {
+        if xids.is_empty() {
+            (vec![("xid", None)], false)
+        } else {
+            (xids.into_iter().map(|x| ("xid", Some(x))).collect(), true)
+        }
+    };
+    match kind {
+        "Ready" => one("node_unreachable", None),
+        "NetworkUnavailable" => one("link_down", None),
+        "KernelDeadlock" => one("kernel_panic", None),
+        "ReadonlyFilesystem" | "FilesystemCorruptionProblem" => one("storage_error", None),
         "MemoryPressure"
         | "DiskPressure"
         | "PIDPressure"
@@ -318,9 +413,25 @@ fn condition_kind(kind: &str, codes: &[String]) -> (&'static str, Option<i64>) {
         | "FrequentDockerRestart"
         | "FrequentContainerdRestart"
         | "ContainerRuntimeUnhealthy"
-        | "KubeletUnhealthy" => ("health_check", None),
+        | "KubeletUnhealthy" => one("health_check", None),
+        // GKE's GPU device plugin: the reason lists the XIDs.
+        "XidCriticalError" => listed(gke_xids(reason)),
+        // AKS's node-problem-detector GPU checks (learn.microsoft.com aks/gpu-health-monitoring).
+        "XIDErrors" => listed(xids_in_text(&format!("{reason} {note}"))),
+        "NVLinkStatusInactive" => one("nvlink", None),
+        "IBLinkFlapping" => one("link_flap", None),
+        "GPUMissing" => one("health_check", None),
+        // EKS's node monitoring agent.
+        "AcceleratedHardwareReady" => {
+            let (k, c) = eks_accelerated_hardware(reason);
+            one(k, c)
+        }
+        "KernelReady" | "NetworkingReady" | "StorageReady" | "ContainerRuntimeReady" => one("health_check", None),
         // NVSentinel names its conditions after the check (`GpuXidError`, `GpuMemWatch`, ...).
-        other => super::nvsentinel::kind_and_code("", other, codes),
+        other => {
+            let (k, c) = super::nvsentinel::kind_and_code("", other, codes);
+            one(k, c)
+        }
     }
 }
 
@@ -359,18 +470,13 @@ fn map_conditions(
             .or(time_at(c, "lastHeartbeatTime", &field("lastHeartbeatTime"))?)
             .unwrap_or(now);
         latest = latest.max(Some(at));
-        let bad = if kind == "Ready" {
-            status != "True"
-        } else {
-            status == "True"
-        };
-        if !bad {
+        if !condition_is_bad(kind, status) {
             continue;
         }
         let reason = text(c, "reason").unwrap_or("");
         let note = text(c, "message").unwrap_or("");
         let gpu = gpu_in_text(note);
-        let (signal_kind, code) = condition_kind(kind, &gpu.codes);
+        let (signals, per_code) = condition_kinds(kind, reason, note, &gpu.codes);
         let mut attributes = Map::new();
         attributes.insert("condition".into(), kind.into());
         attributes.insert("status".into(), status.into());
@@ -384,19 +490,25 @@ fn map_conditions(
         let message = format!("{kind} {status}: {reason}: {note}");
         reasons.push(format!("{kind}={status} ({reason})"));
         drained_since = Some(drained_since.map_or(at, |d| d.min(at)));
-        out.push(Signal {
-            key: format!("condition\n{node}\n{kind}\n{status}\n{}", at.to_rfc3339()),
-            at,
-            node: Some(node.to_string()),
-            job: None,
-            kind: signal_kind,
-            code,
-            symptom: None,
-            gpu_index: gpu.index,
-            gpu_uuid: gpu.uuid,
-            message,
-            attributes,
-        });
+        for (signal_kind, code) in signals {
+            let mut key = format!("condition\n{node}\n{kind}\n{status}\n{}", at.to_rfc3339());
+            if per_code {
+                key.push_str(&format!("\n{}", code.unwrap_or(-1)));
+            }
+            out.push(Signal {
+                key,
+                at,
+                node: Some(node.to_string()),
+                job: None,
+                kind: signal_kind,
+                code,
+                symptom: None,
+                gpu_index: gpu.index,
+                gpu_uuid: gpu.uuid.clone(),
+                message: message.clone(),
+                attributes: attributes.clone(),
+            });
+        }
     }
     if cordoned {
         reasons.push("cordoned (spec.unschedulable)".into());

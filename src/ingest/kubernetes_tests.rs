@@ -9,6 +9,9 @@ fn fixture(name: &str) -> Value {
     let text = match name {
         "events" => include_str!("../../tests/fixtures/kubernetes/events.json"),
         "node" => include_str!("../../tests/fixtures/kubernetes/node.json"),
+        "node-gke-xid" => include_str!("../../tests/fixtures/kubernetes/node-gke-xid.json"),
+        "events-k3s" => include_str!("../../tests/fixtures/kubernetes/events-k3s-node.json"),
+        "events-aks" => include_str!("../../tests/fixtures/kubernetes/events-aks-scale-down.json"),
         _ => include_str!("../../tests/fixtures/kubernetes/pods.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -135,5 +138,213 @@ fn malformed_objects_name_their_field() {
     assert_eq!(
         field(pods.remove(1)).as_deref(),
         Some("status.containerStatuses[0].lastState.terminated.exitCode")
+    );
+}
+
+#[test]
+fn gkes_xid_condition_is_one_xid_signal_per_xid_it_lists() {
+    // GKE's GPU device plugin: XidCriticalError True, reason {"123":true,"79":true}, message the
+    // boot id. Expected: xid 79 and xid 123 (numeric order) at the transition, then the drain.
+    let e = &all("node-gke-xid")[0];
+    let got: Vec<(&str, Option<i64>, String)> = e
+        .iter()
+        .map(|e| (e.kind.as_str(), e.code, e.occurred_at.to_rfc3339()))
+        .collect();
+    let at = "2026-11-30T10:03:12+00:00".to_string();
+    assert_eq!(
+        got,
+        vec![
+            ("xid", Some(79), at.clone()),
+            ("xid", Some(123), at.clone()),
+            ("node_drain", None, at)
+        ]
+    );
+    assert_ne!(e[0].id, e[1].id);
+    assert_eq!(e[0].node.as_deref(), Some("gke-a3-pool-1-7c2f9d41-zq5m"));
+    assert_eq!(e[0].attributes["reason"], "{\"123\":true,\"79\":true}");
+    // An XID set false, or a reason that is not the plugin's JSON, names no code.
+    assert_eq!(gke_xids(r#"{"31":true,"13":false}"#), vec![31]);
+    assert_eq!(gke_xids("XID"), Vec::<i64>::new());
+    let bare = |reason: &str| {
+        let v = json!({"node": "n1", "conditions": [{"type": "XidCriticalError", "status": "True",
+            "lastTransitionTime": "2026-11-30T10:00:00Z", "reason": reason, "message": "0"}]});
+        map_object(&v, "c1", now())
+            .unwrap()
+            .iter()
+            .map(|e| (e.kind.clone(), e.code))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bare(r#"{"31":true}"#)[0], ("xid".to_string(), Some(31)));
+    assert_eq!(bare("XID")[0], ("xid".to_string(), None));
+    // Adding an XID later (same transition time) keeps the first one's id.
+    let first = map_object(
+        &json!({"node": "n1", "conditions": [{"type": "XidCriticalError", "status": "True",
+        "lastTransitionTime": "2026-11-30T10:00:00Z", "reason": "{\"48\":true}"}]}),
+        "c1",
+        now(),
+    )
+    .unwrap();
+    let later = map_object(
+        &json!({"node": "n1", "conditions": [{"type": "XidCriticalError", "status": "True",
+        "lastTransitionTime": "2026-11-30T10:00:00Z", "reason": "{\"48\":true,\"79\":true}"}]}),
+        "c1",
+        now(),
+    )
+    .unwrap();
+    assert_eq!(later[0].id, first[0].id);
+    assert_eq!((later[1].code, later.len()), (Some(79), 3));
+}
+
+#[test]
+fn eks_and_aks_gpu_conditions_map_to_their_codes() {
+    let signals = |conditions: Value| -> Vec<(String, Option<i64>)> {
+        map_object(&json!({"node": "n1", "conditions": conditions}), "c1", now())
+            .unwrap()
+            .iter()
+            .map(|e| (e.kind.clone(), e.code))
+            .collect()
+    };
+    let s = |k: &str, c: Option<i64>| (k.to_string(), c);
+    // EKS node monitoring agent: AcceleratedHardwareReady False, the reason names the issue
+    // (`NvidiaXID%dError`, `NvidiaDoubleBitError`, ...), the message as its DCGM policy writes it.
+    assert_eq!(
+        signals(
+            json!([{"type": "AcceleratedHardwareReady", "status": "False", "reason": "NvidiaXID79Error",
+            "lastTransitionTime": "2026-11-30T10:00:00Z",
+            "message": "detected XID-79 on the instance, review kernel logs for additional information."}])
+        ),
+        vec![s("xid", Some(79)), s("node_drain", None)]
+    );
+    assert_eq!(
+        signals(
+            json!([{"type": "AcceleratedHardwareReady", "status": "False", "reason": "NvidiaDoubleBitError",
+            "lastTransitionTime": "2026-11-30T10:00:00Z", "message": "detected 2 Nvidia Double Bit error(s) on location 0"}])
+        )[0],
+        s("ecc", Some(2))
+    );
+    assert_eq!(
+        signals(
+            json!([{"type": "AcceleratedHardwareReady", "status": "False", "reason": "NvidiaNVLinkError",
+            "lastTransitionTime": "2026-11-30T10:00:00Z"}])
+        )[0],
+        s("nvlink", None)
+    );
+    // Its `...Ready` conditions True are healthy, Unknown not evaluated.
+    assert_eq!(
+        signals(
+            json!([{"type": "AcceleratedHardwareReady", "status": "True", "reason": "NvidiaReady",
+            "lastTransitionTime": "2026-11-30T10:00:00Z"},
+            {"type": "KernelReady", "status": "Unknown", "lastTransitionTime": "2026-11-30T10:00:00Z"}])
+        ),
+        vec![s("node_resume", None)]
+    );
+    assert_eq!(
+        signals(
+            json!([{"type": "KernelReady", "status": "False", "reason": "SoftLockup",
+            "lastTransitionTime": "2026-11-30T10:00:00Z"}])
+        )[0],
+        s("health_check", None)
+    );
+    // AKS node-problem-detector GPU conditions: XIDErrors names its XIDs in the text.
+    assert_eq!(
+        signals(json!([{"type": "XIDErrors", "status": "True", "reason": "XIDErrors",
+            "lastTransitionTime": "2026-11-30T10:00:00Z", "message": "Xid 48 and XID: 79 found in the kernel log"}])),
+        vec![s("xid", Some(48)), s("xid", Some(79)), s("node_drain", None)]
+    );
+    assert_eq!(
+        signals(
+            json!([{"type": "NVLinkStatusInactive", "status": "True", "lastTransitionTime": "2026-11-30T10:00:00Z"},
+            {"type": "IBLinkFlapping", "status": "True", "lastTransitionTime": "2026-11-30T10:00:00Z"}])
+        ),
+        vec![s("nvlink", None), s("link_flap", None), s("node_drain", None)]
+    );
+}
+
+#[test]
+fn xid_events_on_a_node_keep_their_xid() {
+    let event = |reason: &str, message: &str| {
+        json!({"kind": "Event", "metadata": {"uid": format!("u-{reason}")}, "type": "Warning", "reason": reason,
+            "message": message, "involvedObject": {"kind": "Node", "name": "gke-a3-pool-1-7c2f9d41-zq5m"},
+            "source": {"component": "nvidia-gpu-device-plugin"}, "lastTimestamp": "2026-11-30T10:03:12Z"})
+    };
+    // GKE's GPU device plugin records `XIDError` "Caught XID error, XID=%d" on the node.
+    let e = map_object(&event("XIDError", "Caught XID error, XID=79"), "c1", now()).unwrap();
+    assert_eq!((e[0].kind.as_str(), e[0].code), ("xid", Some(79)));
+    // EKS's agent names the XID in the reason.
+    let e = map_object(
+        &event("NvidiaXID13Warning", "detected unknown XID-13 on the instance"),
+        "c1",
+        now(),
+    )
+    .unwrap();
+    assert_eq!((e[0].kind.as_str(), e[0].code), ("xid", Some(13)));
+    assert_eq!(xids_in_text("XID=31, Xid 79; xid-48 and XID 79"), vec![31, 79, 48]);
+}
+
+#[test]
+fn a_k3s_nodes_events_map_as_listed() {
+    // `kubectl get events` of a k3s node (hans-laptop): the node controller's NodeNotReady on the
+    // node and on its pod, kubelet's SystemOOM (three victims), Rebooted, the pod's image pull
+    // failure and crash back-off, a cancelled taint eviction and a Scheduled.
+    let mapped = all("events-k3s");
+    let got: Vec<Vec<(&str, Option<&str>)>> = mapped
+        .iter()
+        .map(|e| e.iter().map(|e| (e.kind.as_str(), e.node.as_deref())).collect())
+        .collect();
+    let node = Some("hans-laptop");
+    assert_eq!(
+        got,
+        vec![
+            vec![("node_unreachable", node)],
+            vec![("host_oom", node)],
+            vec![("host_oom", node)],
+            vec![("host_oom", node)],
+            vec![("health_check", node)],
+            vec![],
+            vec![],
+            vec![("submission_error", node)],
+            vec![("job_exit", node)],
+            vec![],
+        ]
+    );
+    assert_eq!(mapped[0][0].occurred_at.to_rfc3339(), "2026-11-30T03:00:00+00:00");
+    assert_eq!(
+        mapped[1][0].message.as_deref(),
+        Some("SystemOOM: System OOM encountered, victim process: nginx, pid: 9295")
+    );
+    // A ReplicaSet's pod names no job.
+    assert_eq!(mapped[8][0].job_id, None);
+}
+
+#[test]
+fn an_aks_scale_downs_events_cordon_then_lose_the_node() {
+    // The cluster autoscaler marks the node (Normal ScaleDown: ignored), kubelet reports the
+    // cordon (NodeNotSchedulable -> node_drain at 15:34:58), the node controller loses it
+    // (NodeNotReady -> node_unreachable at 15:37:07); the node's deletion and removal and the next
+    // scale-up are Normal and ignored.
+    let mapped = all("events-aks");
+    let got: Vec<Vec<(&str, String)>> = mapped
+        .iter()
+        .map(|e| {
+            e.iter()
+                .map(|e| (e.kind.as_str(), e.occurred_at.to_rfc3339()))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            vec![],
+            vec![("node_drain", "2026-10-02T15:34:58+00:00".to_string())],
+            vec![("node_unreachable", "2026-10-02T15:37:07+00:00".to_string())],
+            vec![],
+            vec![],
+            vec![],
+        ]
+    );
+    assert!(
+        mapped[1..3]
+            .iter()
+            .all(|e| e[0].node.as_deref() == Some("aks-user-25795745-vmss000002"))
     );
 }

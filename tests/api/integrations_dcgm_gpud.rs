@@ -26,10 +26,11 @@ async fn dcgm_diag_and_health_reports_are_classified_by_their_codes() {
     let app = spawn_app().await;
     let (status, r) = post(&app, DIAG, include_str!("../fixtures/dcgm/diag-dcgm4-layout.json")).await;
     assert_eq!(status, 200, "{r}");
-    // Persistence mode (CONFIG: no failure) on GPU 0, a double-bit ECC error (ISOLATE) on GPU 1.
+    // Persistence mode on GPU 0 (status Fail, though DCGM rates the code CONFIG), a double-bit
+    // ECC error (ISOLATE) on GPU 1: both failures.
     assert_eq!(
         (r["signals"].as_u64(), r["no_failure"].as_u64(), r["ignored"].as_u64()),
-        (Some(2), Some(1), Some(3))
+        (Some(2), Some(0), Some(3))
     );
     let root: String = sqlx::query_scalar(
         "SELECT rc_category || '/' || rc_component || ' ' || (attributes->>'gpu_serial') FROM events WHERE kind = 'dcgm' AND code = 4 AND gpu_index = 1",
@@ -195,4 +196,83 @@ async fn gpud_sync_sends_events_and_gpus() {
         .output()
         .unwrap();
     assert!(!https.status.success() && String::from_utf8_lossy(&https.stderr).contains("socat"));
+}
+
+#[tokio::test]
+async fn a_dcgm31_report_with_nulls_after_a_warning_line_is_read() {
+    let app = spawn_app().await;
+    // DCGM 3.1's report without the line dcgmi printed before it: the nulls between its
+    // Deployment tests are skipped.
+    let report = include_str!("../fixtures/dcgm/diag-dcgm31-nulls-after-warning.txt");
+    let json_only = &report[report.find("\t{").unwrap()..];
+    let (status, r) = post(
+        &app,
+        "/v1/integrations/dcgm/diag?cluster=c1&node=gpu-node-08",
+        json_only,
+    )
+    .await;
+    assert_eq!((status, r["received"].as_u64()), (200, Some(17)), "{r}");
+    // With the WARNING line dcgmi printed first (NVIDIA's own DCGM 3.1 output, nvvs
+    // JsonResultTests): every result PASS, so no signal.
+    let (status, r) = post(
+        &app,
+        DIAG,
+        include_str!("../fixtures/dcgm/diag-dcgm31-nulls-after-warning.txt"),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        (r["received"].as_u64(), r["signals"].as_u64(), r["ignored"].as_u64()),
+        (Some(17), Some(0), Some(17))
+    );
+    // What follows the line must still be JSON; the 400 quotes the line.
+    let (status, r) = post(
+        &app,
+        DIAG,
+        "WARNING: THIS SHOULD NOT HAPPEN\n{\"DCGM GPU Diagnostic\": ",
+    )
+    .await;
+    assert_eq!(status, 400, "{r}");
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap()
+            .contains("the first: 'WARNING: THIS SHOULD NOT HAPPEN'"),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn a_coded_dcgm_fail_is_a_failure_of_its_gpu_that_keeps_the_code() {
+    let app = spawn_app().await;
+    // DCGM 3.3.1 (go-dcgm#52): GPU 0 fails GPU Memory with DCGM_FR_CUDA_API (51, rated MONITOR)
+    // and Diagnostic with DCGM_FR_API_FAIL (64, TRIAGE); GPU 1 passes GPU Memory and fails
+    // Diagnostic without a warning. Three failure signals, none stored as no failure.
+    let (status, r) = post(&app, DIAG, include_str!("../fixtures/dcgm/diag-dcgm33-coded-fail.json")).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        (r["signals"].as_u64(), r["no_failure"].as_u64(), r["ignored"].as_u64()),
+        (Some(3), Some(0), Some(1))
+    );
+    // One failure on the node; the code-51 signal of GPU 0 is in it.
+    assert_eq!(app.count("SELECT count(*) FROM failures").await, 1);
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM failures f JOIN events e ON e.id = ANY(f.signal_ids) WHERE e.kind = 'dcgm' AND e.code = 51 AND e.gpu_index = 0"
+        )
+        .await,
+        1
+    );
+    // The failure's root is one of GPU 0's coded signals (both platform: SOFTWARE_CUDA -> driver,
+    // SOFTWARE_OTHER -> runtime; the bare Fail of GPU 1 has no code to classify it), and
+    // the failure keeps that signal's DCGM error code.
+    let (kind, code, gpu, signal_code): (String, Option<i64>, Option<i32>, Option<i64>) = sqlx::query_as(
+        "SELECT f.root_kind, f.root_code, f.root_gpu_index, e.code FROM failures f JOIN events e ON e.id = f.root_signal",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!((kind.as_str(), gpu), ("dcgm", Some(0)));
+    assert!(matches!(code, Some(51 | 64)), "{code:?}");
+    assert_eq!(code, signal_code);
 }

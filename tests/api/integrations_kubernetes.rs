@@ -8,6 +8,9 @@ fn fixture(name: &str) -> Value {
     let text = match name {
         "events" => include_str!("../fixtures/kubernetes/events.json"),
         "node" => include_str!("../fixtures/kubernetes/node.json"),
+        "node-gke-xid" => include_str!("../fixtures/kubernetes/node-gke-xid.json"),
+        "events-aks" => include_str!("../fixtures/kubernetes/events-aks-scale-down.json"),
+        "events-k3s" => include_str!("../fixtures/kubernetes/events-k3s-node.json"),
         _ => include_str!("../fixtures/kubernetes/pods.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -124,5 +127,73 @@ async fn a_malformed_object_is_refused_by_its_field_and_the_others_stored() {
     assert_eq!(
         (status, r["details"]["rejected"][0]["field"].as_str()),
         (422, Some("kind"))
+    );
+}
+
+#[tokio::test]
+async fn a_gke_xid_condition_stores_each_xid_with_its_code() {
+    let app = spawn_app().await;
+    // GKE's GPU device plugin: XidCriticalError True with reason {"123":true,"79":true}.
+    let (status, r) = post(&app, &fixture("node-gke-xid")).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["signals_by_kind"], json!({"node_drain": 1, "xid": 2}));
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'xid' AND code IN (79, 123) AND node = 'gke-a3-pool-1-7c2f9d41-zq5m'")
+            .await,
+        2
+    );
+    // Both are hardware/gpu; XID 79 (critical) is the root over 123 (high).
+    let (code, rule, cause): (Option<i64>, Option<String>, String) =
+        sqlx::query_as("SELECT root_code, rule_id, category || '/' || component FROM failures WHERE root_kind = 'xid'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(
+        (code, rule.as_deref(), cause.as_str()),
+        (Some(79), Some("xid-79"), "hardware/gpu")
+    );
+    let (_, again) = post(&app, &fixture("node-gke-xid")).await;
+    assert_eq!(
+        (again["duplicates"].as_u64(), again["accepted"].as_u64()),
+        (Some(3), Some(0))
+    );
+}
+
+#[tokio::test]
+async fn real_event_lists_of_a_cordon_and_a_lost_node_and_of_oom_kills_are_stored_as_mapped() {
+    let app = spawn_app().await;
+    let (status, _) = app
+        .put_nodes(ADMIN_TOKEN, &json!({"nodes": [{"hostname": "aks-user-25795745-vmss000002", "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8}]}))
+        .await;
+    assert_eq!(status, 200);
+    // AKS scale-down: ScaleDown, NodeNotSchedulable (the cordon), NodeNotReady, DeletingNode,
+    // RemovingNode, then TriggeredScaleUp on a pod; only the cordon and the loss are signals.
+    let (status, r) = post(&app, &fixture("events-aks")).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!((r["received"].as_u64(), r["ignored"].as_u64()), (Some(6), Some(4)));
+    assert_eq!(r["signals_by_kind"], json!({"node_drain": 1, "node_unreachable": 1}));
+    let (status, state) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/nodes/c1/aks-user-25795745-vmss000002/state?from=2026-10-01T00:00:00Z&to=2026-10-03T00:00:00Z",
+        )
+        .await;
+    assert_eq!(status, 200, "{state}");
+    assert_eq!(state["transitions"][0]["at"], "2026-10-02T15:34:58Z");
+    // k3s node: NodeNotReady on the node (its echo on the pod ignored), three SystemOOM, Rebooted,
+    // an image pull failure and a crash back-off; the cancelled taint eviction and Scheduled ignored.
+    let (status, r) = post(&app, &fixture("events-k3s")).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!((r["received"].as_u64(), r["ignored"].as_u64()), (Some(10), Some(3)));
+    assert_eq!(
+        r["signals_by_kind"],
+        json!({"health_check": 1, "host_oom": 3, "job_exit": 1, "node_unreachable": 1, "submission_error": 1})
+    );
+    // The three OOM kills of the same second are one burst of 3 (identical kind on the node).
+    assert_eq!((r["accepted"].as_u64(), r["folded"].as_u64()), (Some(7), Some(2)));
+    assert_eq!(
+        app.count("SELECT sum(repeat_count) FROM events WHERE node = 'hans-laptop' AND kind = 'host_oom'")
+            .await,
+        3
     );
 }

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
-use super::{IntegrationResponse, document_error, json_body, query_text, store};
+use super::{IntegrationResponse, body_bytes, document_error, query_text, store};
 use crate::domain::event::MAX_FUTURE_SKEW_HOURS;
 use crate::domain::event::{Event, FieldError};
 use crate::http::ApiContext;
@@ -19,7 +19,9 @@ use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::AppQuery;
 use crate::ingest::batch::{Batch, RejectReason, Route};
-use crate::ingest::dcgm::{HealthIncident, Run, diag_results, health_incidents, map_diag_result, map_health_incident};
+use crate::ingest::dcgm::{
+    HealthIncident, Run, diag_results, health_incidents, map_diag_result, map_health_incident, report_json,
+};
 
 pub fn router() -> Router<ApiContext> {
     Router::new()
@@ -106,19 +108,21 @@ pub struct DcgmHealthReport {
 
 /// Ingest a `dcgmi diag -j` report.
 ///
-/// Each test result with status Fail is a signal per GPU (`entity_id`, or each of `gpu_ids`) and
-/// warning: kind `dcgm`, code = the DCGM error id (`xid`/`sxid` for DCGM's Xid and SXid codes),
-/// root cause from the code's DCGM category (HARDWARE_MEMORY -> hardware/gpu_memory, ...); a
-/// code DCGM rates MONITOR or CONFIG, and a Warn result, is stored with symptom `none`. The GPU's
-/// serial (`entity_groups`) is kept in `attributes.gpu_serial`. Pass, Skip and Not Run make no
-/// signal.
+/// The body is the report as dcgmi printed it (DCGM 2 to 4); lines dcgmi printed before the JSON
+/// (a "WARNING: ..." line) are skipped, and `null` entries DCGM 3.1 leaves in its lists are
+/// ignored. Each test result with status Fail is a failure signal per GPU (`entity_id`, or each
+/// of `gpu_ids` / `gpu_id`) and warning, whatever the severity DCGM gives its code: kind `dcgm`,
+/// code = the DCGM error id (`xid`/`sxid` for DCGM's Xid and SXid codes), root cause from the
+/// code's DCGM category (HARDWARE_MEMORY -> hardware/gpu_memory, ...), the code's severity in
+/// `attributes.dcgm_severity`. A Warn result is stored with symptom `none`. The GPU's serial
+/// (`entity_groups`) is kept in `attributes.gpu_serial`. Pass, Skip and Not Run make no signal.
 #[utoipa::path(
     post, path = "/v1/integrations/dcgm/diag", tag = "ingest",
     params(DcgmQuery),
     request_body(content((DcgmDiagReport = "application/json"))),
     responses(
         (status = 200, description = "Report processed: its signals stored durably; see `rejected` for malformed results", body = IntegrationResponse),
-        (status = 400, description = "Empty body, body not JSON, or `cluster` or `node` missing or not 1 to 256 characters of printable text (the parameter is named)", body = ErrorBody),
+        (status = 400, description = "Empty body, body not JSON (after any lines printed before it, the first of which is quoted), or `cluster` or `node` missing or not 1 to 256 characters of printable text (the parameter is named)", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not ingest, or the cluster is outside the token's scope", body = ErrorBody),
         (status = 413, description = "Body or batch larger than the documented limits", body = ErrorBody),
@@ -144,15 +148,16 @@ pub async fn ingest_dcgm_diag(
 /// Each incident (an entity's watch system with its value and messages) is a signal on its GPU:
 /// the DCGM code is found by matching the message against DCGM's message formats, and classifies
 /// it as for diag results; without one, the system names the part (Memory -> gpu_memory, PCIe,
-/// NVLink, Thermal -> cooling, Power, ...). `Failure` is a failure, `Warning` is stored with
-/// symptom `none`. A healthy report stores nothing.
+/// NVLink, Thermal -> cooling, Power, ...). `Failure` is a failure whatever the code's severity,
+/// `Warning` is stored with symptom `none`. A healthy report stores nothing. Lines printed before
+/// the JSON are skipped.
 #[utoipa::path(
     post, path = "/v1/integrations/dcgm/health", tag = "ingest",
     params(DcgmQuery),
     request_body(content((DcgmHealthReport = "application/json"))),
     responses(
         (status = 200, description = "Report processed: its signals stored durably; see `rejected` for malformed incidents", body = IntegrationResponse),
-        (status = 400, description = "Empty body, body not JSON, or `cluster` or `node` missing or not 1 to 256 characters of printable text (the parameter is named)", body = ErrorBody),
+        (status = 400, description = "Empty body, body not JSON (after any lines printed before it, the first of which is quoted), or `cluster` or `node` missing or not 1 to 256 characters of printable text (the parameter is named)", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not ingest, or the cluster is outside the token's scope", body = ErrorBody),
         (status = 413, description = "Body or batch larger than the documented limits", body = ErrorBody),
@@ -189,7 +194,8 @@ async fn ingest_report<T>(
     let _permit = ctx.ingest_permit("dcgm")?;
     let _timer = crate::ingest::timing::IngestTimer::start(Route::Dcgm);
     let query = query.checked()?;
-    let value = json_body(ctx, caller, &query.cluster, headers, body).await?;
+    let bytes = body_bytes(ctx, caller, &query.cluster, headers, body).await?;
+    let (value, _preamble) = report_json(&bytes).map_err(|m| ApiError::bad_request("invalid_json", m))?;
     let run = query.run()?;
     let items = items(&value).map_err(document_error)?;
     if items.is_empty() {

@@ -50,15 +50,18 @@ pub struct KubernetesList {
 /// Ingest Kubernetes Events, Nodes and Pods.
 ///
 /// Events (what `kubectl get events -o json` prints, or an event exporter's webhook): node
-/// events (`NodeNotReady`, node-problem-detector's `OOMKilling`, `KernelOops`, any Warning)
-/// are node signals; pod events (`BackOff`, `Evicted`, `Failed`, image pull errors, any Warning)
-/// are signals of the pod's Job (`batch.kubernetes.io/job-name` / `job-name` label or Job owner
-/// reference of the involved object); Normal events other than cordons are ignored. Nodes:
-/// each bad condition (Ready not True; any other, such as NVSentinel's or node-problem-detector's,
-/// True) is a signal, and the node is drained from its earliest bad condition or cordon, or
-/// returned at its latest transition when all are good. Pods: a container terminated non-zero
-/// (`Error`, `OOMKilled`) and an eviction are job signals. Ids follow the Event's uid and count,
-/// the condition's transition, the termination's time: re-sending is idempotent.
+/// events (`NodeNotReady`, node-problem-detector's `OOMKilling`, `KernelOops`, XID events such
+/// as GKE's GPU device plugin's `XIDError` with their XID as code, any Warning) are node signals;
+/// pod events (`BackOff`, `Evicted`, `Failed`, image pull errors, any Warning) are signals of the
+/// pod's Job (`batch.kubernetes.io/job-name` / `job-name` label or Job owner reference of the
+/// involved object); Normal events other than cordons are ignored. Nodes: each bad condition is
+/// a signal (`Ready` not True; EKS's other `...Ready` conditions False; any other, such as
+/// NVSentinel's, node-problem-detector's, AKS's GPU checks or GKE's `XidCriticalError`, True;
+/// a condition listing XIDs gives one `xid` signal per XID), and the node is drained from its
+/// earliest bad condition or cordon, or returned at its latest transition when all are good.
+/// Pods: a container terminated non-zero (`Error`, `OOMKilled`) and an eviction are job
+/// signals. Ids follow the Event's uid and count, the condition's transition, the termination's
+/// time: re-sending is idempotent.
 #[utoipa::path(
     post, path = "/v1/integrations/kubernetes/events", tag = "ingest",
     params(ClusterQuery),

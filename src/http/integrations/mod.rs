@@ -43,8 +43,8 @@ pub struct IntegrationResponse {
     pub signals: usize,
     /// Signals by kind (`xid`, `dcgm`, `host_oom`, `job_exit`, `node_drain`, ...).
     pub signals_by_kind: BTreeMap<String, usize>,
-    /// Signals stored with symptom `none` (a DCGM code rated MONITOR or CONFIG, a warning, a
-    /// gpud Info event): they make no failure.
+    /// Signals stored with symptom `none` (a DCGM Warn result or health Warning, a gpud Info
+    /// event): they make no failure.
     pub no_failure: usize,
     #[serde(flatten)]
     pub outcome: StoreOutcome,
@@ -60,6 +60,20 @@ pub(crate) async fn json_body(
     headers: &HeaderMap,
     body: Body,
 ) -> ApiResult<serde_json::Value> {
+    let bytes = body_bytes(ctx, caller, cluster, headers, body).await?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not JSON: {e}")))
+}
+
+/// The caller may ingest into `cluster`; the body is declared JSON, within the size limit and
+/// not empty. Returns its bytes.
+pub(crate) async fn body_bytes(
+    ctx: &ApiContext,
+    caller: &Caller,
+    cluster: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<axum::body::Bytes> {
     caller.require(crate::domain::auth::Permission::Ingest)?;
     if !caller.may_write(cluster) {
         return Err(ApiError::Forbidden(format!(
@@ -79,8 +93,7 @@ pub(crate) async fn json_body(
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request("empty_body", "the request body is empty"));
     }
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not JSON: {e}")))
+    Ok(bytes)
 }
 
 /// A `cluster` or `node` query parameter as the signals will carry it (`required_text`: 1 to 256
