@@ -391,4 +391,68 @@ mod tests {
         assert_eq!(parse_gpus(L4).unwrap()[0].model.as_deref(), Some("NVIDIA L4"));
         assert!(parse_counters("<html/>").is_err());
     }
+
+    /// A real report of an A100-SXM4-80GB in MIG mode (driver 535.54.03, DTD v12), verbatim from
+    /// Telegraf's nvidia_smi tests (`a100-sxm4-v12.xml`, MIT): see tests/fixtures/nvidia-smi/README.md.
+    const A100_MIG: &str = include_str!("../../../../tests/fixtures/nvidia-smi/a100-sxm4-80gb-mig-535.xml");
+
+    #[test]
+    fn a_real_a100_report_in_mig_mode_reads_its_gpu_not_its_mig_instances() {
+        // The report says <attached_gpus>4</attached_gpus> but holds one <gpu> (as stored
+        // upstream); the GPU set is the <gpu> elements, and its four <mig_device>s are not GPUs.
+        let gpus = parse_gpus(A100_MIG).unwrap();
+        assert_eq!(gpus.len(), 1);
+        let g = &gpus[0];
+        assert_eq!(g.index, Some(0));
+        assert_eq!(g.pci_bus_id.as_deref(), Some("00000000:01:00.0"));
+        assert_eq!(g.uuid.as_deref(), Some("GPU-513536b6-7d19-9063-b049-1e69664bb298"));
+        assert_eq!(g.serial.as_deref(), Some("1650522003820"));
+        assert_eq!(g.model.as_deref(), Some("NVIDIA A100-SXM4-80GB"));
+        assert_eq!(g.board_part_number.as_deref(), Some("692-2G506-0212-002"));
+        assert_eq!(g.vbios.as_deref(), Some("92.00.36.00.02"));
+        assert_eq!(g.driver.as_deref(), Some("535.54.03"));
+        let v = crate::domain::part::validate_gpu("gpus[0]", g.clone()).unwrap();
+        assert_eq!(v.part, "1650522003820");
+        assert_eq!(v.pci_bus_id.as_deref(), Some("0000:01:00.0"));
+        assert_eq!(v.generation, crate::domain::gpu::GpuGeneration::Ampere);
+    }
+
+    #[test]
+    fn counters_of_a_real_a100_in_mig_mode_sram_dram_counts_and_remapped_rows_not_available() {
+        let c = parse_counters(A100_MIG).unwrap();
+        assert_eq!(c.len(), 1);
+        let g = &c[0];
+        assert_eq!(g.index, 0);
+        assert_eq!(g.uuid.as_deref(), Some("GPU-513536b6-7d19-9063-b049-1e69664bb298"));
+        assert_eq!(g.serial.as_deref(), Some("1650522003820"));
+        assert_eq!(g.pci_bus_id.as_deref(), Some("0000:01:00.0"));
+        assert_eq!(g.model.as_deref(), Some("NVIDIA A100-SXM4-80GB"));
+        // sram_correctable 0 + dram_correctable 0; sram_uncorrectable 0 + dram_uncorrectable 0.
+        assert_eq!(
+            (g.ecc_volatile_corrected, g.ecc_volatile_uncorrected),
+            (Some(0), Some(0))
+        );
+        assert_eq!(
+            (g.ecc_aggregate_corrected, g.ecc_aggregate_uncorrected),
+            (Some(0), Some(0))
+        );
+        // Ampere retires no pages (every retired_pages field is N/A) ...
+        assert_eq!(
+            (
+                g.retired_pages_single_bit,
+                g.retired_pages_double_bit,
+                g.retired_pages_pending
+            ),
+            (None, None, None)
+        );
+        // ... and this report has <remapped_rows>N/A</remapped_rows>, text where the counters
+        // would be: unknown, not zero.
+        assert_eq!(
+            (g.remapped_rows_correctable, g.remapped_rows_uncorrectable),
+            (None, None)
+        );
+        assert_eq!((g.remapped_rows_pending, g.remapped_rows_failure), (None, None));
+        // r535 has no <gpu_recovery_action>.
+        assert_eq!(g.recovery_action, None);
+    }
 }
