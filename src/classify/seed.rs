@@ -1,5 +1,6 @@
 //! Test support: the built-in catalog as the migrations seed it (rules of
-//! `migrations/0002_classification_rules.sql` with the changes of `0025_host_components.sql`,
+//! `migrations/0002_classification_rules.sql` with the changes of `0025_host_components.sql` and
+//! `0031_unusable_gpu_rules.sql`,
 //! terms of `lexicon.tsv`), for pure tests that must classify exactly as a fresh database does.
 
 use super::{Catalog, Rule, Severity};
@@ -96,9 +97,10 @@ fn tuples(b: &[char], mut i: usize) -> (Vec<Vec<Option<String>>>, usize) {
 }
 
 /// The migrations that seed or change the built-in catalog, in order.
-pub const CATALOG_MIGRATIONS: [&str; 2] = [
+pub const CATALOG_MIGRATIONS: [&str; 3] = [
     include_str!("../../migrations/0002_classification_rules.sql"),
     include_str!("../../migrations/0025_host_components.sql"),
+    include_str!("../../migrations/0031_unusable_gpu_rules.sql"),
 ];
 
 /// The built-in lexicon rows (term, kind, category, component, weight, source) a fresh database
@@ -151,6 +153,15 @@ pub fn builtin_rules() -> Vec<Rule> {
         r.description = f[3].clone().unwrap_or_default();
     }
     for f in &host[3] {
+        assert!(
+            !rules.iter().any(|r| Some(&r.rule_id) == f[0].as_ref()),
+            "{:?} is new",
+            f[0]
+        );
+        rules.push(rule(f));
+    }
+    // 0031: new rules.
+    for f in &values_lists(CATALOG_MIGRATIONS[2])[0] {
         assert!(
             !rules.iter().any(|r| Some(&r.rule_id) == f[0].as_ref()),
             "{:?} is new",

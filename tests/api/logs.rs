@@ -476,3 +476,62 @@ async fn logs_need_an_ingest_token_for_the_cluster() {
         "{r}"
     );
 }
+
+#[tokio::test]
+async fn driver_lines_of_a_gpu_that_cannot_be_used_are_failures_of_their_own_rules() {
+    let app = spawn_app().await;
+    // One node each (the lines of one node would fold into one failure).
+    let cases = [
+        (
+            "n1",
+            "[Sun Apr 14 12:48:42 2024] NVRM: GPU 0000:81:00.0: RmInitAdapter failed! (0x25:0x40:1470)",
+            "gpu-init-failure",
+            "hardware",
+            "gpu",
+        ),
+        (
+            "n2",
+            "[28525.409543] NVRM: The NVIDIA probe routine failed for 1 device(s).",
+            "gpu-probe-failure",
+            "platform",
+            "driver",
+        ),
+        (
+            "n3",
+            "NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2874",
+            "gpu-reset-required",
+            "hardware",
+            "gpu",
+        ),
+    ];
+    for (node, line, ..) in cases {
+        let (status, r) = post_logs(
+            &app,
+            ADMIN_TOKEN,
+            &format!("?cluster=c1&node={node}"),
+            "text/plain",
+            format!("{line}\n"),
+        )
+        .await;
+        assert_eq!((status, r["stored"].as_u64()), (200, Some(1)), "{line}: {r}");
+    }
+    for (node, _, rule, category, component) in cases {
+        let (_, list) = app.get(ADMIN_TOKEN, &format!("/v1/failures?node={node}")).await;
+        let f = &list["failures"][0];
+        assert_eq!(
+            (
+                f["rule_id"].as_str(),
+                f["root_cause"]["category"].as_str(),
+                f["root_cause"]["component"].as_str()
+            ),
+            (Some(rule), Some(category), Some(component)),
+            "{node}: {list}"
+        );
+    }
+    let bus: Option<String> =
+        sqlx::query_scalar("SELECT attributes->>'pci_bus_id' FROM events WHERE kind = 'gpu_init_failure'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(bus.as_deref(), Some("0000:81:00.0"));
+}

@@ -100,25 +100,10 @@ fn row_remap(body: &str) -> Option<ParsedSignal> {
 /// `NVRM: GPU0 kgspHealthCheck_TU102: ****** GSP-CrashCat Report ******`,
 /// `NVRM: GPU0 _kgspRpcGspEventPmuHalted: Received signal from GSP that PMU has halted.`,
 /// `... GSP ... reset required`.
-/// Also `NVRM: GPU 0000:a1:00.0: RmInitAdapter failed! (0x62:0x40:2168)`: the
-/// resource manager that fails to initialise runs inside GSP firmware on
-/// GSP-enabled drivers and the fixed kind list has no better fit; it is
-/// flagged `rm_init_adapter_failed: true` so consumers can split it out.
-/// The `_kgspLogXid119` banner and RPC-history table rows of an Xid 119 dump
-/// are not separate signals (the Xid line is).
+/// (`RmInitAdapter failed!` is a GPU the driver could not initialise: `gpu_init_failure`, read
+/// with the kernel driver's lines.) The `_kgspLogXid119` banner and RPC-history table rows of an
+/// Xid 119 dump are not separate signals (the Xid line is).
 fn gsp(body: &str) -> Option<ParsedSignal> {
-    if body.contains("RmInitAdapter failed") {
-        let mut s = ParsedSignal::new("gsp_error");
-        s.set("stage", "init");
-        s.set("rm_init_adapter_failed", true);
-        if let Some(r) = after(body, "failed! (") {
-            let st = take_bytes_while(r, 32, |c| c.is_ascii_hexdigit() || c == b':' || c == b'x');
-            if !st.is_empty() {
-                s.set_str("rm_status", st);
-            }
-        }
-        return Some(s);
-    }
     if !body.contains("GSP") || body.contains("_kgspLogXid") {
         return None;
     }

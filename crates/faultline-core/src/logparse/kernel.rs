@@ -2,7 +2,7 @@
 //! NVSwitch errors and the "fallen off the bus" message without an Xid.
 
 use super::scan::{
-    after, find_pci, int_after, normalise_pci, parse_uint, skip_ws_bounded, take_bytes_while, token, truncate,
+    after, find_pci, int_after, normalise_pci, parse_uint, pci_at, skip_ws_bounded, take_bytes_while, token, truncate,
     uint_after, until_any,
 };
 use super::{Outcome, ParsedSignal};
@@ -24,7 +24,53 @@ pub(crate) fn parse(body: &str) -> Outcome {
     if body.contains("NVRM") && body.contains("fallen off the bus") {
         return Outcome::Hit(parse_fallen_off_bus(body));
     }
+    if let Some(s) = parse_unusable_gpu(body) {
+        return Outcome::Hit(s);
+    }
     Outcome::Miss
+}
+
+/// Driver messages of a GPU that cannot be used and that come without an Xid, in the words of
+/// NVIDIA's kernel modules (open-gpu-kernel-modules):
+///
+/// - `gpu_init_failure`: the driver could not initialise the GPU: `NVRM: GPU 0000:81:00.0:
+///   RmInitAdapter failed! (0x25:0x40:1470)` and its companion `rm_init_adapter failed, device
+///   minor number 0` (the triple is the driver's internal step, status and line);
+/// - `gpu_probe_failure`: the driver could not take the GPU at all: `NVRM: The NVIDIA probe
+///   routine failed for 1 device(s).`, `NVRM: None of the NVIDIA devices were initialized.`, and
+///   the kernel's own `nvidia: probe of 0000:01:00.0 failed with error -1` (newer kernels: `nvidia
+///   0000:01:00.0: probe with driver nvidia failed with error -1`);
+/// - `gpu_reset_required`: a driver call returned `NV_ERR_RESET_REQUIRED` (status 0x62, "Reset
+///   required"): the GPU must be reset before it can be used again.
+fn parse_unusable_gpu(body: &str) -> Option<ParsedSignal> {
+    let nvrm = body.contains("NVRM");
+    let kind = if nvrm && (body.contains("RmInitAdapter failed") || body.contains("rm_init_adapter failed")) {
+        "gpu_init_failure"
+    } else if (nvrm
+        && (body.contains("probe routine failed") || body.contains("None of the NVIDIA devices were initialized")))
+        || (body.starts_with("nvidia") && body.contains("probe") && body.contains("failed with error"))
+    {
+        "gpu_probe_failure"
+    } else if body.contains("NV_ERR_RESET_REQUIRED") {
+        "gpu_reset_required"
+    } else {
+        return None;
+    };
+    let mut s = ParsedSignal::new(kind);
+    s.pci_bus_id = find_pci(body).or_else(|| {
+        // The kernel names the device it could not probe: `probe of 0000:01:00.0`, or
+        // `nvidia 0000:01:00.0: probe with driver ...`.
+        ["probe of ", "nvidia "]
+            .iter()
+            .find_map(|m| after(body, m).and_then(pci_at))
+    });
+    if let Some(r) = after(body, "RmInitAdapter failed! (") {
+        let triple = until_any(r, b")", 32);
+        if !triple.is_empty() {
+            s.set_str("rm_status", triple);
+        }
+    }
+    Some(s)
 }
 
 fn first_hit(body: &str, needle: &str, f: fn(&str, usize) -> Option<ParsedSignal>) -> Outcome {

@@ -44,7 +44,8 @@ const MAX_ATTR_BYTES: usize = 512;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParsedSignal {
     /// One of: "xid", "sxid", "ecc", "row_remap", "nvlink", "nccl_timeout",
-    /// "nccl_error", "cuda_error", "gpu_oom", "gsp_error", "inforom".
+    /// "nccl_error", "cuda_error", "gpu_oom", "gsp_error", "inforom", "gpu_init_failure",
+    /// "gpu_probe_failure", "gpu_reset_required".
     pub kind: &'static str,
     /// XID / SXid number; for `ecc`: 1 correctable, 2 uncorrectable.
     pub code: Option<i64>,
@@ -180,7 +181,7 @@ where
 /// start an anchor, compare a handful of short needles. Every parser requires
 /// at least one of these anchors, so a `false` here is always a correct `None`.
 ///
-/// Anchors: NVRM, Xid (also SXid), NCCL/nccl, CUDA/cudaError, ECC, GSP,
+/// Anchors: NVRM, nvidia, Xid (also SXid), NCCL/nccl, CUDA/cudaError, ECC, GSP,
 /// InfoROM variants, NVSwitch/NvSwitch, NVL*/NvLink/Nvlink/nvlink, Remap/remap,
 /// OutOfMemory, "Heartbeat monitor".
 #[inline]
@@ -211,7 +212,16 @@ pub fn prefilter(b: &[u8]) -> bool {
             let hit = match c {
                 b'N' => at(
                     rest,
-                    &[b"NVRM", b"NCCL", b"NVL", b"NVSwitch", b"NvSwitch", b"NvLink", b"Nvlink"],
+                    &[
+                        b"NVRM",
+                        b"NCCL",
+                        b"NVL",
+                        b"NVSwitch",
+                        b"NvSwitch",
+                        b"NvLink",
+                        b"Nvlink",
+                        b"NV_ERR_RESET_REQUIRED",
+                    ],
                 ),
                 b'X' => at(rest, &[b"Xid"]),
                 b'C' => at(rest, &[b"CUDA"]),
@@ -221,7 +231,8 @@ pub fn prefilter(b: &[u8]) -> bool {
                 b'I' => at(rest, &[b"InfoROM", b"INFOROM"]),
                 b'i' => at(rest, &[b"infoROM", b"inforom"]),
                 b'O' => at(rest, &[b"OutOfMemory"]),
-                b'n' => at(rest, &[b"nccl", b"nvlink"]),
+                // `nvidia: probe of ... failed`, the kernel's word for a GPU the driver could not take.
+                b'n' => at(rest, &[b"nccl", b"nvlink", b"nvidia"]),
                 b'r' => at(rest, &[b"remap"]),
                 b'R' => at(rest, &[b"Remap"]),
                 b'H' => at(rest, &[b"Heartbeat monitor"]),

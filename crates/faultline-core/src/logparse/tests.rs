@@ -429,12 +429,18 @@ fn hardware_health() {
     let s = p(EXTRA_SAMPLES[20]);
     assert_eq!(a(&s, "stage"), &json!("heartbeat"));
     let s = p(EXTRA_SAMPLES[21]);
-    assert_eq!((s.kind, a(&s, "rm_status")), ("gsp_error", &json!("0x62:0x40:2168")));
+    assert_eq!(
+        (s.kind, a(&s, "rm_status")),
+        ("gpu_init_failure", &json!("0x62:0x40:2168"))
+    );
     assert_eq!(s.pci_bus_id.as_deref(), Some("0000:a1:00.0"));
     let s = p(
         "NVRM: GPU at PCI:0000:3b:00: GPU-ff3dfd6d-7042-cc8c-f3a6-84d9d6eb3a4b RmInitAdapter failed! (0x25:0xffff:1457)",
     );
-    assert_eq!((s.kind, s.pci_bus_id.as_deref()), ("gsp_error", Some("0000:3b:00.0")));
+    assert_eq!(
+        (s.kind, s.pci_bus_id.as_deref()),
+        ("gpu_init_failure", Some("0000:3b:00.0"))
+    );
     let s = p("NVRM: GPU0 GSP firmware error detected, GPU reset required");
     assert_eq!(a(&s, "reset_required"), &json!(true));
 
@@ -543,4 +549,45 @@ fn nccl_warn_cuda_out_of_memory_is_a_gpu_oom() {
     // Other CUDA failures stay NCCL errors (the catalog reads their text).
     let s = p("node1:1234:5678 [2] NCCL WARN Cuda failure 'an illegal memory access was encountered'");
     assert_eq!(s.kind, "nccl_error");
+}
+
+#[test]
+fn a_gpu_the_driver_cannot_initialise_probe_or_use_without_a_reset_is_a_signal_of_its_own() {
+    // dmesg of a node whose GPU failed to initialise (illinois-scicomp/machine-shop-maintenance#76).
+    let s = p("[Sun Apr 14 12:48:42 2024] NVRM: GPU 0000:81:00.0: RmInitAdapter failed! (0x25:0x40:1470)");
+    assert_eq!((s.kind, s.code), ("gpu_init_failure", None));
+    assert_eq!(s.pci_bus_id.as_deref(), Some("0000:81:00.0"));
+    assert_eq!(a(&s, "rm_status"), &json!("0x25:0x40:1470"));
+    let s = p("[Sun Apr 14 12:48:42 2024] NVRM: GPU 0000:81:00.0: rm_init_adapter failed, device minor number 0");
+    assert_eq!(
+        (s.kind, s.pci_bus_id.as_deref()),
+        ("gpu_init_failure", Some("0000:81:00.0"))
+    );
+    // The driver could not take a GPU at all (NVIDIA driver 367 on an unsupported board).
+    let s = p("[28525.409483] nvidia: probe of 0000:01:00.0 failed with error -1");
+    assert_eq!(
+        (s.kind, s.pci_bus_id.as_deref()),
+        ("gpu_probe_failure", Some("0000:01:00.0"))
+    );
+    let s = p("[28525.409543] NVRM: The NVIDIA probe routine failed for 1 device(s).");
+    assert_eq!((s.kind, s.pci_bus_id.as_deref()), ("gpu_probe_failure", None));
+    let s = p("[ 7768.914300] NVRM: None of the NVIDIA devices were initialized.");
+    assert_eq!(s.kind, "gpu_probe_failure");
+    let s = p("nvidia 0000:3b:00.0: probe with driver nvidia failed with error -1");
+    assert_eq!(
+        (s.kind, s.pci_bus_id.as_deref()),
+        ("gpu_probe_failure", Some("0000:3b:00.0"))
+    );
+    // A driver call answered "Reset required" (the assertion the driver logs for status 0x62).
+    let s = p(
+        "[Mon Jan  1 12:00:01 2024] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2874",
+    );
+    assert_eq!((s.kind, s.code), ("gpu_reset_required", None));
+    // Not these: the GSP firmware line stays a GSP error; other nvidia modules' lines are noise.
+    assert_eq!(
+        p("[  115.083750] NVRM: GPU6 RmInitAdapter: Cannot initialize GSP firmware RM").kind,
+        "gsp_error"
+    );
+    none("[ 7768.998669] nvidia-nvlink: Nvlink Core is being initialized, major device number 239");
+    none("[    3.120000] nvidia: loading out-of-tree module taints kernel.");
 }
