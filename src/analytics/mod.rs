@@ -5,6 +5,7 @@ pub mod decisions;
 pub mod efficiency;
 pub mod errors;
 pub mod ettr;
+pub mod forecast;
 pub mod headline;
 pub mod job_size;
 pub mod part_life;

@@ -8,6 +8,7 @@ pub mod concentration;
 pub mod decisions;
 pub mod efficiency;
 pub mod errors;
+pub mod forecast;
 pub mod gpus;
 pub mod headline;
 pub mod inputs;

@@ -54,7 +54,7 @@ impl PartGrouping {
         }
     }
 
-    fn group_of(&self, life: &PartLife) -> String {
+    pub(crate) fn group_of(&self, life: &PartLife) -> String {
         match self {
             PartGrouping::All => "all".into(),
             PartGrouping::Generation => life.generation.clone(),
@@ -81,7 +81,11 @@ pub enum PartEvent {
 }
 
 /// Times of the part's events up to `now` (every failure removal, or every hard failure).
-fn event_times(life: &PartLife, event: PartEvent, now: DateTime<Utc>) -> impl Iterator<Item = DateTime<Utc>> + '_ {
+pub(crate) fn event_times(
+    life: &PartLife,
+    event: PartEvent,
+    now: DateTime<Utc>,
+) -> impl Iterator<Item = DateTime<Utc>> + '_ {
     let times: Box<dyn Iterator<Item = DateTime<Utc>> + '_> = match event {
         PartEvent::Removal => Box::new(
             life.removals

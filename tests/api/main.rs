@@ -21,6 +21,7 @@ mod docs;
 mod edge;
 mod failures;
 mod fold_order;
+mod forecast;
 mod gpus;
 mod helpers;
 mod host_components;

@@ -6,6 +6,7 @@ pub mod compare;
 pub mod concentration;
 pub mod efficiency;
 pub mod errors;
+pub mod forecast;
 pub mod headline;
 pub mod job_plan;
 pub mod job_size;
@@ -47,6 +48,7 @@ pub fn router() -> Router<ApiContext> {
         .route("/v1/analytics/lemon-nodes", get(lemon::lemon_nodes))
         .route("/v1/analytics/survival", get(parts::survival))
         .route("/v1/analytics/afr", get(parts::afr))
+        .route("/v1/analytics/failure-forecast", get(forecast::failure_forecast))
         .route("/v1/analytics/parts-or-slots", get(parts::parts_or_slots))
         .route("/v1/analytics/precursors", get(parts::precursors))
 }

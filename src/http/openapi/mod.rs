@@ -56,6 +56,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::nodes::state::node_state,
         http::analytics::parts::survival,
         http::analytics::parts::afr,
+        http::analytics::forecast::failure_forecast,
         http::analytics::parts::parts_or_slots,
         http::analytics::parts::precursors,
         http::gpus::list_gpus,

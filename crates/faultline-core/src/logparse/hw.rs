@@ -8,7 +8,7 @@
 
 use super::ParsedSignal;
 use super::kernel::fatality;
-use super::scan::{after, contains_any, find_gpu_index, find_pci, int_after, parse_uint, take_bytes_while, uint_after};
+use super::scan::{after, contains_any, find_gpu_index, find_pci, int_after, parse_uint, uint_after};
 
 pub(crate) fn parse(body: &str) -> Option<ParsedSignal> {
     let mut s = inforom(body)
