@@ -47,6 +47,9 @@ pub enum Command {
     Slurm(SlurmCommand),
     /// Measure the log-line parsers on one core (99 % noise, 1 % signals) and print lines/s.
     BenchParse(BenchParseArgs),
+    /// Run the failure forecast's backtest over a database and print, per group, each origin's
+    /// forecasts against what happened and each method's scores.
+    ForecastBacktest(ForecastBacktestArgs),
     /// leptonai/gpud on a node: `faultline gpud sync` copies its events and GPUs into Faultline.
     Gpud(GpudArgs),
 }
@@ -98,6 +101,27 @@ pub struct MigrateArgs {
     /// cluster. A database that has the extension is distributed by every migrate and start anyway.
     #[arg(long, env = "FAULTLINE_DISTRIBUTED", default_value_t = false)]
     pub distributed: bool,
+}
+
+#[derive(clap::Args)]
+pub struct ForecastBacktestArgs {
+    #[command(flatten)]
+    pub db: DatabaseSettings,
+    /// Restrict to one cluster.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// model, generation, cluster, all, or attribute:KEY.
+    #[arg(long, default_value = "model")]
+    pub by: String,
+    /// What counts as a failure: removal or hardware_failure.
+    #[arg(long, default_value = "removal")]
+    pub event: String,
+    /// Days forecast after each origin.
+    #[arg(long, default_value_t = 91.0)]
+    pub horizon_days: f64,
+    /// The last instant of history used (RFC 3339) [default: now].
+    #[arg(long)]
+    pub to: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[derive(clap::Args)]

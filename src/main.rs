@@ -13,6 +13,39 @@ use faultline::domain::auth::generate_admin_token;
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Command::ForecastBacktest(args) => {
+            telemetry::init_tracing();
+            let by = faultline::queries::parts::PartGrouping::parse(&args.by).ok_or_else(|| {
+                anyhow::anyhow!("--by {}: not generation, model, cluster, all or attribute:KEY", args.by)
+            })?;
+            let event = match args.event.as_str() {
+                "removal" => faultline::queries::parts::PartEvent::Removal,
+                "hardware_failure" => faultline::queries::parts::PartEvent::HardwareFailure,
+                other => anyhow::bail!("--event {other}: not removal or hardware_failure"),
+            };
+            anyhow::ensure!(
+                args.horizon_days.is_finite() && (1.0..=730.0).contains(&args.horizon_days),
+                "--horizon-days must be between 1 and 730"
+            );
+            let database = database::open(args.db.database_url.as_deref(), &args.db.data_dir).await?;
+            let request = faultline::queries::forecast::ForecastRequest {
+                by,
+                event,
+                to: args.to.unwrap_or_else(chrono::Utc::now),
+                request: faultline::analytics::forecast::Request {
+                    horizon_days: args.horizon_days,
+                    interval: 0.9,
+                    service_level: 0.95,
+                    afr_window_days: 365.25,
+                },
+                backtest: true,
+            };
+            let answer =
+                faultline::queries::forecast::failure_forecast(&database.pool, args.cluster.as_deref(), &request)
+                    .await?;
+            print!("{}", faultline::devtools::forecast_backtest::table(&answer));
+            Ok(())
+        }
         Command::Openapi => {
             print!("{}", faultline::http::openapi::openapi_json());
             Ok(())

@@ -441,10 +441,12 @@ pub struct MethodScore {
     pub coverage: f64,
 }
 
-/// Rolling origins: forecasts from the history before each origin, against what followed.
+/// Rolling origins: forecasts from the history before each origin, against what followed. Origins
+/// with no part in service (before the group existed) are skipped: there was nothing to forecast.
 pub fn backtest(parts: &[PartHistory], origins: &[DateTime<Utc>], r: &Request) -> Vec<BacktestOrigin> {
     origins
         .iter()
+        .filter(|&&origin| parts.iter().any(|p| p.in_service_at(origin)))
         .map(|&origin| BacktestOrigin {
             origin,
             actual: realised(parts, origin, r.horizon_days),

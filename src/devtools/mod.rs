@@ -5,4 +5,5 @@ pub mod bench_parts;
 pub mod bench_postmortems;
 pub mod client;
 pub mod demo;
+pub mod forecast_backtest;
 pub mod simulate;

@@ -114,7 +114,7 @@ fn forecast_group(
     let scores = forecast::scores(&rows);
     let methods = forecast::forecast_at(parts, q.to, &q.request);
     let available: Vec<Method> = methods.iter().map(|m| m.method).collect();
-    let (method, reason) = forecast::choose(&scores, origins.len() as u64, &available);
+    let (method, reason) = forecast::choose(&scores, rows.len() as u64, &available);
     let chosen = methods
         .iter()
         .find(|m| m.method == method)

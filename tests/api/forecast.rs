@@ -122,6 +122,28 @@ async fn naive_and_afr_forecasts_match_hand_computed_counts_and_the_backtest_use
     assert_eq!(lines[0], "group,method,parts_in_service,expected,lower,upper,spares");
     assert_eq!(lines.len(), 2, "{text}");
 
+    // The CLI prints the same backtest from the database.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .args([
+            "forecast-backtest",
+            "--to",
+            "2025-10-01T00:00:00Z",
+            "--horizon-days",
+            "91",
+        ])
+        .env("DATABASE_URL", app.database_url())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("NVIDIA H100 80GB HBM3 (8 parts in service)"), "{text}");
+    assert!(text.contains("2025-07-01       2       0.0       0.0"), "{text}");
+    assert!(
+        !text.contains("2024-10-01"),
+        "no origin before the fleet existed: {text}"
+    );
+    assert!(text.contains(&format!("{} spares", g["spares"])), "{text}");
+
     // Out of bounds: a 400 naming the parameter.
     let (status, body) = app
         .get(ADMIN_TOKEN, "/v1/analytics/failure-forecast?horizon_days=0")
