@@ -631,3 +631,170 @@ async fn precursors_and_parts_or_slots_read_failures_resolved_to_parts() {
     let (_, x) = app.get(ADMIN_TOKEN, "/v1/gpus/X").await;
     assert_eq!(x["failures"].as_array().unwrap().len(), 3);
 }
+
+/// One removal rule for an import and for `POST /v1/gpus/{part}/removals`: a removal closes the
+/// placement it ends; a placement ending as `failed` is the removal; a removal and an ending that
+/// contradict each other are both refused, each with its path; a placement on a node the inventory
+/// does not hold is kept with a warning.
+#[tokio::test]
+async fn history_import_removals_close_placements_and_endings_are_removals() {
+    let app = spawn_app().await;
+    let (status, body) = app
+        .put_nodes(
+            ADMIN_TOKEN,
+            &json!({"nodes": [{"hostname": "n1", "cluster": "c1", "gpu_model": "H100", "gpu_count": 8}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let h100 = "NVIDIA H100 80GB HBM3";
+    let pl = |serial: &str, node: &str, index: i32, from: &str, to: Option<&str>, reason: Option<&str>| {
+        let mut p = json!({"cluster": "c1", "serial": serial, "node": node, "gpu_index": index,
+                           "installed_at": format!("{from}T00:00:00Z")});
+        if let Some(to) = to {
+            p["removed_at"] = json!(format!("{to}T00:00:00Z"));
+        }
+        if let Some(r) = reason {
+            p["end_reason"] = json!(r);
+        }
+        p
+    };
+    let rm = |serial: &str, at: &str, reason: &str| json!({"cluster": "c1", "serial": serial, "removed_at": format!("{at}T00:00:00Z"), "reason": reason});
+    let import = json!({
+        "parts": [{"cluster": "c1", "serial": "A", "model": h100}, {"cluster": "c1", "serial": "B", "model": h100}],
+        "placements": [
+            // A: open since 2020; its failure removal on 2021-01-01 closes it (366 days).
+            pl("A", "n1", 0, "2020-01-01", None, None),
+            // B: ends as failed on 2021-06-01, no separate removal (366 + 151 = 517 days).
+            pl("B", "n1", 1, "2020-01-01", Some("2021-06-01"), Some("failed")),
+            // C: ends as rma, but a removal at the same time says failed.
+            pl("C", "n1", 2, "2020-01-01", Some("2021-03-01"), Some("rma")),
+            // D: in its slot until 2022, but a removal says it failed in 2021.
+            pl("D", "n1", 3, "2020-01-01", Some("2022-01-01"), Some("absent")),
+            // E: on a node the inventory does not hold.
+            pl("E", "ghost", 0, "2020-01-01", None, None)],
+        "removals": [rm("A", "2021-01-01", "failed"), rm("C", "2021-03-01", "failed"), rm("D", "2021-01-01", "failed")]
+    });
+    let (status, body) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
+    assert_eq!(status, 200, "{body}");
+    let rejected = |body: &Value| -> Vec<(i64, String, String)> {
+        body["rejected"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["index"].as_i64().unwrap(),
+                    r["field"].as_str().unwrap().to_string(),
+                    r["reason"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let want: Vec<(i64, String, String)> = [
+        (4, "placements[2].end_reason"),
+        (5, "placements[3].removed_at"),
+        (8, "removals[1].reason"),
+        (9, "removals[2].removed_at"),
+    ]
+    .into_iter()
+    .map(|(i, f)| (i, f.to_string(), "contradicts".to_string()))
+    .collect();
+    assert_eq!(rejected(&body), want, "{body}");
+    assert!(
+        body["rejected"][0]["message"].as_str().unwrap().contains("removals[1]"),
+        "each names the other: {body}"
+    );
+    // Written: parts A, B, E (C and D, refused, create nothing); placements A, B, E; removals A
+    // and B's (its ending).
+    assert_eq!(
+        body["written"],
+        json!({"parts": 3, "placements": 3, "removals": 2}),
+        "{body}"
+    );
+    assert_eq!(
+        body["warnings"],
+        json!([{"index": 6, "field": "placements[4].node",
+                "message": "node 'ghost' is not in cluster 'c1''s node inventory (PUT /v1/nodes); the placement is kept"}])
+    );
+    let (_, a) = app.get(ADMIN_TOKEN, "/v1/gpus/A").await;
+    assert_eq!(a["state"], "failed", "{a}");
+    assert_eq!(
+        placements(&app, "A").await,
+        [(
+            "n1".to_string(),
+            0,
+            "2020-01-01T00:00:00Z".to_string(),
+            json!("2021-01-01T00:00:00Z"),
+            json!("failed")
+        )]
+    );
+    let (_, b) = app.get(ADMIN_TOKEN, "/v1/gpus/B").await;
+    assert_eq!(b["state"], "failed", "{b}");
+    assert_eq!(b["removals"][0]["reason"], "failed", "{b}");
+    assert_eq!(b["removals"][0]["removed_at"], "2021-06-01T00:00:00Z", "{b}");
+    let (status, _) = app.get(ADMIN_TOKEN, "/v1/gpus/C").await;
+    assert_eq!(status, 404, "a refused record creates no part");
+    // AFR: 2 failures over 366 + 517 installed days; exposure stops at the failures.
+    let (_, afr) = app.get(ADMIN_TOKEN, "/v1/analytics/afr?by=model").await;
+    let g = afr["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["group"] == h100)
+        .unwrap();
+    assert_eq!(
+        (g["parts"].as_u64(), g["failures"].as_u64()),
+        (Some(2), Some(2)),
+        "{afr}"
+    );
+    assert!((g["part_years"].as_f64().unwrap() - 883.0 / 365.25).abs() < 1e-9, "{g}");
+
+    // Sent again: nothing changes, the same refusals.
+    let (_, again) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
+    assert_eq!(
+        again["written"],
+        json!({"parts": 0, "placements": 0, "removals": 0}),
+        "{again}"
+    );
+    assert_eq!(rejected(&again), want);
+    // A's placement sent again open, without its removal: the stored removal still closes it.
+    let (_, reopen) = post(
+        &app,
+        ADMIN_TOKEN,
+        "/v1/gpus/history",
+        &json!({"placements": [pl("A", "n1", 0, "2020-01-01", None, None)]}),
+    )
+    .await;
+    assert_eq!(reopen["written"]["placements"], 0, "{reopen}");
+    assert_eq!(placements(&app, "A").await[0].3, json!("2021-01-01T00:00:00Z"));
+
+    // The same rule for a removal posted alone: B ended as failed on 2021-06-01.
+    let (status, r) = post(
+        &app,
+        ADMIN_TOKEN,
+        "/v1/gpus/B/removals",
+        &json!({"cluster": "c1", "reason": "rma", "at": "2021-06-01T00:00:00Z"}),
+    )
+    .await;
+    assert_eq!(status, 409, "an RMA where the placement ended as failed: {r}");
+    let (status, r) = post(
+        &app,
+        ADMIN_TOKEN,
+        "/v1/gpus/B/removals",
+        &json!({"cluster": "c1", "reason": "failed", "at": "2020-06-01T00:00:00Z"}),
+    )
+    .await;
+    assert_eq!(status, 409, "a removal while the part was still in its slot: {r}");
+    let (status, r) = post(
+        &app,
+        ADMIN_TOKEN,
+        "/v1/gpus/B/removals",
+        &json!({"cluster": "c1", "reason": "failed", "at": "2021-06-01T00:00:00Z", "ticket": "T-9"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{r}");
+    assert_eq!(r["closed_placement"], false);
+    let (_, b) = app.get(ADMIN_TOKEN, "/v1/gpus/B").await;
+    assert_eq!(b["removals"].as_array().unwrap().len(), 1, "{b}");
+    assert_eq!(b["removals"][0]["ticket"], "T-9");
+}
