@@ -109,6 +109,12 @@ fn subject(life: &PartLife, event: PartEvent, now: DateTime<Utc>) -> Subject {
     }
 }
 
+/// Whether the part was in a slot by `now`: a part enters the analyses when first installed (one
+/// installed later, or never, did not exist yet as far as its lifetime goes).
+fn installed_by(life: &PartLife, now: DateTime<Utc>) -> bool {
+    life.intervals.iter().any(|i| i.from <= now)
+}
+
 /// Events of the part over its life up to `now`.
 fn events(life: &PartLife, event: PartEvent, now: DateTime<Utc>) -> u64 {
     event_times(life, event, now).count() as u64
@@ -163,7 +169,7 @@ pub async fn survival(
 ) -> Result<SurvivalAnswer, sqlx::Error> {
     let lives = fleet_lives(db, cluster, now, event == PartEvent::HardwareFailure).await?;
     let mut grouped: BTreeMap<String, Vec<Subject>> = BTreeMap::new();
-    for life in &lives {
+    for life in lives.iter().filter(|l| installed_by(l, now)) {
         grouped
             .entry(by.group_of(life))
             .or_default()
@@ -244,7 +250,7 @@ pub async fn afr(
 ) -> Result<AfrAnswer, sqlx::Error> {
     let lives = fleet_lives(db, cluster, now, event == PartEvent::HardwareFailure).await?;
     let mut grouped: BTreeMap<String, (u64, u64, f64)> = BTreeMap::new();
-    for life in &lives {
+    for life in lives.iter().filter(|l| installed_by(l, now)) {
         let g = grouped.entry(by.group_of(life)).or_default();
         g.0 += 1;
         g.1 += events(life, event, now);

@@ -798,3 +798,66 @@ async fn history_import_removals_close_placements_and_endings_are_removals() {
     assert_eq!(b["removals"].as_array().unwrap().len(), 1, "{b}");
     assert_eq!(b["removals"][0]["ticket"], "T-9");
 }
+
+/// A part enters the survival curves and the AFR when first installed: as of a `to` before it
+/// was installed, its group did not exist yet.
+#[tokio::test]
+async fn parts_installed_after_to_are_left_out_of_survival_and_afr() {
+    let app = spawn_app().await;
+    let import = json!({
+        "parts": [{"cluster": "c1", "serial": "P1", "model": "NVIDIA H100 80GB HBM3"},
+                  {"cluster": "c1", "serial": "P2", "model": "NVIDIA H100 80GB HBM3"},
+                  {"cluster": "c1", "serial": "Q1", "model": "NVIDIA A100-SXM4-80GB"}],
+        "placements": [
+            {"cluster": "c1", "serial": "P1", "node": "h1", "gpu_index": 0, "installed_at": "2025-01-01T00:00:00Z",
+             "removed_at": "2025-04-11T00:00:00Z", "end_reason": "failed"},
+            {"cluster": "c1", "serial": "P2", "node": "h1", "gpu_index": 1, "installed_at": "2025-01-01T00:00:00Z"},
+            {"cluster": "c1", "serial": "Q1", "node": "a1", "gpu_index": 0, "installed_at": "2026-01-01T00:00:00Z"}]
+    });
+    let (status, body) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
+    assert_eq!(status, 200, "{body}");
+    // As of 2025-06-01 (151 days after 2025-01-01): P1 failed at 100 days, P2 censored at 151; the
+    // A100, installed in 2026, is in no group and there is nothing to compare.
+    let (status, s) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/analytics/survival?by=generation&to=2025-06-01T00:00:00Z",
+        )
+        .await;
+    assert_eq!(status, 200, "{s}");
+    let groups: Vec<&str> = s["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["hopper"], "{s}");
+    assert_eq!(
+        (s["groups"][0]["parts"].as_u64(), s["groups"][0]["events"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert!(s["log_rank"].is_null(), "{s}");
+    let (_, afr) = app
+        .get(ADMIN_TOKEN, "/v1/analytics/afr?by=generation&to=2025-06-01T00:00:00Z")
+        .await;
+    let groups: Vec<&str> = afr["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["hopper"], "{afr}");
+    assert!(
+        (afr["groups"][0]["part_years"].as_f64().unwrap() - 251.0 / 365.25).abs() < 1e-9,
+        "{afr}"
+    );
+    // Once installed it counts.
+    let (_, s) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/analytics/survival?by=generation&to=2026-02-01T00:00:00Z",
+        )
+        .await;
+    assert_eq!(s["groups"].as_array().unwrap().len(), 2, "{s}");
+    assert_eq!(s["groups"][0]["curve"]["steps"][0]["time"], 31.0);
+}
