@@ -486,8 +486,8 @@ async fn survival_and_afr_match_hand_computed_lifetimes() {
     assert!((step["upper"].as_f64().unwrap() - 0.774149).abs() < 1e-6, "{step}");
     assert_eq!(hopper["median_days"], 100.0);
     // Nobody reached a year of installed time: the curve says nothing there.
-    assert!(hopper["at_years"][0]["survival"].is_null());
-    assert_eq!(hopper["at_years"][0]["at_risk"], 0);
+    assert!(hopper["at_ages"][0]["survival"].is_null());
+    assert_eq!(hopper["at_ages"][0]["at_risk"], 0);
     // Log-rank by hand: at 100, E(hopper) = 2 x 3/5, V = 2 x 0.6 x 0.4 x 3/4; at 200, E = 1/3,
     // V = 2/9; (2 - 1.5333)^2 / 0.58222 = 0.374046 on 1 df (lifelines: 0.37404580152671746).
     let lr = &s["log_rank"];
@@ -860,4 +860,139 @@ async fn parts_installed_after_to_are_left_out_of_survival_and_afr() {
         .await;
     assert_eq!(s["groups"].as_array().unwrap().len(), 2, "{s}");
     assert_eq!(s["groups"][0]["curve"]["steps"][0]["time"], 31.0);
+}
+
+/// Survival read at any ages, and lifetimes by either definition, computed by hand. Four H100
+/// parts as of 2026-01-01 (ages in installed days):
+/// R1 fails at 100, is repaired, serves 100 more and fails for good at 200;
+/// R2 fails at 50, is repaired and serves on: 50 + 306 = 356 at `to`;
+/// R3 never fails: 365; R4 fails at 130 and never serves again.
+#[tokio::test]
+async fn survival_reads_any_ages_by_first_or_final_failure() {
+    let app = spawn_app().await;
+    let pl = |serial: &str, index: i32, from: &str, to: Option<&str>| {
+        let mut p = json!({"cluster": "c1", "serial": serial, "node": "h1", "gpu_index": index,
+                           "installed_at": format!("{from}T00:00:00Z")});
+        if let Some(to) = to {
+            p["removed_at"] = json!(format!("{to}T00:00:00Z"));
+            p["end_reason"] = json!("failed");
+        }
+        p
+    };
+    let h100 = |serial: &str| json!({"cluster": "c1", "serial": serial, "model": "NVIDIA H100 80GB HBM3"});
+    let import = json!({
+        "parts": [h100("R1"), h100("R2"), h100("R3"), h100("R4")],
+        "placements": [pl("R1", 0, "2025-01-01", Some("2025-04-11")), pl("R1", 1, "2025-06-01", Some("2025-09-09")),
+                       pl("R2", 2, "2025-01-01", Some("2025-02-20")), pl("R2", 3, "2025-03-01", None),
+                       pl("R3", 4, "2025-01-01", None),
+                       pl("R4", 5, "2025-01-01", Some("2025-05-11"))]
+    });
+    let (status, body) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
+    assert_eq!(status, 200, "{body}");
+    let read = |life: &str| format!("/v1/analytics/survival?by=all&to=2026-01-01T00:00:00Z&at=90d,0.5y,1y{life}");
+    let steps = |g: &Value| -> Vec<(f64, u64, u64, u64, f64)> {
+        g["curve"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|st| {
+                (
+                    st["time"].as_f64().unwrap(),
+                    st["at_risk"].as_u64().unwrap(),
+                    st["events"].as_u64().unwrap(),
+                    st["censored"].as_u64().unwrap(),
+                    st["survival"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let at = |g: &Value| -> Vec<(String, f64, Value, u64)> {
+        g["at_ages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    a["age"].as_str().unwrap().to_string(),
+                    a["days"].as_f64().unwrap(),
+                    a["survival"].clone(),
+                    a["at_risk"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+
+    // First failure (the default): events at 50 (R2), 100 (R1), 130 (R4); R3 censored at 365.
+    // S = 3/4, 3/4 x 2/3 = 1/2, 1/2 x 1/2 = 1/4; median 100.
+    let (status, s) = app.get(ADMIN_TOKEN, &read("")).await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["life"], "first_failure");
+    let g = &s["groups"][0];
+    assert_eq!(
+        steps(g),
+        [
+            (50.0, 4, 1, 0, 0.75),
+            (100.0, 3, 1, 0, 0.5),
+            (130.0, 2, 1, 0, 0.25),
+            (365.0, 1, 0, 1, 0.25)
+        ]
+    );
+    assert_eq!(g["median_days"], 100.0);
+    // At 90 days S = 3/4 with R1, R4, R3 at risk; at half a year (182.625 days) 1/4 with R3; a
+    // year (365.25 days) nobody reached.
+    assert_eq!(
+        at(g),
+        [
+            ("90d".to_string(), 90.0, json!(0.75), 3),
+            ("0.5y".to_string(), 182.625, json!(0.25), 1),
+            ("1y".to_string(), 365.25, Value::Null, 0)
+        ]
+    );
+
+    // Final failure: R1's life ends at 200 (it never served after), R4's at 130; R2 served after
+    // its failure (censored at 356), R3 at 365. S = 3/4 at 130, 3/4 x 2/3 = 1/2 at 200; median 200.
+    let (status, s) = app.get(ADMIN_TOKEN, &read("&life=final_failure")).await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["life"], "final_failure");
+    let g = &s["groups"][0];
+    assert_eq!(
+        steps(g),
+        [
+            (130.0, 4, 1, 0, 0.75),
+            (200.0, 3, 1, 0, 0.5),
+            (356.0, 2, 0, 1, 0.5),
+            (365.0, 1, 0, 1, 0.5)
+        ]
+    );
+    assert_eq!(
+        (g["events"].as_u64(), g["median_days"].as_f64()),
+        (Some(2), Some(200.0))
+    );
+    assert_eq!(
+        at(g),
+        [
+            ("90d".to_string(), 90.0, json!(1.0), 4),
+            ("0.5y".to_string(), 182.625, json!(0.75), 3),
+            ("1y".to_string(), 365.25, Value::Null, 0)
+        ]
+    );
+
+    // Without `at`: 1, 2, 3 and 5 years.
+    let (_, s) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?by=all").await;
+    let ages: Vec<&str> = s["groups"][0]["at_ages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["age"].as_str().unwrap())
+        .collect();
+    assert_eq!(ages, ["1y", "2y", "3y", "5y"]);
+    let many = vec!["1d"; 21].join(",");
+    for bad in ["0d", "5x", "101y", "-1y", "1 y", "1y,", many.as_str()] {
+        let (status, e) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/survival?at={bad}")).await;
+        assert_eq!(status, 400, "at={bad}: {e}");
+    }
+    let (status, _) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?life=median").await;
+    assert_eq!(status, 400);
+    let (status, _) = app.get(ADMIN_TOKEN, "/v1/analytics/afr?life=final_failure").await;
+    assert_eq!(status, 400, "the AFR counts every failure: no life definition");
 }
