@@ -372,8 +372,8 @@ async fn a_real_slurm_requeue_a_held_requeue_and_a_down_after_the_job_ended() {
         });
     };
 
-    // 1. R runs on gpu-0001, an administrator requeues it, it runs again; the first sync sees
-    // both runs, the second (reaching back 1 s) only the last.
+    // 1. R runs on gpu-0001, an administrator requeues it, it runs again on gpu-0002; the first
+    // sync sees both runs, the second (reaching back 1 s) only the last.
     let requeued = tokio::task::block_in_place(|| {
         let r = cluster.sbatch(
             &["--job-name=train-requeued", "--requeue", "--gres=gpu:1", &on(healthy)],
@@ -383,8 +383,14 @@ async fn a_real_slurm_requeue_a_held_requeue_and_a_down_after_the_job_ended() {
         std::thread::sleep(Duration::from_secs(1));
         cluster.scontrol(&["requeue", &r.to_string()]);
         cluster.wait_for("R requeued", Duration::from_secs(30), |_| state(r) == "PENDING");
-        // A requeued job waits for its BeginTime (Slurm sets it minutes ahead): let it go now.
-        cluster.scontrol(&["update", &format!("jobid={r}"), "starttime=now"]);
+        // A requeued job waits for its BeginTime (Slurm sets it minutes ahead, while gpu-0001
+        // still refuses the job's revoked credential): let it go now, on the other node.
+        cluster.scontrol(&[
+            "update",
+            &format!("jobid={r}"),
+            &format!("nodelist={failing}"),
+            "starttime=now",
+        ]);
         cluster.wait_for("R to run again", Duration::from_secs(90), |_| state(r) == "RUNNING");
         std::thread::sleep(Duration::from_secs(2));
         r
@@ -441,6 +447,7 @@ async fn a_real_slurm_requeue_a_held_requeue_and_a_down_after_the_job_ended() {
         (Some("completed"), Some(1)),
         "{r}\n{context}"
     );
+    assert_eq!(r["nodes"], json!([healthy, failing]), "every run's nodes\n{context}");
     assert_eq!(
         seconds(&r["start"].as_str().unwrap()[..19]),
         seconds(runs[0][7]),
