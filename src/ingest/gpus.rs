@@ -441,6 +441,9 @@ fn reconcile(
                     }),
                 }
             }
+            // A stored removal of a part out of every slot stands before a placement sent now (a
+            // spare sent to the vendor and back): only one that cuts into a placement contradicts it.
+            Err(RemovalConflict::BeforePlacement(_)) if d.sent.is_none() => {}
             Err(conflict) => {
                 let (k, field, why) = match conflict {
                     RemovalConflict::Disagrees { span, end_reason } => (
@@ -798,4 +801,90 @@ fn sorted_distinct(clusters: impl Iterator<Item = String>) -> Vec<String> {
     out.sort();
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(day: i64) -> DateTime<Utc> {
+        DateTime::<Utc>::from_timestamp(day * 86_400, 0).unwrap()
+    }
+
+    fn row(from: i64, to: Option<i64>, end: Option<&str>) -> PlacementRow {
+        PlacementRow {
+            cluster: "c1".into(),
+            part: "P".into(),
+            installed_at: t(from),
+            removed_at: to.map(t),
+            hostname: "n1".into(),
+            gpu_index: Some(0),
+            pci_bus_id: None,
+            uuid: None,
+            end_reason: end.map(str::to_string),
+        }
+    }
+
+    fn stored_removal(at: i64, reason: &str) -> StoredRemoval {
+        StoredRemoval {
+            cluster: "c1".into(),
+            part: "P".into(),
+            removed_at: t(at),
+            reason: reason.into(),
+            ticket: Some("T-1".into()),
+            note: None,
+            removed_by: None,
+        }
+    }
+
+    #[test]
+    fn stored_removals_close_a_placement_sent_again_open_and_a_spare_may_come_back() {
+        // Stored: P placed days 0-10, failed on day 10 (the removal closed it).
+        let stored = [Placement {
+            cluster: "c1".into(),
+            part: "P".into(),
+            hostname: "n1".into(),
+            gpu_index: Some(0),
+            pci_bus_id: None,
+            uuid: None,
+            installed_at: t(0),
+            removed_at: Some(t(10)),
+            end_reason: Some("failed".into()),
+        }];
+        let removals = [stored_removal(10, "failed")];
+        // Sent again open: the stored removal closes it again; nothing refused, nothing implied
+        // beyond what is stored.
+        let plan = reconcile(&stored, &removals, vec![(0, row(0, None, None))], vec![], "admin");
+        assert!(plan.refused.is_empty(), "{:?}", plan.refused);
+        assert_eq!(plan.placements[0].1, row(0, Some(10), Some("failed")));
+        assert_eq!(plan.implied.len(), 1, "inserted only where none is stored");
+        // Back from repair on day 20: a new placement, accepted.
+        let plan = reconcile(&stored, &removals, vec![(0, row(20, None, None))], vec![], "admin");
+        assert!(plan.refused.is_empty());
+        // A spare sent to the vendor on day 5 (stored alone), installed on day 20: accepted.
+        let plan = reconcile(
+            &[],
+            &[stored_removal(5, "rma")],
+            vec![(0, row(20, None, None))],
+            vec![],
+            "admin",
+        );
+        assert!(plan.refused.is_empty(), "{:?}", plan.refused);
+        // But a placement that runs through a stored removal contradicts it.
+        let plan = reconcile(
+            &[],
+            &[stored_removal(5, "rma")],
+            vec![(3, row(0, Some(9), Some("absent")))],
+            vec![],
+            "admin",
+        );
+        assert_eq!(
+            plan.refused
+                .iter()
+                .map(|r| (r.list, r.index, r.field))
+                .collect::<Vec<_>>(),
+            [(HistoryList::Placements, 3, "removed_at")]
+        );
+        assert!(plan.placements.is_empty());
+    }
 }
