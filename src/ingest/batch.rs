@@ -78,6 +78,8 @@ pub enum RejectReason {
     InvalidSignal,
     /// The item names a failure that does not exist.
     NotFound,
+    /// The item contradicts another (a removal and a placement's ending that disagree).
+    Contradicts,
 }
 
 impl RejectReason {
@@ -91,6 +93,7 @@ impl RejectReason {
             RejectReason::DuplicateInBatch => "duplicate_in_batch",
             RejectReason::InvalidSignal => "invalid_signal",
             RejectReason::NotFound => "not_found",
+            RejectReason::Contradicts => "contradicts",
         }
     }
 }

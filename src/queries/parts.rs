@@ -98,19 +98,121 @@ pub(crate) fn event_times(
     times.filter(move |t| *t <= now)
 }
 
-/// The part's (event, age at it in days), else (censored, its age at `now`): an event after
-/// `now` has not happened yet as of then.
-fn subject(life: &PartLife, event: PartEvent, now: DateTime<Utc>) -> Subject {
-    match event_times(life, event, now).min() {
-        Some(t) => Subject {
-            duration: age_days_at(&life.intervals, t),
-            event: true,
-        },
-        None => Subject {
-            duration: life.installed_days,
-            event: false,
+/// How a part's lifetime is counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LifeDefinition {
+    /// Installed time until its first event; a part without one is censored at its age.
+    #[default]
+    FirstFailure,
+    /// Installed time until its final event: a part that failed, was repaired and served again
+    /// keeps ageing (as Ostrouchov et al. count a Titan GPU's life). Its life ends at an event
+    /// after which it never served again; a part that served after its last event, or had none,
+    /// is censored at its age.
+    FinalFailure,
+}
+
+/// Installed time within which two ages are one (milliseconds of rounding).
+const SAME_AGE_DAYS: f64 = 1e-9;
+
+/// The part's subject as of `now`, with A(t) its installed days before t and t_1 <= ... <= t_k its
+/// events up to `now` (an event after `now` has not happened yet as of then):
+/// - first failure: (A(t_1), event), else (A(now), censored);
+/// - final failure: (A(t_k), event) when A(now) = A(t_k) (no installed time after it), else
+///   (A(now), censored).
+fn subject(life: &PartLife, event: PartEvent, definition: LifeDefinition, now: DateTime<Utc>) -> Subject {
+    let censored = Subject {
+        duration: life.installed_days,
+        event: false,
+    };
+    let ended = |t: DateTime<Utc>| Subject {
+        duration: age_days_at(&life.intervals, t),
+        event: true,
+    };
+    match definition {
+        LifeDefinition::FirstFailure => event_times(life, event, now).min().map_or(censored, ended),
+        LifeDefinition::FinalFailure => match event_times(life, event, now).max().map(ended) {
+            Some(last) if life.installed_days - last.duration <= SAME_AGE_DAYS => last,
+            _ => censored,
         },
     }
+}
+
+/// An age at which survival is read: as written (`90d`, `2.5y`) and in days (a year is 365.25).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Age {
+    pub label: String,
+    pub days: f64,
+}
+
+/// At most this many ages per answer.
+pub const MAX_AGES: usize = 20;
+/// No age beyond this many years.
+pub const MAX_AGE_YEARS: f64 = 100.0;
+
+impl Age {
+    /// A comma-separated list of ages, each a positive number of days (`d`) or years (`y`):
+    /// `90d,1y,2.5y`. At most [`MAX_AGES`], none beyond [`MAX_AGE_YEARS`].
+    pub fn parse_list(s: &str) -> Result<Vec<Age>, String> {
+        let ages = s
+            .split(',')
+            .map(|a| {
+                let a = a.trim();
+                let (number, per) = match (a.strip_suffix('d'), a.strip_suffix('y')) {
+                    (Some(n), _) => (n, 1.0),
+                    (_, Some(n)) => (n, DAYS_PER_YEAR),
+                    _ => return Err(format!("age '{a}' is not a number of days or years (90d, 2.5y)")),
+                };
+                let n: f64 = number
+                    .parse()
+                    .ok()
+                    .filter(|n: &f64| n.is_finite() && *n > 0.0 && !number.starts_with(['+', '-']))
+                    .ok_or_else(|| format!("age '{a}' is not a positive number of days or years (90d, 2.5y)"))?;
+                let days = n * per;
+                if days > MAX_AGE_YEARS * DAYS_PER_YEAR {
+                    return Err(format!("age '{a}' is beyond {MAX_AGE_YEARS} years"));
+                }
+                Ok(Age {
+                    label: a.to_string(),
+                    days,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if ages.len() > MAX_AGES {
+            return Err(format!("{} ages; at most {MAX_AGES}", ages.len()));
+        }
+        Ok(ages)
+    }
+
+    /// 1, 2, 3 and 5 years.
+    pub fn defaults() -> Vec<Age> {
+        Self::parse_list(DEFAULT_AGES).expect("valid")
+    }
+}
+
+/// The ages read when none are asked for.
+pub const DEFAULT_AGES: &str = "1y,2y,3y,5y";
+
+/// What a survival answer reads beyond the grouping and the event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SurvivalOptions {
+    pub ages: Vec<Age>,
+    pub life: LifeDefinition,
+}
+
+impl Default for SurvivalOptions {
+    fn default() -> Self {
+        SurvivalOptions {
+            ages: Age::defaults(),
+            life: LifeDefinition::FirstFailure,
+        }
+    }
+}
+
+/// Whether the part was in a slot by `now`: a part enters the analyses when first installed (one
+/// installed later, or never, did not exist yet as far as its lifetime goes).
+fn installed_by(life: &PartLife, now: DateTime<Utc>) -> bool {
+    life.intervals.iter().any(|i| i.from <= now)
 }
 
 /// Events of the part over its life up to `now`.
@@ -118,10 +220,13 @@ fn events(life: &PartLife, event: PartEvent, now: DateTime<Utc>) -> u64 {
     event_times(life, event, now).count() as u64
 }
 
-/// Survival at a whole number of years.
+/// Survival at an age of installed time.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SurvivalAt {
-    pub years: u32,
+    /// The age as asked (`90d`, `1y`, `2.5y`).
+    pub age: String,
+    /// The age in days (a year is 365.25).
+    pub days: f64,
     /// Absent where no part of the group has reached that age (the curve says nothing there).
     pub survival: Option<f64>,
     pub lower: Option<f64>,
@@ -139,8 +244,8 @@ pub struct SurvivalGroup {
     pub median_days: Option<f64>,
     pub median_lower_days: Option<f64>,
     pub median_upper_days: Option<f64>,
-    /// Survival at 1, 2, 3 and 5 years of installed time.
-    pub at_years: Vec<SurvivalAt>,
+    /// Survival at the ages asked for (`at`; default 1, 2, 3 and 5 years of installed time).
+    pub at_ages: Vec<SurvivalAt>,
     /// The Kaplan-Meier curve: one step per distinct age with events or censorings.
     pub curve: KaplanMeier,
 }
@@ -150,6 +255,7 @@ pub struct SurvivalAnswer {
     pub cluster: Option<String>,
     pub by: String,
     pub event: PartEvent,
+    pub life: LifeDefinition,
     pub confidence: f64,
     pub as_of: DateTime<Utc>,
     pub groups: Vec<SurvivalGroup>,
@@ -163,28 +269,31 @@ pub async fn survival(
     by: &PartGrouping,
     event: PartEvent,
     confidence: f64,
+    options: &SurvivalOptions,
     now: DateTime<Utc>,
 ) -> Result<SurvivalAnswer, sqlx::Error> {
     let lives = fleet_lives(db, cluster, now, event == PartEvent::HardwareFailure).await?;
     let mut grouped: BTreeMap<String, Vec<Subject>> = BTreeMap::new();
-    for life in &lives {
+    for life in lives.iter().filter(|l| installed_by(l, now)) {
         grouped
             .entry(by.group_of(life))
             .or_default()
-            .push(subject(life, event, now));
+            .push(subject(life, event, options.life, now));
     }
     let groups: Vec<SurvivalGroup> = grouped
         .iter()
         .map(|(group, subjects)| {
             let curve = survival::kaplan_meier(subjects, confidence);
-            let at_years = [1u32, 2, 3, 5]
-                .into_iter()
-                .map(|years| {
-                    let t = f64::from(years) * DAYS_PER_YEAR;
+            let at_ages = options
+                .ages
+                .iter()
+                .map(|age| {
+                    let t = age.days;
                     let reached = subjects.iter().any(|s| s.duration >= t);
                     let at = reached.then(|| curve.survival_at(t)).flatten();
                     SurvivalAt {
-                        years,
+                        age: age.label.clone(),
+                        days: t,
                         survival: at.map(|a| a.0),
                         lower: at.map(|a| a.1),
                         upper: at.map(|a| a.2),
@@ -199,7 +308,7 @@ pub async fn survival(
                 median_days: curve.median,
                 median_lower_days: curve.median_lower,
                 median_upper_days: curve.median_upper,
-                at_years,
+                at_ages,
                 curve,
             }
         })
@@ -212,6 +321,7 @@ pub async fn survival(
         cluster: cluster.map(str::to_string),
         by: by.name(),
         event,
+        life: options.life,
         confidence,
         as_of: now,
         groups,
@@ -248,7 +358,7 @@ pub async fn afr(
 ) -> Result<AfrAnswer, sqlx::Error> {
     let lives = fleet_lives(db, cluster, now, event == PartEvent::HardwareFailure).await?;
     let mut grouped: BTreeMap<String, (u64, u64, f64)> = BTreeMap::new();
-    for life in &lives {
+    for life in lives.iter().filter(|l| installed_by(l, now)) {
         let g = grouped.entry(by.group_of(life)).or_default();
         g.0 += 1;
         g.1 += events(life, event, now);

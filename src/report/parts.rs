@@ -60,7 +60,16 @@ pub async fn gather(db: &PgPool, w: &Window) -> Result<PartsFigures, sqlx::Error
     let as_of: DateTime<Utc> = w.to.min(Utc::now());
     let cluster = w.cluster();
     Ok(PartsFigures {
-        survival: qp::survival(db, cluster, &PartGrouping::Generation, EVENT, CONFIDENCE, as_of).await?,
+        survival: qp::survival(
+            db,
+            cluster,
+            &PartGrouping::Generation,
+            EVENT,
+            CONFIDENCE,
+            &qp::SurvivalOptions::default(),
+            as_of,
+        )
+        .await?,
         afr: qp::afr(db, cluster, &PartGrouping::Model, EVENT, CONFIDENCE, as_of).await?,
         parts_or_slots: qp::parts_or_slots(db, cluster, ALPHA, as_of).await?,
         precursors: qp::precursors(db, cluster, w.from, w.to, PRECURSOR_WINDOW_DAYS, CONFIDENCE).await?,
@@ -250,7 +259,7 @@ pub fn section(d: &ReportData) -> Section {
                 days(g.median_days),
                 median_interval(g),
             ];
-            row.extend(g.at_years.iter().map(|a| match a.survival {
+            row.extend(g.at_ages.iter().map(|a| match a.survival {
                 Some(v) => format!("{} ({} at risk)", fmt::pct(Some(v)), fmt::int(a.at_risk)),
                 None => "n/a".into(),
             }));
@@ -268,9 +277,12 @@ pub fn section(d: &ReportData) -> Section {
         s.groups
             .first()
             .map(|g| {
-                g.at_years
+                g.at_ages
                     .iter()
-                    .map(|a| format!("Survival at {} y", a.years))
+                    .map(|a| {
+                        let (number, unit) = a.age.split_at(a.age.len() - 1);
+                        format!("Survival at {number} {unit}")
+                    })
                     .collect::<Vec<_>>()
             })
             .unwrap_or_default(),

@@ -229,6 +229,83 @@ pub async fn upsert_removals(conn: &mut PgConnection, rows: &[RemovalRow]) -> Re
     Ok(done.rows_affected())
 }
 
+/// Records removals an import implied (a placement's ending) where none is stored at that time: a
+/// removal stored there already says the same (the import refuses one that disagrees) and may
+/// carry a ticket and a note the ending does not.
+pub async fn insert_missing_removals(conn: &mut PgConnection, rows: &[RemovalRow]) -> Result<u64, sqlx::Error> {
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let text = |f: fn(&RemovalRow) -> String| rows.iter().map(f).collect::<Vec<_>>();
+    let opt = |f: fn(&RemovalRow) -> Option<String>| rows.iter().map(f).collect::<Vec<_>>();
+    let done = sqlx::query!(
+        "INSERT INTO gpu_removals (cluster, part, removed_at, reason, ticket, note, removed_by)
+         SELECT * FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[])
+         ON CONFLICT (cluster, part, removed_at) DO NOTHING",
+        &text(|r| r.cluster.clone()),
+        &text(|r| r.part.clone()),
+        &rows.iter().map(|r| r.removed_at).collect::<Vec<_>>(),
+        &text(|r| r.reason.clone()),
+        &opt(|r| r.ticket.clone()) as &[Option<String>],
+        &opt(|r| r.note.clone()) as &[Option<String>],
+        &opt(|r| r.removed_by.clone()) as &[Option<String>],
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Every placement of the given parts in one cluster, open or closed, in (part, installed_at) order.
+pub async fn placements_of_parts(
+    conn: &mut PgConnection,
+    cluster: &str,
+    parts: &[String],
+) -> Result<Vec<Placement>, sqlx::Error> {
+    sqlx::query_as!(
+        Placement,
+        "SELECT cluster, part, hostname, gpu_index, pci_bus_id, uuid, installed_at, removed_at, end_reason
+         FROM gpu_placements WHERE cluster = $1 AND part = ANY($2)
+         ORDER BY part, installed_at",
+        cluster,
+        parts,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Every removal of the given parts in one cluster, in (part, removed_at) order.
+pub async fn removals_of_parts(
+    conn: &mut PgConnection,
+    cluster: &str,
+    parts: &[String],
+) -> Result<Vec<Removal>, sqlx::Error> {
+    sqlx::query_as!(
+        Removal,
+        "SELECT cluster, part, removed_at, reason, ticket, note, removed_by
+         FROM gpu_removals WHERE cluster = $1 AND part = ANY($2)
+         ORDER BY part, removed_at",
+        cluster,
+        parts,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Which of the given hostnames the cluster's node inventory holds.
+pub async fn inventoried_nodes(
+    conn: &mut PgConnection,
+    cluster: &str,
+    hosts: &[String],
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT hostname FROM nodes WHERE cluster = $1 AND hostname = ANY($2)",
+        cluster,
+        hosts,
+    )
+    .fetch_all(conn)
+    .await
+}
+
 /// Whether the part is known in the cluster.
 pub async fn part_exists(conn: &mut PgConnection, cluster: &str, part: &str) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!(

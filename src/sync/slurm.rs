@@ -1,8 +1,14 @@
 //! `faultline slurm sync`: reads a Slurm cluster's accounting since the server's cursor and sends
 //! it through the ingest API. Jobs come from `sacct` (one job per job id, its requeued runs
 //! gathered), node drains and returns from `sacctmgr show event`, each drain's reason also as a
-//! signal of its own, classified like any free text, so a drain explains itself. A NODE_FAIL job
-//! is linked to the node event that ended it (same node, within a minute).
+//! signal of its own, classified like any free text, so a drain explains itself. A NODE_FAIL run
+//! is linked to the node going down that ended it: same node, running at that moment.
+//!
+//! A job is sent whole: sacct's window listing leaves out a requeued job's runs that ended before
+//! the window (and Slurm 22.05 prints nothing on a job's last run that says it was requeued), and
+//! `PUT /v1/jobs` replaces what it said. So every job the window lists is read again by id with
+//! `sacct -j ID --duplicates` and no time bounds: every run it had, and a pending record after
+//! them (requeued, held by its BeginTime), which makes it a job between runs, not a finished one.
 //!
 //! Nothing is lost or doubled: the cursor moves only after a window's records were stored, each
 //! window reaches back `overlap` before it, and every record has an id derived from the cluster
@@ -21,15 +27,24 @@ use crate::cli::SlurmSyncArgs;
 use crate::devtools::client::Client;
 use crate::domain::event::MAX_TEXT_LEN;
 use crate::logparse::slurm::{
-    EVENT_FIELDS, JobOutcome, NodeEvent, SACCT_FIELDS, SACCT_FIELDS_NEWER, SlurmJob, expand_hostlist, jobs_of,
+    EVENT_FIELDS, JobOutcome, JobRun, NodeEvent, SACCT_FIELDS, SACCT_FIELDS_NEWER, SlurmJob, expand_hostlist, jobs_of,
     parse_events, parse_sacct,
 };
 
 const NAMESPACE: Uuid = Uuid::from_u128(0x51c2_7e0a_9d44_4b1f_8a6e_2f93_c0d1_7b35);
 pub const JOBS_SOURCE: &str = "slurm-jobs";
 pub const EVENTS_SOURCE: &str = "slurm-events";
-/// How far apart a NODE_FAIL job's end and its node's event may be and still be linked.
+/// How long after its node went down a NODE_FAIL run may end and still be linked to it.
 const NODE_FAIL_LINK_SECS: i64 = 60;
+/// How far Slurm's own records of one moment disagree: slurmctld stamps a job's end and
+/// slurmdbd a node event's start each from its own reading of the clock, whole seconds apart.
+/// Measured on Slurm 22.05 (tests/api/slurm.rs, which asserts it): a NODE_FAIL run ends in the
+/// same second its node's DOWN event starts; one second allows for the two stamps falling either
+/// side of a second's boundary. A run that ended more than this before the DOWN began had already
+/// ended: it is not linked.
+pub const SLURM_RECORD_SKEW_SECS: i64 = 1;
+/// Job ids per `sacct -j` call (a command line stays far below the system's limit).
+const IDS_PER_SACCT: usize = 500;
 
 /// What one pass read and sent.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -80,13 +95,30 @@ pub async fn pass(
         .map_or(first, |c| c - overlap);
     let mut summary = PassSummary::default();
 
-    let (output, used) = sacct(args, *fields, jobs_from, now).await?;
+    let (output, used) = sacct(args, *fields, Window::Between(jobs_from, now)).await?;
     *fields = Some(used);
-    let (records, errors) = parse_sacct(&output, used);
+    let (listed, errors) = parse_sacct(&output, used);
     for e in &errors {
         eprintln!("sacct line {}: {}", e.line, e.message);
     }
     summary.unreadable_lines += errors.len();
+    // Every listed job again, whole (see the module's comment).
+    let mut ids: Vec<String> = listed.iter().map(|r| r.job_id.clone()).collect();
+    ids.sort();
+    ids.dedup();
+    let mut records = Vec::new();
+    for chunk in ids.chunks(IDS_PER_SACCT) {
+        let (output, _) = sacct(args, Some(used), Window::Jobs(chunk)).await?;
+        let (whole, errors) = parse_sacct(&output, used);
+        for e in &errors {
+            eprintln!("sacct -j line {}: {}", e.line, e.message);
+        }
+        summary.unreadable_lines += errors.len();
+        records.extend(whole);
+    }
+    // A job the second read did not return (purged meanwhile) keeps what the window listed.
+    let reread: std::collections::HashSet<String> = records.iter().map(|r| r.job_id.clone()).collect();
+    records.extend(listed.into_iter().filter(|r| !reread.contains(&r.job_id)));
     let jobs = jobs_of(records);
 
     let output = sacctmgr_events(args, events_from, now).await?;
@@ -172,13 +204,18 @@ async fn run_program(program: &Path, args: &[String]) -> anyhow::Result<Result<S
     }
 }
 
-/// sacct over [from, to): the newer format first (`Restarts`, `FailedNode`), else the one every
-/// release knows. Returns the output and the fields it has.
+/// What sacct lists: the jobs of a window, or the given jobs whole (every record, no time bounds).
+enum Window<'a> {
+    Between(DateTime<Utc>, DateTime<Utc>),
+    Jobs(&'a [String]),
+}
+
+/// sacct over [from, to) or of some jobs: the newer format first (`Restarts`, `FailedNode`), else
+/// the one every release knows. Returns the output and the fields it has.
 async fn sacct(
     args: &SlurmSyncArgs,
     known: Option<&'static [&'static str]>,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
+    window: Window<'_>,
 ) -> anyhow::Result<(String, &'static [&'static str])> {
     let tries: &[&'static [&'static str]] = match known {
         Some(f) => &[f][..],
@@ -196,12 +233,16 @@ async fn sacct(
         .iter()
         .map(|s| s.to_string())
         .collect();
-        argv.extend([
-            "--starttime".into(),
-            slurm_time(from),
-            "--endtime".into(),
-            slurm_time(to),
-        ]);
+        match &window {
+            Window::Between(from, to) => argv.extend([
+                "--starttime".into(),
+                slurm_time(*from),
+                "--endtime".into(),
+                slurm_time(*to),
+            ]),
+            // With --jobs and no --starttime sacct reads from the epoch: every record of them.
+            Window::Jobs(ids) => argv.extend(["--jobs".into(), ids.join(",")]),
+        }
         argv.push(format!("--format={}", fields.join(",")));
         if let Some(c) = &args.slurm_cluster {
             argv.extend(["--clusters".into(), c.clone()]);
@@ -276,16 +317,15 @@ fn reason_kind(reason: &str) -> &'static str {
 /// Each node event as signals: `node_drain` at its start, `node_resume` at its end, and its reason
 /// as a signal of its own (linked to the NODE_FAIL job it ended, if one did).
 pub fn node_event_signals(cluster: &str, events: &[NodeEvent], jobs: &[SlurmJob]) -> Vec<Value> {
-    // NODE_FAIL jobs by node, to link a node event to the job it ended.
-    let mut node_failed: BTreeMap<&str, Vec<&SlurmJob>> = BTreeMap::new();
-    for j in jobs.iter().filter(|j| j.state == "NODE_FAIL") {
-        let nodes: Vec<String> = match &j.failed_node {
-            Some(n) => expand_hostlist(n).unwrap_or_default(),
-            None => j.nodes.clone(),
-        };
-        for n in nodes {
-            if let Some(node) = j.nodes.iter().find(|x| **x == n) {
-                node_failed.entry(node.as_str()).or_default().push(j);
+    // NODE_FAIL runs by node, to link a node event to the job it ended.
+    let mut node_failed: BTreeMap<&str, Vec<(&SlurmJob, &JobRun)>> = BTreeMap::new();
+    for j in jobs {
+        let failed: Option<Vec<String>> = j.failed_node.as_deref().map(|n| expand_hostlist(n).unwrap_or_default());
+        for run in j.runs.iter().filter(|r| r.state == "NODE_FAIL") {
+            for node in &run.nodes {
+                if failed.as_ref().is_none_or(|f| f.contains(node)) {
+                    node_failed.entry(node.as_str()).or_default().push((j, run));
+                }
             }
         }
     }
@@ -310,12 +350,17 @@ pub fn node_event_signals(cluster: &str, events: &[NodeEvent], jobs: &[SlurmJob]
         if let Some(reason) = e.reason.as_deref().and_then(text) {
             // Only a node going down ends its jobs NODE_FAIL; a drain lets them finish.
             let down = e.state.to_ascii_uppercase().contains("DOWN");
-            let ended = node_failed.get(e.node.as_str()).filter(|_| down).and_then(|jobs| {
-                jobs.iter()
-                    .filter_map(|j| Some((j, (j.end? - e.start).num_seconds().abs())))
-                    .filter(|(_, d)| *d <= NODE_FAIL_LINK_SECS)
-                    .min_by_key(|(_, d)| *d)
-                    .map(|(j, _)| *j)
+            let ended = node_failed.get(e.node.as_str()).filter(|_| down).and_then(|runs| {
+                runs.iter()
+                    .filter_map(|(j, run)| Some((*j, (run.end? - e.start).num_seconds(), run.start)))
+                    // Running when the node went down: started by then, ended then or within the
+                    // link window after (not before, beyond Slurm's skew of its own records).
+                    .filter(|(_, after, start)| {
+                        (-SLURM_RECORD_SKEW_SECS..=NODE_FAIL_LINK_SECS).contains(after)
+                            && (*start - e.start).num_seconds() <= SLURM_RECORD_SKEW_SECS
+                    })
+                    .min_by_key(|(_, after, _)| after.abs())
+                    .map(|(j, _, _)| j)
             });
             let mut signal = json!({
                 "id": id("reason"), "occurred_at": e.start, "cluster": cluster, "node": e.node,
@@ -389,5 +434,41 @@ mod tests {
         );
         assert_eq!(body["nodes"], json!(["gpu-0001", "gpu-0002"]));
         assert_eq!(body["end"], "2026-12-01T11:00:01Z");
+    }
+
+    #[test]
+    fn a_node_going_down_is_linked_only_to_a_run_it_ended() {
+        // Job 9 ended NODE_FAIL on gpu-0004 half a minute before the node went down (another
+        // cause); job 10 ran on gpu-0005 when it went down, was requeued, and waits (PENDING).
+        let jobs = jobs_of(
+            parse_sacct(
+                "\
+9|a|NODE_FAIL|0:0|0:0|gpu-0004|gres/gpu=8|2026-12-01T10:00:00|2026-12-01T10:59:30
+10|b|NODE_FAIL|0:0|0:0|gpu-0005|gres/gpu=8|2026-12-01T10:00:00|2026-12-01T11:00:00
+10|b|PENDING|0:0|0:0|None assigned||Unknown|Unknown
+",
+                SACCT_FIELDS,
+            )
+            .0,
+        );
+        let events = parse_events(
+            "gpu-0004|2026-12-01T11:00:00|Unknown|DOWN|Xid 79|root(0)\n\
+             gpu-0005|2026-12-01T11:00:01|Unknown|DOWN|Xid 79|root(0)\n",
+        )
+        .0;
+        let signals = node_event_signals("c1", &events, &jobs);
+        let reasons: Vec<&Value> = signals.iter().filter(|s| s["kind"] == "health_check").collect();
+        assert!(reasons[0].get("job_id").is_none(), "job 9 had ended: {:?}", reasons[0]);
+        // Job 10's run ended a second before its node's DOWN began: within Slurm's skew.
+        assert_eq!(reasons[1]["job_id"], "10");
+        // Requeued and pending: between runs, not a finished failure.
+        let held = jobs.iter().find(|j| j.job_id == "10").unwrap();
+        let body = job_body("c1", held);
+        assert_eq!(
+            (body["state"].as_str(), body["scheduler_state"].as_str(), &body["end"]),
+            (Some("running"), Some("PENDING"), &Value::Null)
+        );
+        assert_eq!(body["start"], "2026-12-01T10:00:00Z");
+        assert_eq!(body["restarts"], 1);
     }
 }

@@ -486,8 +486,8 @@ async fn survival_and_afr_match_hand_computed_lifetimes() {
     assert!((step["upper"].as_f64().unwrap() - 0.774149).abs() < 1e-6, "{step}");
     assert_eq!(hopper["median_days"], 100.0);
     // Nobody reached a year of installed time: the curve says nothing there.
-    assert!(hopper["at_years"][0]["survival"].is_null());
-    assert_eq!(hopper["at_years"][0]["at_risk"], 0);
+    assert!(hopper["at_ages"][0]["survival"].is_null());
+    assert_eq!(hopper["at_ages"][0]["at_risk"], 0);
     // Log-rank by hand: at 100, E(hopper) = 2 x 3/5, V = 2 x 0.6 x 0.4 x 3/4; at 200, E = 1/3,
     // V = 2/9; (2 - 1.5333)^2 / 0.58222 = 0.374046 on 1 df (lifelines: 0.37404580152671746).
     let lr = &s["log_rank"];
@@ -630,4 +630,369 @@ async fn precursors_and_parts_or_slots_read_failures_resolved_to_parts() {
     // The timeline lists every failure resolved to X, the corrected ECC one (low, transient) too.
     let (_, x) = app.get(ADMIN_TOKEN, "/v1/gpus/X").await;
     assert_eq!(x["failures"].as_array().unwrap().len(), 3);
+}
+
+/// One removal rule for an import and for `POST /v1/gpus/{part}/removals`: a removal closes the
+/// placement it ends; a placement ending as `failed` is the removal; a removal and an ending that
+/// contradict each other are both refused, each with its path; a placement on a node the inventory
+/// does not hold is kept with a warning.
+#[tokio::test]
+async fn history_import_removals_close_placements_and_endings_are_removals() {
+    let app = spawn_app().await;
+    let (status, body) = app
+        .put_nodes(
+            ADMIN_TOKEN,
+            &json!({"nodes": [{"hostname": "n1", "cluster": "c1", "gpu_model": "H100", "gpu_count": 8}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let h100 = "NVIDIA H100 80GB HBM3";
+    let pl = |serial: &str, node: &str, index: i32, from: &str, to: Option<&str>, reason: Option<&str>| {
+        let mut p = json!({"cluster": "c1", "serial": serial, "node": node, "gpu_index": index,
+                           "installed_at": format!("{from}T00:00:00Z")});
+        if let Some(to) = to {
+            p["removed_at"] = json!(format!("{to}T00:00:00Z"));
+        }
+        if let Some(r) = reason {
+            p["end_reason"] = json!(r);
+        }
+        p
+    };
+    let rm = |serial: &str, at: &str, reason: &str| json!({"cluster": "c1", "serial": serial, "removed_at": format!("{at}T00:00:00Z"), "reason": reason});
+    let import = json!({
+        "parts": [{"cluster": "c1", "serial": "A", "model": h100}, {"cluster": "c1", "serial": "B", "model": h100}],
+        "placements": [
+            // A: open since 2020; its failure removal on 2021-01-01 closes it (366 days).
+            pl("A", "n1", 0, "2020-01-01", None, None),
+            // B: ends as failed on 2021-06-01, no separate removal (366 + 151 = 517 days).
+            pl("B", "n1", 1, "2020-01-01", Some("2021-06-01"), Some("failed")),
+            // C: ends as rma, but a removal at the same time says failed.
+            pl("C", "n1", 2, "2020-01-01", Some("2021-03-01"), Some("rma")),
+            // D: in its slot until 2022, but a removal says it failed in 2021.
+            pl("D", "n1", 3, "2020-01-01", Some("2022-01-01"), Some("absent")),
+            // E: on a node the inventory does not hold.
+            pl("E", "ghost", 0, "2020-01-01", None, None)],
+        "removals": [rm("A", "2021-01-01", "failed"), rm("C", "2021-03-01", "failed"), rm("D", "2021-01-01", "failed")]
+    });
+    let (status, body) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
+    assert_eq!(status, 200, "{body}");
+    let rejected = |body: &Value| -> Vec<(i64, String, String)> {
+        body["rejected"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["index"].as_i64().unwrap(),
+                    r["field"].as_str().unwrap().to_string(),
+                    r["reason"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let want: Vec<(i64, String, String)> = [
+        (4, "placements[2].end_reason"),
+        (5, "placements[3].removed_at"),
+        (8, "removals[1].reason"),
+        (9, "removals[2].removed_at"),
+    ]
+    .into_iter()
+    .map(|(i, f)| (i, f.to_string(), "contradicts".to_string()))
+    .collect();
+    assert_eq!(rejected(&body), want, "{body}");
+    assert!(
+        body["rejected"][0]["message"].as_str().unwrap().contains("removals[1]"),
+        "each names the other: {body}"
+    );
+    // Written: parts A, B, E (C and D, refused, create nothing); placements A, B, E; removals A
+    // and B's (its ending).
+    assert_eq!(
+        body["written"],
+        json!({"parts": 3, "placements": 3, "removals": 2}),
+        "{body}"
+    );
+    assert_eq!(
+        body["warnings"],
+        json!([{"index": 6, "field": "placements[4].node",
+                "message": "node 'ghost' is not in cluster 'c1''s node inventory (PUT /v1/nodes); the placement is kept"}])
+    );
+    let (_, a) = app.get(ADMIN_TOKEN, "/v1/gpus/A").await;
+    assert_eq!(a["state"], "failed", "{a}");
+    assert_eq!(
+        placements(&app, "A").await,
+        [(
+            "n1".to_string(),
+            0,
+            "2020-01-01T00:00:00Z".to_string(),
+            json!("2021-01-01T00:00:00Z"),
+            json!("failed")
+        )]
+    );
+    let (_, b) = app.get(ADMIN_TOKEN, "/v1/gpus/B").await;
+    assert_eq!(b["state"], "failed", "{b}");
+    assert_eq!(b["removals"][0]["reason"], "failed", "{b}");
+    assert_eq!(b["removals"][0]["removed_at"], "2021-06-01T00:00:00Z", "{b}");
+    let (status, _) = app.get(ADMIN_TOKEN, "/v1/gpus/C").await;
+    assert_eq!(status, 404, "a refused record creates no part");
+    // AFR: 2 failures over 366 + 517 installed days; exposure stops at the failures.
+    let (_, afr) = app.get(ADMIN_TOKEN, "/v1/analytics/afr?by=model").await;
+    let g = afr["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["group"] == h100)
+        .unwrap();
+    assert_eq!(
+        (g["parts"].as_u64(), g["failures"].as_u64()),
+        (Some(2), Some(2)),
+        "{afr}"
+    );
+    assert!((g["part_years"].as_f64().unwrap() - 883.0 / 365.25).abs() < 1e-9, "{g}");
+
+    // Sent again: nothing changes, the same refusals.
+    let (_, again) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
+    assert_eq!(
+        again["written"],
+        json!({"parts": 0, "placements": 0, "removals": 0}),
+        "{again}"
+    );
+    assert_eq!(rejected(&again), want);
+    // A's placement sent again open, without its removal: the stored removal still closes it.
+    let (_, reopen) = post(
+        &app,
+        ADMIN_TOKEN,
+        "/v1/gpus/history",
+        &json!({"placements": [pl("A", "n1", 0, "2020-01-01", None, None)]}),
+    )
+    .await;
+    assert_eq!(reopen["written"]["placements"], 0, "{reopen}");
+    assert_eq!(placements(&app, "A").await[0].3, json!("2021-01-01T00:00:00Z"));
+
+    // The same rule for a removal posted alone: B ended as failed on 2021-06-01.
+    let (status, r) = post(
+        &app,
+        ADMIN_TOKEN,
+        "/v1/gpus/B/removals",
+        &json!({"cluster": "c1", "reason": "rma", "at": "2021-06-01T00:00:00Z"}),
+    )
+    .await;
+    assert_eq!(status, 409, "an RMA where the placement ended as failed: {r}");
+    let (status, r) = post(
+        &app,
+        ADMIN_TOKEN,
+        "/v1/gpus/B/removals",
+        &json!({"cluster": "c1", "reason": "failed", "at": "2020-06-01T00:00:00Z"}),
+    )
+    .await;
+    assert_eq!(status, 409, "a removal while the part was still in its slot: {r}");
+    let (status, r) = post(
+        &app,
+        ADMIN_TOKEN,
+        "/v1/gpus/B/removals",
+        &json!({"cluster": "c1", "reason": "failed", "at": "2021-06-01T00:00:00Z", "ticket": "T-9"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{r}");
+    assert_eq!(r["closed_placement"], false);
+    let (_, b) = app.get(ADMIN_TOKEN, "/v1/gpus/B").await;
+    assert_eq!(b["removals"].as_array().unwrap().len(), 1, "{b}");
+    assert_eq!(b["removals"][0]["ticket"], "T-9");
+}
+
+/// A part enters the survival curves and the AFR when first installed: as of a `to` before it
+/// was installed, its group did not exist yet.
+#[tokio::test]
+async fn parts_installed_after_to_are_left_out_of_survival_and_afr() {
+    let app = spawn_app().await;
+    let import = json!({
+        "parts": [{"cluster": "c1", "serial": "P1", "model": "NVIDIA H100 80GB HBM3"},
+                  {"cluster": "c1", "serial": "P2", "model": "NVIDIA H100 80GB HBM3"},
+                  {"cluster": "c1", "serial": "Q1", "model": "NVIDIA A100-SXM4-80GB"}],
+        "placements": [
+            {"cluster": "c1", "serial": "P1", "node": "h1", "gpu_index": 0, "installed_at": "2025-01-01T00:00:00Z",
+             "removed_at": "2025-04-11T00:00:00Z", "end_reason": "failed"},
+            {"cluster": "c1", "serial": "P2", "node": "h1", "gpu_index": 1, "installed_at": "2025-01-01T00:00:00Z"},
+            {"cluster": "c1", "serial": "Q1", "node": "a1", "gpu_index": 0, "installed_at": "2026-01-01T00:00:00Z"}]
+    });
+    let (status, body) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
+    assert_eq!(status, 200, "{body}");
+    // As of 2025-06-01 (151 days after 2025-01-01): P1 failed at 100 days, P2 censored at 151; the
+    // A100, installed in 2026, is in no group and there is nothing to compare.
+    let (status, s) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/analytics/survival?by=generation&to=2025-06-01T00:00:00Z",
+        )
+        .await;
+    assert_eq!(status, 200, "{s}");
+    let groups: Vec<&str> = s["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["hopper"], "{s}");
+    assert_eq!(
+        (s["groups"][0]["parts"].as_u64(), s["groups"][0]["events"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert!(s["log_rank"].is_null(), "{s}");
+    let (_, afr) = app
+        .get(ADMIN_TOKEN, "/v1/analytics/afr?by=generation&to=2025-06-01T00:00:00Z")
+        .await;
+    let groups: Vec<&str> = afr["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["hopper"], "{afr}");
+    assert!(
+        (afr["groups"][0]["part_years"].as_f64().unwrap() - 251.0 / 365.25).abs() < 1e-9,
+        "{afr}"
+    );
+    // Once installed it counts.
+    let (_, s) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/analytics/survival?by=generation&to=2026-02-01T00:00:00Z",
+        )
+        .await;
+    assert_eq!(s["groups"].as_array().unwrap().len(), 2, "{s}");
+    assert_eq!(s["groups"][0]["curve"]["steps"][0]["time"], 31.0);
+}
+
+/// Survival read at any ages, and lifetimes by either definition, computed by hand. Four H100
+/// parts as of 2026-01-01 (ages in installed days):
+/// R1 fails at 100, is repaired, serves 100 more and fails for good at 200;
+/// R2 fails at 50, is repaired and serves on: 50 + 306 = 356 at `to`;
+/// R3 never fails: 365; R4 fails at 130 and never serves again.
+#[tokio::test]
+async fn survival_reads_any_ages_by_first_or_final_failure() {
+    let app = spawn_app().await;
+    let pl = |serial: &str, index: i32, from: &str, to: Option<&str>| {
+        let mut p = json!({"cluster": "c1", "serial": serial, "node": "h1", "gpu_index": index,
+                           "installed_at": format!("{from}T00:00:00Z")});
+        if let Some(to) = to {
+            p["removed_at"] = json!(format!("{to}T00:00:00Z"));
+            p["end_reason"] = json!("failed");
+        }
+        p
+    };
+    let h100 = |serial: &str| json!({"cluster": "c1", "serial": serial, "model": "NVIDIA H100 80GB HBM3"});
+    let import = json!({
+        "parts": [h100("R1"), h100("R2"), h100("R3"), h100("R4")],
+        "placements": [pl("R1", 0, "2025-01-01", Some("2025-04-11")), pl("R1", 1, "2025-06-01", Some("2025-09-09")),
+                       pl("R2", 2, "2025-01-01", Some("2025-02-20")), pl("R2", 3, "2025-03-01", None),
+                       pl("R3", 4, "2025-01-01", None),
+                       pl("R4", 5, "2025-01-01", Some("2025-05-11"))]
+    });
+    let (status, body) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
+    assert_eq!(status, 200, "{body}");
+    let read = |life: &str| format!("/v1/analytics/survival?by=all&to=2026-01-01T00:00:00Z&at=90d,0.5y,1y{life}");
+    let steps = |g: &Value| -> Vec<(f64, u64, u64, u64, f64)> {
+        g["curve"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|st| {
+                (
+                    st["time"].as_f64().unwrap(),
+                    st["at_risk"].as_u64().unwrap(),
+                    st["events"].as_u64().unwrap(),
+                    st["censored"].as_u64().unwrap(),
+                    st["survival"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let at = |g: &Value| -> Vec<(String, f64, Value, u64)> {
+        g["at_ages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    a["age"].as_str().unwrap().to_string(),
+                    a["days"].as_f64().unwrap(),
+                    a["survival"].clone(),
+                    a["at_risk"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+
+    // First failure (the default): events at 50 (R2), 100 (R1), 130 (R4); R3 censored at 365.
+    // S = 3/4, 3/4 x 2/3 = 1/2, 1/2 x 1/2 = 1/4; median 100.
+    let (status, s) = app.get(ADMIN_TOKEN, &read("")).await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["life"], "first_failure");
+    let g = &s["groups"][0];
+    assert_eq!(
+        steps(g),
+        [
+            (50.0, 4, 1, 0, 0.75),
+            (100.0, 3, 1, 0, 0.5),
+            (130.0, 2, 1, 0, 0.25),
+            (365.0, 1, 0, 1, 0.25)
+        ]
+    );
+    assert_eq!(g["median_days"], 100.0);
+    // At 90 days S = 3/4 with R1, R4, R3 at risk; at half a year (182.625 days) 1/4 with R3; a
+    // year (365.25 days) nobody reached.
+    assert_eq!(
+        at(g),
+        [
+            ("90d".to_string(), 90.0, json!(0.75), 3),
+            ("0.5y".to_string(), 182.625, json!(0.25), 1),
+            ("1y".to_string(), 365.25, Value::Null, 0)
+        ]
+    );
+
+    // Final failure: R1's life ends at 200 (it never served after), R4's at 130; R2 served after
+    // its failure (censored at 356), R3 at 365. S = 3/4 at 130, 3/4 x 2/3 = 1/2 at 200; median 200.
+    let (status, s) = app.get(ADMIN_TOKEN, &read("&life=final_failure")).await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["life"], "final_failure");
+    let g = &s["groups"][0];
+    assert_eq!(
+        steps(g),
+        [
+            (130.0, 4, 1, 0, 0.75),
+            (200.0, 3, 1, 0, 0.5),
+            (356.0, 2, 0, 1, 0.5),
+            (365.0, 1, 0, 1, 0.5)
+        ]
+    );
+    assert_eq!(
+        (g["events"].as_u64(), g["median_days"].as_f64()),
+        (Some(2), Some(200.0))
+    );
+    assert_eq!(
+        at(g),
+        [
+            ("90d".to_string(), 90.0, json!(1.0), 4),
+            ("0.5y".to_string(), 182.625, json!(0.75), 3),
+            ("1y".to_string(), 365.25, Value::Null, 0)
+        ]
+    );
+
+    // Without `at`: 1, 2, 3 and 5 years.
+    let (_, s) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?by=all").await;
+    let ages: Vec<&str> = s["groups"][0]["at_ages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["age"].as_str().unwrap())
+        .collect();
+    assert_eq!(ages, ["1y", "2y", "3y", "5y"]);
+    let many = vec!["1d"; 21].join(",");
+    for bad in ["0d", "5x", "101y", "-1y", "1 y", "1y,", many.as_str()] {
+        let (status, e) = app.get(ADMIN_TOKEN, &format!("/v1/analytics/survival?at={bad}")).await;
+        assert_eq!(status, 400, "at={bad}: {e}");
+    }
+    let (status, _) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?life=median").await;
+    assert_eq!(status, 400);
+    let (status, _) = app.get(ADMIN_TOKEN, "/v1/analytics/afr?life=final_failure").await;
+    assert_eq!(status, 400, "the AFR counts every failure: no life definition");
 }

@@ -2,7 +2,7 @@
 //! `sacct` and `sacctmgr` print them, and what arrives in Faultline through the sync.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -287,4 +287,219 @@ async fn synced_through_the_api(cluster: &SlurmCluster, scenario: &Scenario, dra
     assert_eq!(app.count("SELECT count(*) FROM jobs").await, 5);
     let (_, cursor) = app.get(&token, &format!("/v1/sync-cursors/{SITE}/slurm-jobs")).await;
     assert!(cursor["position"].is_string(), "{cursor}");
+}
+
+/// `faultline slurm sync` reaching back only `overlap` seconds before its cursor.
+async fn sync_with_overlap(
+    app: &TestApp,
+    cluster: &SlurmCluster,
+    token: &str,
+    since: chrono::DateTime<chrono::Utc>,
+    overlap_secs: u32,
+) -> String {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .args([
+            "slurm",
+            "sync",
+            "--cluster",
+            SITE,
+            "--server",
+            &app.address,
+            "--token",
+            token,
+        ])
+        .arg("--sacct")
+        .arg(cluster.sacct_path())
+        .arg("--sacctmgr")
+        .arg(cluster.sacctmgr_path())
+        .args(["--since", &since.to_rfc3339()])
+        .args(["--overlap-secs", &overlap_secs.to_string()])
+        .envs(cluster.env())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "slurm sync failed: {stderr}");
+    stderr
+}
+
+fn seconds(t: &str) -> i64 {
+    chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S")
+        .unwrap_or_else(|e| panic!("{t}: {e}"))
+        .and_utc()
+        .timestamp()
+}
+
+/// Histories that change under the sync, on a real Slurm: a job requeued whose first run ended
+/// before the next sync's window keeps it; a job requeued after NODE_FAIL and held (its node is
+/// down) is between runs across a sync, not a finished failure; a node going down again after its
+/// job ended is not linked to that job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_slurm_requeue_a_held_requeue_and_a_down_after_the_job_ended() {
+    let cluster = tokio::task::spawn_blocking(|| SlurmCluster::start("faultline-requeue"))
+        .await
+        .unwrap();
+    let app = spawn_app().await;
+    let nodes: Vec<Value> = NODES
+        .iter()
+        .map(|n| json!({"hostname": n, "cluster": SITE, "gpu_model": "H100", "gpu_count": 4}))
+        .collect();
+    let (status, body) = app.put_nodes(ADMIN_TOKEN, &json!({ "nodes": nodes })).await;
+    assert_eq!(status, 200, "{body}");
+    let token = app.token("agent", Some(SITE)).await;
+    let since = chrono::Utc::now() - chrono::Duration::minutes(10);
+    let [healthy, failing] = NODES;
+    let on = |node: &str| format!("--nodelist={node}");
+    let state = |job: u32| {
+        cluster
+            .try_run("squeue", &["-h", "-j", &job.to_string(), "-o", "%T"])
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let down = |node: &str, reason: &str| {
+        cluster.scontrol(&[
+            "update",
+            &format!("nodename={node}"),
+            "state=down",
+            &format!("reason={reason}"),
+        ]);
+    };
+    let resume = |node: &str| {
+        cluster.scontrol(&["update", &format!("nodename={node}"), "state=resume"]);
+        cluster.wait_for("the node idle again", Duration::from_secs(30), |c| {
+            c.node_state(node).as_deref() == Some("IDLE")
+        });
+    };
+
+    // 1. R runs on gpu-0001, an administrator requeues it, it runs again on gpu-0002; the first
+    // sync sees both runs, the second (reaching back 1 s) only the last.
+    let requeued = tokio::task::block_in_place(|| {
+        let r = cluster.sbatch(
+            &["--job-name=train-requeued", "--requeue", "--gres=gpu:1", &on(healthy)],
+            "sleep 8",
+        );
+        cluster.wait_for("R to run", Duration::from_secs(30), |_| state(r) == "RUNNING");
+        std::thread::sleep(Duration::from_secs(1));
+        cluster.scontrol(&["requeue", &r.to_string()]);
+        cluster.wait_for("R requeued", Duration::from_secs(30), |_| state(r) == "PENDING");
+        // A requeued job waits for its BeginTime (Slurm sets it minutes ahead, while gpu-0001
+        // still refuses the job's revoked credential): let it go now, on the other node.
+        cluster.scontrol(&[
+            "update",
+            &format!("jobid={r}"),
+            &format!("nodelist={failing}"),
+            "starttime=now",
+        ]);
+        cluster.wait_for("R to run again", Duration::from_secs(90), |_| state(r) == "RUNNING");
+        std::thread::sleep(Duration::from_secs(2));
+        r
+    });
+    sync_with_overlap(&app, &cluster, &token, since, 1).await;
+    tokio::task::block_in_place(|| {
+        cluster.wait_until_done(&[requeued], Duration::from_secs(60));
+        std::thread::sleep(Duration::from_secs(2));
+    });
+    sync_with_overlap(&app, &cluster, &token, since, 1).await;
+
+    // 2. H runs on gpu-0002 with --requeue; the node goes down: H ends NODE_FAIL and is requeued,
+    // pending (its node is down). 3. N runs on gpu-0001 without requeue; the node goes down (N
+    // ends NODE_FAIL), comes back, and goes down again a few seconds later for another reason.
+    const AGAIN: &str = "NHC: check_gpu: GPU 1 is missing";
+    let (held, lost) = tokio::task::block_in_place(|| {
+        let h = cluster.sbatch(
+            &["--job-name=train-held", "--requeue", "--gres=gpu:4", &on(failing)],
+            "sleep 300",
+        );
+        let n = cluster.sbatch(
+            &["--job-name=train-lost", "--no-requeue", "--gres=gpu:1", &on(healthy)],
+            "sleep 300",
+        );
+        cluster.wait_for("H and N to run", Duration::from_secs(30), |_| {
+            state(h) == "RUNNING" && state(n) == "RUNNING"
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        down(failing, DOWN_REASON);
+        cluster.wait_for("H requeued", Duration::from_secs(30), |_| state(h) == "PENDING");
+        down(healthy, DOWN_REASON);
+        cluster.wait_until_done(&[n], Duration::from_secs(30));
+        resume(healthy);
+        std::thread::sleep(Duration::from_secs(3));
+        down(healthy, AGAIN);
+        cluster.wait_for("the second DOWN", Duration::from_secs(30), |c| {
+            c.events(healthy, "DOWN").len() == 2
+        });
+        (h, n)
+    });
+    let summary = sync_with_overlap(&app, &cluster, &token, since, 1).await;
+    let sacct = cluster.sacct_raw();
+    let events = cluster.events_raw();
+    let context = format!("{summary}\nsacct:\n{sacct}\nevents:\n{events}");
+    eprintln!("{context}");
+    let records = by_job(&sacct);
+
+    // R: both runs, though the last sync listed only the second.
+    let runs = &records[&requeued];
+    assert_eq!(runs.len(), 2, "{context}");
+    let (_, r) = app.get(ADMIN_TOKEN, &format!("/v1/jobs/{SITE}/{requeued}")).await;
+    assert_eq!(
+        (r["state"].as_str(), r["restarts"].as_i64()),
+        (Some("completed"), Some(1)),
+        "{r}\n{context}"
+    );
+    assert_eq!(r["nodes"], json!([healthy, failing]), "every run's nodes\n{context}");
+    assert_eq!(
+        seconds(&r["start"].as_str().unwrap()[..19]),
+        seconds(runs[0][7]),
+        "the first run's start: {r}\n{context}"
+    );
+
+    // H: requeued after NODE_FAIL and pending: between runs.
+    let (_, h) = app.get(ADMIN_TOKEN, &format!("/v1/jobs/{SITE}/{held}")).await;
+    assert_eq!(
+        (
+            h["state"].as_str(),
+            h["scheduler_state"].as_str(),
+            h["restarts"].as_i64()
+        ),
+        (Some("running"), Some("PENDING"), Some(1)),
+        "{h}\n{context}"
+    );
+    assert!(h["end"].is_null(), "{h}");
+
+    // Slurm's clock skew between a NODE_FAIL run's end and its node's DOWN: measured here.
+    let node_events: Vec<Vec<&str>> = events
+        .lines()
+        .map(|l| l.split('|').collect::<Vec<_>>())
+        .filter(|f| f[0] == healthy && f[3] == "DOWN")
+        .collect();
+    assert_eq!(node_events.len(), 2, "{context}");
+    let lost_run = &records[&lost][0];
+    assert_eq!(lost_run[2], "NODE_FAIL", "{context}");
+    let skew = seconds(lost_run[8]) - seconds(node_events[0][1]);
+    assert!(
+        skew.abs() <= faultline::sync::slurm::SLURM_RECORD_SKEW_SECS,
+        "a NODE_FAIL run ends within the skew of its DOWN: {skew} s\n{context}"
+    );
+    // N is linked to the DOWN that ended it, not to the one after it had ended.
+    let linked: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT message, job_id FROM events WHERE cluster = $1 AND node = $2 AND kind <> 'node_drain'
+           AND kind <> 'node_resume' ORDER BY occurred_at",
+    )
+    .bind(SITE)
+    .bind(healthy)
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        linked,
+        [
+            (DOWN_REASON.to_string(), Some(lost.to_string())),
+            (AGAIN.to_string(), None)
+        ],
+        "{context}"
+    );
+
+    let stop = cluster.stop();
+    eprintln!("slurm: stopped in {stop:.1?}");
 }

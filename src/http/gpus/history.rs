@@ -18,7 +18,7 @@ use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{AppJson, AppPath};
 use crate::ingest::batch::{RejectReason, RejectedItem};
-use crate::ingest::gpus::{History, HistoryOutcome, Removal, RemovalError};
+use crate::ingest::gpus::{History, HistoryList, HistoryOutcome, Removal, RemovalError};
 
 /// Records per list of an import: five batches' worth (50,000 by default).
 const RECORDS_PER_BATCH_ITEM: usize = 5;
@@ -55,8 +55,20 @@ pub struct HistoryImportResponse {
     /// Rows inserted or changed (rows sent again unchanged are not counted).
     pub written: HistoryOutcome,
     /// Refused records; `index` counts parts, then placements, then removals, and `field` names
-    /// the list (e.g. `placements[3].installed_at`).
+    /// the list (e.g. `placements[3].installed_at`). A removal and a placement's ending that
+    /// contradict each other are both refused (`contradicts`), each naming the other.
     pub rejected: Vec<RejectedItem>,
+    /// Records written with a caveat: a placement on a node the cluster's node inventory does not
+    /// hold (`placements[i].node`); indices as in `rejected`.
+    pub warnings: Vec<HistoryWarning>,
+}
+
+/// A record written with a caveat.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HistoryWarning {
+    pub index: usize,
+    pub field: String,
+    pub message: String,
 }
 
 /// Import GPU history: parts with their attributes, placements with explicit intervals, removals.
@@ -65,6 +77,11 @@ pub struct HistoryImportResponse {
 /// placements by (cluster, part, installed_at), removals by (cluster, part, removed_at); sent again,
 /// a record replaces what it said before. A part's attributes merge (a key sent again replaces its
 /// value). Invalid records are refused alone. Up to 5 x `FAULTLINE_MAX_BATCH_ITEMS` records per list.
+///
+/// A removal closes the placement it ends; a placement ending as `failed`, `rma`, `decommissioned`
+/// or `upgraded` is that removal; a removal and an ending that contradict each other are both
+/// refused (`contradicts`), each naming the other. A placement on a node the cluster's node
+/// inventory does not hold is written and listed in `warnings`.
 #[utoipa::path(
     post, path = "/v1/gpus/history", tag = "parts", request_body = HistoryImport,
     responses(
@@ -100,6 +117,11 @@ pub async fn import_history(
         }
     }
     let now = Utc::now();
+    let base = |list: HistoryList| match list {
+        HistoryList::Placements => body.parts.len(),
+        HistoryList::Removals => body.parts.len() + body.placements.len(),
+    };
+    let (placements_base, removals_base) = (base(HistoryList::Placements), base(HistoryList::Removals));
     let mut rejected = Vec::new();
     let mut index = 0;
     let mut take = |list: &str, e: FieldError, i: usize, index: usize| {
@@ -137,7 +159,7 @@ pub async fn import_history(
                 Err(forbidden(&p.cluster))
             }
         }) {
-            Ok(p) => h.placements.push(p),
+            Ok(p) => h.placements.push((i, p)),
             Err(e) => take("placements", e, i, index),
         }
         index += 1;
@@ -150,7 +172,7 @@ pub async fn import_history(
                 Err(forbidden(&r.cluster))
             }
         }) {
-            Ok(r) => h.removals.push(r),
+            Ok(r) => h.removals.push((i, r)),
             Err(e) => take("removals", e, i, index),
         }
         index += 1;
@@ -161,11 +183,34 @@ pub async fn import_history(
             details: Some(serde_json::json!({ "rejected": rejected })),
         });
     }
-    let written = crate::ingest::gpus::import_history(&ctx.db, &caller.actor(), h).await?;
+    let done = crate::ingest::gpus::import_history(&ctx.db, &caller.actor(), h).await?;
+    let list_base = |list: HistoryList| match list {
+        HistoryList::Placements => placements_base,
+        HistoryList::Removals => removals_base,
+    };
+    rejected.extend(done.refused.into_iter().map(|r| RejectedItem {
+        index: list_base(r.list) + r.index,
+        reason: RejectReason::Contradicts,
+        field: Some(format!("{}[{}].{}", r.list.as_str(), r.index, r.field)),
+        message: r.message,
+    }));
+    rejected.sort_by_key(|r| r.index);
+    let warnings = done
+        .unknown_nodes
+        .into_iter()
+        .map(|(i, cluster, node)| HistoryWarning {
+            index: placements_base + i,
+            field: format!("placements[{i}].node"),
+            message: format!(
+                "node '{node}' is not in cluster '{cluster}''s node inventory (PUT /v1/nodes); the placement is kept"
+            ),
+        })
+        .collect();
     Ok(Json(HistoryImportResponse {
         received,
-        written,
+        written: done.written,
         rejected,
+        warnings,
     }))
 }
 
@@ -200,8 +245,8 @@ pub struct RemovalResponse {
 
 /// Retire a part: failed, sent to the vendor (RMA), decommissioned or upgraded.
 ///
-/// Closes the part's open placement at `at` and records the removal with its ticket and note,
-/// audited. A repaired part that comes back is reported by its new node as usual: a new placement
+/// Closes the placement the removal ends at `at` (the rule of `POST /v1/gpus/history`) and
+/// records the removal with its ticket and note, audited. A repaired part that comes back is reported by its new node as usual: a new placement
 /// opens and its history is kept.
 #[utoipa::path(
     post, path = "/v1/gpus/{part}/removals", tag = "parts", request_body = RemovalRequest,
@@ -212,7 +257,7 @@ pub struct RemovalResponse {
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Not an admin token, or the cluster is outside its scope", body = ErrorBody),
         (status = 404, description = "No such part in the cluster", body = ErrorBody),
-        (status = 409, description = "The part was placed after the removal time", body = ErrorBody),
+        (status = 409, description = "The removal contradicts the part's placements: one ended at that time for another reason, one went on after it, or the part's current placement began after it", body = ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
         (status = 422, description = "The time is more than 24 h in the future, or a text too long", body = ErrorBody),
     ),
@@ -251,7 +296,7 @@ pub async fn remove_part(
         .await
         .map_err(|e| match e {
             RemovalError::NotFound { .. } => ApiError::NotFound(e.to_string()),
-            RemovalError::BeforePlacement { .. } => ApiError::Conflict(e.to_string()),
+            RemovalError::Contradicts(_) => ApiError::Conflict(e.to_string()),
             RemovalError::Db(e) => e.into(),
         })?;
     Ok((

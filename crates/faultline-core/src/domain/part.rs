@@ -218,6 +218,18 @@ impl EndReason {
         .into_iter()
         .find(|r| r.as_str() == s)
     }
+
+    /// The removal this ending is, when it is one (`failed`, `rma`, `decommissioned`,
+    /// `upgraded`): a placement that ends so records the part's removal at its end.
+    pub fn removal(self) -> Option<RemovalReason> {
+        match self {
+            EndReason::Failed => Some(RemovalReason::Failed),
+            EndReason::Rma => Some(RemovalReason::Rma),
+            EndReason::Decommissioned => Some(RemovalReason::Decommissioned),
+            EndReason::Upgraded => Some(RemovalReason::Upgraded),
+            EndReason::Absent | EndReason::Moved | EndReason::Reidentified | EndReason::Other => None,
+        }
+    }
 }
 
 /// Why a part was retired.
@@ -246,10 +258,96 @@ impl RemovalReason {
         }
     }
 
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            RemovalReason::Failed,
+            RemovalReason::Rma,
+            RemovalReason::Decommissioned,
+            RemovalReason::Upgraded,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+
     /// Whether the removal counts as the part failing (survival's default event, AFR).
     pub fn is_failure(s: &str) -> bool {
         matches!(s, "failed" | "rma")
     }
+}
+
+/// One of a part's placements as the removal rule reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub installed_at: DateTime<Utc>,
+    /// None while installed.
+    pub removed_at: Option<DateTime<Utc>>,
+    /// None while installed; an unknown stored reason reads as `other`.
+    pub end_reason: Option<EndReason>,
+}
+
+/// What a removal does to the part's placements ([`fit_removal`]); indices are into its spans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemovalFit {
+    /// Ends this open placement at the removal's time, for its reason.
+    Closes(usize),
+    /// Is the ending of this placement, which ended at the removal's time; `relabel` when that
+    /// ending named no removal reason (`absent`, `moved`, `reidentified`, `other`): it takes the
+    /// removal's.
+    Ends { span: usize, relabel: bool },
+    /// No placement covers the time: the part was out of every slot (recorded on its own).
+    Alone,
+}
+
+/// Why a removal contradicts the part's placements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemovalConflict {
+    /// This placement ended at the removal's time for another removal reason.
+    Disagrees { span: usize, end_reason: EndReason },
+    /// This placement went on after the removal's time (the part was still in its slot).
+    Inside(usize),
+    /// This open placement began after the removal's time, and no placement ended at it.
+    BeforePlacement(usize),
+}
+
+/// The one rule of a removal at `at` for `reason` against the part's placements (in one cluster),
+/// for an import and for `POST /v1/gpus/{part}/removals` alike:
+/// - a placement that ended at `at` is the one the removal ends: its ending must be the same
+///   removal reason or one that names none (which then takes the removal's);
+/// - else an open placement installed at or before `at` is closed at `at`;
+/// - a closed placement that began before `at` and ended after it contradicts the removal, as does
+///   an open placement that began after it (the part is in service since then);
+/// - else the part was out of every slot and the removal stands alone.
+pub fn fit_removal(spans: &[Span], at: DateTime<Utc>, reason: RemovalReason) -> Result<RemovalFit, RemovalConflict> {
+    if let Some((i, s)) = spans.iter().enumerate().find(|(_, s)| s.removed_at == Some(at)) {
+        let ending = s.end_reason.unwrap_or(EndReason::Other);
+        return match ending.removal() {
+            Some(r) if r != reason => Err(RemovalConflict::Disagrees {
+                span: i,
+                end_reason: ending,
+            }),
+            Some(_) => Ok(RemovalFit::Ends {
+                span: i,
+                relabel: false,
+            }),
+            None => Ok(RemovalFit::Ends { span: i, relabel: true }),
+        };
+    }
+    if let Some(i) = spans
+        .iter()
+        .position(|s| s.installed_at < at && s.removed_at.is_some_and(|r| r > at))
+    {
+        return Err(RemovalConflict::Inside(i));
+    }
+    if let Some(i) = spans
+        .iter()
+        .position(|s| s.removed_at.is_none() && s.installed_at <= at)
+    {
+        return Ok(RemovalFit::Closes(i));
+    }
+    if let Some(i) = spans.iter().position(|s| s.removed_at.is_none() && s.installed_at > at) {
+        return Err(RemovalConflict::BeforePlacement(i));
+    }
+    Ok(RemovalFit::Alone)
 }
 
 /// An open placement as stored.
@@ -538,5 +636,60 @@ mod tests {
         let plan = plan_inventory(&[report("n7", 5, vec![gpu(2, "A", "GPU-a2")])], &[]);
         assert_eq!(plan.open.len(), 1);
         assert!(plan.close.is_empty());
+    }
+
+    fn span(from: i64, to: Option<i64>, end: Option<EndReason>) -> Span {
+        let t = |d: i64| DateTime::<Utc>::from_timestamp(d * 86_400, 0).unwrap();
+        Span {
+            installed_at: t(from),
+            removed_at: to.map(t),
+            end_reason: end,
+        }
+    }
+
+    #[test]
+    fn a_removal_ends_the_placement_it_closes_or_contradicts_it() {
+        let at = |d: i64| DateTime::<Utc>::from_timestamp(d * 86_400, 0).unwrap();
+        let failed = RemovalReason::Failed;
+        // Open since day 0: a failure on day 10 closes it; one before it began is refused.
+        let open = [span(0, None, None)];
+        assert_eq!(fit_removal(&open, at(10), failed), Ok(RemovalFit::Closes(0)));
+        assert_eq!(fit_removal(&open, at(0), failed), Ok(RemovalFit::Closes(0)));
+        assert_eq!(
+            fit_removal(&[span(5, None, None)], at(1), failed),
+            Err(RemovalConflict::BeforePlacement(0))
+        );
+        // Ended on day 10 as failed: the same removal is its ending; rma is another story.
+        let ended = [span(0, Some(10), Some(EndReason::Failed)), span(20, None, None)];
+        assert_eq!(
+            fit_removal(&ended, at(10), failed),
+            Ok(RemovalFit::Ends {
+                span: 0,
+                relabel: false
+            })
+        );
+        assert_eq!(
+            fit_removal(&ended, at(10), RemovalReason::Rma),
+            Err(RemovalConflict::Disagrees {
+                span: 0,
+                end_reason: EndReason::Failed
+            })
+        );
+        // An ending that named no removal takes the removal's reason.
+        let absent = [span(0, Some(10), Some(EndReason::Absent))];
+        assert_eq!(
+            fit_removal(&absent, at(10), failed),
+            Ok(RemovalFit::Ends { span: 0, relabel: true })
+        );
+        // Inside a closed placement: the part was still in its slot.
+        assert_eq!(fit_removal(&absent, at(5), failed), Err(RemovalConflict::Inside(0)));
+        // Between placements, before the part came back: refused (end the earlier one instead);
+        // after the last one ended: a spare retired, alone.
+        assert_eq!(
+            fit_removal(&ended, at(15), failed),
+            Err(RemovalConflict::BeforePlacement(1))
+        );
+        assert_eq!(fit_removal(&absent, at(15), failed), Ok(RemovalFit::Alone));
+        assert_eq!(fit_removal(&[], at(15), failed), Ok(RemovalFit::Alone));
     }
 }

@@ -272,13 +272,23 @@ fn parse_sacct_line(line: &str, fields: &[&str]) -> Result<SacctRecord, String> 
     })
 }
 
+/// One run of a job: one allocation, from its start to its end (absent while it runs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRun {
+    /// The run's Slurm state (`NODE_FAIL`, `REQUEUED`, `COMPLETED`...).
+    pub state: String,
+    pub nodes: Vec<String>,
+    pub start: DateTime<Utc>,
+    pub end: Option<DateTime<Utc>>,
+}
+
 /// A job made of its runs: a requeued job is one job whose earlier runs ended (NODE_FAIL,
 /// PREEMPTED, REQUEUED) before its last; `--duplicates` lists each run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlurmJob {
     pub job_id: String,
     pub name: String,
-    /// The last run's Slurm state.
+    /// The latest record's Slurm state (`PENDING` for a job requeued and waiting to run again).
     pub state: String,
     pub outcome: JobOutcome,
     pub exit: Option<(i32, i32)>,
@@ -292,21 +302,30 @@ pub struct SlurmJob {
     /// Runs before the last (or what the release reports, when more).
     pub restarts: i32,
     pub failed_node: Option<String>,
+    /// Every run, in start order.
+    pub runs: Vec<JobRun>,
 }
 
-/// Gathers runs by job id (in start order); jobs that never started are left out.
+/// Gathers runs by job id (in start order); jobs that never started are left out. A record that
+/// has not started after a job's runs (the job requeued and pending, held by its BeginTime) is
+/// the job's latest state: the job is between runs, running as far as its failures go, until a
+/// later record ends it (a pending job cancelled ends there).
 pub fn jobs_of(records: Vec<SacctRecord>) -> Vec<SlurmJob> {
-    let mut runs: BTreeMap<String, Vec<SacctRecord>> = BTreeMap::new();
+    let mut runs: BTreeMap<String, (Vec<SacctRecord>, Option<SacctRecord>)> = BTreeMap::new();
     for r in records {
+        let entry = runs.entry(r.job_id.clone()).or_default();
         if r.start.is_some() {
-            runs.entry(r.job_id.clone()).or_default().push(r);
+            entry.0.push(r);
+        } else {
+            // Only a job's latest record can be waiting to start.
+            entry.1 = Some(r);
         }
     }
     runs.into_values()
-        .filter_map(|mut runs| {
+        .filter_map(|(mut runs, waiting)| {
             runs.sort_by_key(|r| r.start);
             let first_start = runs.first()?.start?;
-            let last = runs.last()?.clone();
+            let last_run = runs.last()?.clone();
             let mut nodes: Vec<String> = Vec::new();
             for r in &runs {
                 for n in &r.nodes {
@@ -315,27 +334,45 @@ pub fn jobs_of(records: Vec<SacctRecord>) -> Vec<SlurmJob> {
                     }
                 }
             }
-            let restarts = (runs.len() as i32 - 1).max(last.restarts.unwrap_or(0));
+            // A record waiting after the runs is a requeue as well.
+            let restarts = (runs.len() as i32 - 1 + i32::from(waiting.is_some())).max(last_run.restarts.unwrap_or(0));
             let failed_node = runs.iter().rev().find_map(|r| r.failed_node.clone());
-            let (outcome, end) = match last.outcome {
-                // A last record that says nothing final: the job is between runs.
-                JobOutcome::NotRun => (JobOutcome::Running, None),
-                JobOutcome::Running => (JobOutcome::Running, None),
-                o => (o, last.end.or(last.start)),
+            let (state, outcome, end) = match &waiting {
+                Some(w) => match w.outcome {
+                    JobOutcome::NotRun | JobOutcome::Running => (w.state.clone(), JobOutcome::Running, None),
+                    o => (w.state.clone(), o, w.end.or(last_run.end).or(last_run.start)),
+                },
+                None => match last_run.outcome {
+                    // A last record that says nothing final: the job is between runs.
+                    JobOutcome::NotRun | JobOutcome::Running => (last_run.state.clone(), JobOutcome::Running, None),
+                    o => (last_run.state.clone(), o, last_run.end.or(last_run.start)),
+                },
             };
+            let job_runs = runs
+                .iter()
+                .filter_map(|r| {
+                    Some(JobRun {
+                        state: r.state.clone(),
+                        nodes: r.nodes.clone(),
+                        start: r.start?,
+                        end: r.end,
+                    })
+                })
+                .collect();
             Some(SlurmJob {
-                job_id: last.job_id,
-                name: last.name,
-                state: last.state,
+                job_id: last_run.job_id,
+                name: last_run.name,
+                state,
                 outcome,
-                exit: last.exit,
-                derived_exit: last.derived_exit,
+                exit: last_run.exit,
+                derived_exit: last_run.derived_exit,
                 gpus: runs.iter().map(|r| r.gpus).max().unwrap_or(0),
                 nodes,
                 start: first_start,
                 end: end.map(|e| e.max(first_start)),
                 restarts,
                 failed_node,
+                runs: job_runs,
             })
         })
         .collect()
