@@ -500,6 +500,71 @@ async fn a_real_slurm_requeue_a_held_requeue_and_a_down_after_the_job_ended() {
         "{context}"
     );
 
+    // 4. gpu-0001 returns, is drained by a node health check for its GPU memory, returns, and 30 s
+    // after the first is drained again for a file system: two reasons of one node within the
+    // burst gap, two signals, each classified from its own text.
+    const ECC: &str = "NHC: check_gpu_ecc: uncorrectable ECC errors on GPU 3";
+    const LUSTRE: &str = "NHC: check_fs_mount: /lustre not mounted";
+    tokio::task::block_in_place(|| {
+        resume(healthy);
+        let drain = |reason: &str| {
+            cluster.scontrol(&[
+                "update",
+                &format!("nodename={healthy}"),
+                "state=drain",
+                &format!("reason={reason}"),
+            ]);
+        };
+        drain(ECC);
+        std::thread::sleep(Duration::from_secs(2));
+        resume(healthy);
+        std::thread::sleep(Duration::from_secs(28));
+        drain(LUSTRE);
+        cluster.wait_for("the second drain recorded", Duration::from_secs(30), |c| {
+            c.events(healthy, "DRAIN")
+                .iter()
+                .any(|e| e.iter().any(|f| f.contains("/lustre")))
+        });
+    });
+    let summary = sync_with_overlap(&app, &cluster, &token, since, 1).await;
+    let reasons: Vec<(String, i32)> = sqlx::query_as(
+        "SELECT message, repeat_count FROM events WHERE cluster = $1 AND node = $2
+           AND message IN ($3, $4) AND kind <> 'node_drain' ORDER BY occurred_at",
+    )
+    .bind(SITE)
+    .bind(healthy)
+    .bind(ECC)
+    .bind(LUSTRE)
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        reasons,
+        [(ECC.to_string(), 1), (LUSTRE.to_string(), 1)],
+        "{summary}\n{}",
+        cluster.events_raw()
+    );
+    // Each reason is a signal of a failure, with its own root cause.
+    let (_, list) = app
+        .get(ADMIN_TOKEN, &format!("/v1/failures?node={healthy}&limit=100"))
+        .await;
+    let mut causes = std::collections::BTreeMap::new();
+    for f in list["failures"].as_array().unwrap() {
+        let (_, detail) = app
+            .get(ADMIN_TOKEN, &format!("/v1/failures/{}", f["id"].as_str().unwrap()))
+            .await;
+        for sig in detail["signals"].as_array().unwrap() {
+            if let Some(m) = sig["message"].as_str().filter(|m| *m == ECC || *m == LUSTRE) {
+                causes.insert(
+                    m.to_string(),
+                    sig["root_cause"]["component"].as_str().unwrap().to_string(),
+                );
+            }
+        }
+    }
+    assert_eq!(causes.len(), 2, "{list}");
+    assert_ne!(causes[ECC], causes[LUSTRE], "{causes:?}");
+
     let stop = cluster.stop();
     eprintln!("slurm: stopped in {stop:.1?}");
 }
