@@ -10,9 +10,11 @@ use super::sections::{Section, Table};
 use super::svg::{self, AgeAxis, Curve, CurveStep, Frame, Row, palette};
 use super::{ReportData, fmt};
 use crate::analytics::decisions::compare::p_text;
+use crate::analytics::forecast::{Method, Request};
 use crate::analytics::parts::{Recommendation, Suspect, SuspectKind};
 use crate::analytics::precursors::PrecursorLift;
 use crate::domain::window::Window;
+use crate::queries::forecast::{self as qf, ForecastAnswer, ForecastRequest};
 use crate::queries::parts::{
     self as qp, AfrAnswer, PartEvent, PartGrouping, PartsOrSlotsAnswer, PrecursorAnswer, SurvivalAnswer, SurvivalGroup,
 };
@@ -22,6 +24,10 @@ pub const CONFIDENCE: f64 = 0.95;
 pub const ALPHA: f64 = 0.05;
 pub const PRECURSOR_WINDOW_DAYS: f64 = 7.0;
 pub const EVENT: PartEvent = PartEvent::Removal;
+/// The forecast's horizon (a quarter), interval and service level, as the API's defaults.
+pub const FORECAST_HORIZON_DAYS: f64 = 91.0;
+pub const FORECAST_INTERVAL: f64 = 0.9;
+pub const FORECAST_SERVICE_LEVEL: f64 = 0.95;
 /// Parts and slots listed (each), and precursors listed.
 pub const SUSPECTS: usize = 10;
 pub const PRECURSORS: usize = 5;
@@ -46,6 +52,8 @@ pub struct PartsFigures {
     pub parts_or_slots: PartsOrSlotsAnswer,
     /// Over the report's window.
     pub precursors: PrecursorAnswer,
+    /// The next quarter's failures by model, with the backtest of its methods.
+    pub forecast: ForecastAnswer,
 }
 
 impl PartsFigures {
@@ -73,6 +81,23 @@ pub async fn gather(db: &PgPool, w: &Window) -> Result<PartsFigures, sqlx::Error
         afr: qp::afr(db, cluster, &PartGrouping::Model, EVENT, CONFIDENCE, as_of).await?,
         parts_or_slots: qp::parts_or_slots(db, cluster, ALPHA, as_of).await?,
         precursors: qp::precursors(db, cluster, w.from, w.to, PRECURSOR_WINDOW_DAYS, CONFIDENCE).await?,
+        forecast: qf::failure_forecast(
+            db,
+            cluster,
+            &ForecastRequest {
+                by: PartGrouping::Model,
+                event: EVENT,
+                to: as_of,
+                request: Request {
+                    horizon_days: FORECAST_HORIZON_DAYS,
+                    interval: FORECAST_INTERVAL,
+                    service_level: FORECAST_SERVICE_LEVEL,
+                    afr_window_days: 365.25,
+                },
+                backtest: true,
+            },
+        )
+        .await?,
     })
 }
 
@@ -327,6 +352,45 @@ pub fn section(d: &ReportData) -> Section {
             ]
         })
         .collect();
+    let forecast_rows: Vec<Vec<String>> = p
+        .forecast
+        .groups
+        .iter()
+        .filter(|g| g.parts_in_service > 0)
+        .map(|g| {
+            vec![
+                g.group.clone(),
+                fmt::int(g.parts_in_service),
+                fmt::decimal(g.expected, 1),
+                format!("{} to {}", g.lower, g.upper),
+                fmt::int(g.spares),
+                g.method.as_str().to_string(),
+            ]
+        })
+        .collect();
+    let cell = |o: &crate::analytics::forecast::BacktestOrigin, m: Method| {
+        o.forecasts
+            .iter()
+            .find(|f| f.method == m)
+            .map_or_else(|| "n/a".to_string(), |f| fmt::decimal(f.expected, 1))
+    };
+    let backtest_rows: Vec<Vec<String>> = p
+        .forecast
+        .groups
+        .iter()
+        .flat_map(|g| {
+            g.backtest.iter().flatten().map(move |o| {
+                vec![
+                    g.group.clone(),
+                    o.origin.format("%Y-%m-%d").to_string(),
+                    fmt::int(o.actual),
+                    cell(o, Method::Naive),
+                    cell(o, Method::Afr),
+                    cell(o, Method::Weibull),
+                ]
+            })
+        })
+        .collect();
     let mut notes = vec![
         format!(
             "Survival: Kaplan-Meier over installed age (placements summed; time on a shelf does not age a part); the event is a part's first removal as failed or RMA, other parts are censored at their age as of {}. Bands: {}% Greenwood (log-log). Log-rank: do the generations' curves differ.",
@@ -343,6 +407,13 @@ pub fn section(d: &ReportData) -> Section {
             fmt::decimal(p.precursors.window_days, 0)
         ),
     ];
+    notes.push(format!(
+        "Forecast: failure removals of the parts in service at {} in the next {} days, by the method with the lowest mean absolute error in the backtest (naive: the last quarter's count; afr: the last year's rate per part-year; weibull: each part's chance of failing at its age under a Weibull fitted to the model's lives); {}% prediction interval; spares: the count not exceeded with {}% probability. The backtest forecasts from each quarter start of the last two years with the history before it only, against what followed.",
+        p.forecast.as_of.format("%Y-%m-%d"),
+        fmt::decimal(p.forecast.horizon_days, 0),
+        fmt::decimal(p.forecast.interval * 100.0, 0),
+        fmt::decimal(p.forecast.service_level * 100.0, 0)
+    ));
     if suspects.is_empty() {
         notes.push("No part or slot had two or more hard failures.".into());
     }
@@ -373,6 +444,20 @@ pub fn section(d: &ReportData) -> Section {
                 .map(String::from)
                 .to_vec(),
                 rows: afr_rows,
+            },
+            Table {
+                caption: "Expected failures next quarter by model".into(),
+                headers: ["Model", "Parts in service", "Expected", "Interval", "Spares", "Method"]
+                    .map(String::from)
+                    .to_vec(),
+                rows: forecast_rows,
+            },
+            Table {
+                caption: "Forecast backtest by model".into(),
+                headers: ["Model", "Origin", "Failed", "Naive", "AFR", "Weibull"]
+                    .map(String::from)
+                    .to_vec(),
+                rows: backtest_rows,
             },
             Table {
                 caption: "Parts or slots with repeat hard failures".into(),

@@ -458,6 +458,13 @@ async fn the_report_and_the_dashboard_render_every_chart_in_a_real_browser() {
             json!("0.61 1.33"),
             "AFR per part-year by model"
         );
+        // The forecast's backtest: at 2025-04-01 the H100s P1 and P2 were in service and P1 failed
+        // on 04-11; nothing had failed before (naive and afr 0), no Weibull to fit.
+        assert_eq!(
+            browser.eval("[...document.querySelectorAll('#parts-panel table')].find(t => t.caption.textContent === 'Forecast backtest by model') ? [...[...document.querySelectorAll('#parts-panel table')].find(t => t.caption.textContent === 'Forecast backtest by model').querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.textContent).join('|')).filter(r => r.includes('H100') && r.includes('2025-04-01')).join(';') : ''"),
+            json!("NVIDIA H100 80GB HBM3|2025-04-01|1|0.0|0.0|n/a"),
+            "the forecast backtest by model"
+        );
         assert_eq!(browser.eval("getComputedStyle(document.querySelector('#report section#parts')).display"), json!("none"), "shown once, in the panel");
         assert_eq!(browser.eval("localStorage.getItem('faultline.token') !== null && !location.hash.includes('token')"), json!(true), "token stored, not left in the address bar");
         assert_eq!(browser.eval("[...document.querySelectorAll('#cluster option')].map(o => o.value).join(',')"), json!(",train-a,train-b"));

@@ -139,6 +139,64 @@ async fn the_parts_section_carries_the_parts_analytics() {
 }
 
 #[tokio::test]
+async fn the_parts_section_forecasts_the_next_quarter_with_its_backtest() {
+    let app = spawn_app().await;
+    load_parts_history(&app, "c1").await;
+    let reader = app.token("reader", None).await;
+    // As of 2025-08-01: H100 P2 in service (P1 failed, P3 at the vendor, P4 decommissioned), A100
+    // Q2 (Q1 failed on 07-20).
+    let window = "from=2025-07-01T00:00:00Z&to=2025-08-01T00:00:00Z";
+    let (status, _, html) = report(&app, &reader, window, "text/html").await;
+    assert_eq!(status, 200, "{html}");
+    let (_, _, md) = report(&app, &reader, window, "text/markdown").await;
+    let next = html_table(&html, "Expected failures next quarter by model");
+    let (_, api) = app
+        .get(
+            &reader,
+            "/v1/analytics/failure-forecast?by=model&to=2025-08-01T00:00:00Z&horizon_days=91",
+        )
+        .await;
+    let want: Vec<Vec<String>> = api["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            vec![
+                g["group"].as_str().unwrap().to_string(),
+                g["parts_in_service"].to_string(),
+                format!("{:.1}", g["expected"].as_f64().unwrap()),
+                format!("{} to {}", g["lower"], g["upper"]),
+                g["spares"].to_string(),
+                g["method"].as_str().unwrap().to_string(),
+            ]
+        })
+        .collect();
+    assert_eq!(next, want, "the same numbers as the API");
+    assert_eq!(
+        next.iter().map(|r| (r[0].as_str(), r[1].as_str())).collect::<Vec<_>>(),
+        [("NVIDIA A100-SXM4-80GB", "1"), ("NVIDIA H100 80GB HBM3", "1")]
+    );
+    // The backtest at 2025-04-01 for the H100s: P1 and P2 in service, P1 failed on 04-11 (1);
+    // nothing had failed in the quarter before (naive 0) nor the year before (afr 0), and no
+    // life had ended in a failure to fit a Weibull to.
+    let backtest = html_table(&html, "Forecast backtest by model");
+    assert!(
+        backtest.contains(&strings(&[
+            "NVIDIA H100 80GB HBM3",
+            "2025-04-01",
+            "1",
+            "0.0",
+            "0.0",
+            "n/a"
+        ])),
+        "{backtest:?}"
+    );
+    for caption in ["Expected failures next quarter by model", "Forecast backtest by model"] {
+        assert_eq!(html_table(&html, caption), md_table(&md, caption), "{caption}");
+    }
+}
+
+#[tokio::test]
 async fn a_fleet_without_parts_says_so() {
     let app = spawn_app().await;
     let (status, _, html) = report(&app, ADMIN_TOKEN, "", "text/html").await;

@@ -1,7 +1,8 @@
 // Faultline dashboard, Parts panel: survival curves (steps with their bands and the numbers at
 // risk), failures per part-year by model, the parts or slots with repeat hard failures and the
-// strongest precursors, fetched from /v1/analytics/{survival,afr,parts-or-slots,precursors} with
-// the reader's token. Every text goes in through textContent; nothing from the server is parsed
+// strongest precursors, and the next quarter's expected failures by model with the backtest of the
+// forecast, fetched from /v1/analytics/{survival,afr,parts-or-slots,precursors,failure-forecast}
+// with the reader's token. Every text goes in through textContent; nothing from the server is parsed
 // as HTML.
 'use strict';
 window.FaultlineParts = (function () {
@@ -128,7 +129,7 @@ window.FaultlineParts = (function () {
     return t;
   }
 
-  function render(panel, survival, afr, suspects, precursors) {
+  function render(panel, survival, afr, suspects, precursors, forecast) {
     panel.replaceChildren(el('h2', {}, 'Parts'));
     if (!survival.groups.some((g) => g.parts > 0)) {
       panel.appendChild(el('p', { class: 'lead' }, 'No GPU parts are recorded for this fleet.'));
@@ -156,9 +157,22 @@ window.FaultlineParts = (function () {
           strongest.map((p) => [p.kind + (p.code === null ? '' : ' ' + p.code), num(p.occurrences, 0), num(p.exposed_failures, 0),
             num(p.rate_ratio, 2), interval(p.ratio_lower, p.ratio_upper), pText(p.p_value)]))
         : el('p', { class: 'note' }, 'No signal named a part in this window.'));
+    const next = forecast.groups.filter((g) => g.parts_in_service > 0);
+    panel.appendChild(
+      next.length
+        ? table('Expected failures next quarter by model', ['Model', 'Parts in service', 'Expected', 'Interval', 'Spares', 'Method'],
+          next.map((g) => [g.group, num(g.parts_in_service, 0), num(g.expected, 1), g.lower + ' to ' + g.upper, num(g.spares, 0), g.method]))
+        : el('p', { class: 'note' }, 'No part is in service to forecast.'));
+    const cell = (o, m) => {
+      const f = o.forecasts.find((x) => x.method === m);
+      return f ? num(f.expected, 1) : 'n/a';
+    };
+    const rows = forecast.groups.flatMap((g) => (g.backtest || []).map((o) =>
+      [g.group, o.origin.slice(0, 10), num(o.actual, 0), cell(o, 'naive'), cell(o, 'afr'), cell(o, 'weibull')]));
+    if (rows.length) panel.appendChild(table('Forecast backtest by model', ['Model', 'Origin', 'Failed', 'Naive', 'AFR', 'Weibull'], rows));
   }
 
-  // Fetches the four answers for the cluster (and the window, for precursors) and draws the panel.
+  // Fetches the five answers for the cluster (and the window, for precursors) and draws the panel.
   async function show(panel, token, cluster, from, to) {
     const q = (path, params) => {
       const p = new URLSearchParams(params);
@@ -176,6 +190,7 @@ window.FaultlineParts = (function () {
         get(q('afr', { by: 'model' })),
         get(q('parts-or-slots', {})),
         get(q('precursors', { from: from, to: to })),
+        get(q('failure-forecast', { by: 'model', backtest: 'true' })),
       ]);
       render(panel, ...answers);
     } catch (e) {
