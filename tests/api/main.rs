@@ -11,6 +11,7 @@ mod body_budget;
 mod browser;
 mod citus;
 mod classify;
+mod client_tls;
 mod contract;
 mod cost;
 mod cost_simulated;
