@@ -34,6 +34,7 @@ mod inventory;
 mod logs;
 mod metrics;
 mod migrations;
+mod nul_text;
 mod openapi;
 mod parts_simulated;
 mod postmortems;
