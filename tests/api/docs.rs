@@ -619,7 +619,8 @@ fn the_doc_checks_catch_broken_links_and_commands() {
 }
 
 // Sections of the docs written from the code: the route list (the OpenAPI document), the commands
-// and their environment variables (clap), the audit actions (the enum). A page holds one as
+// and their environment variables (clap), the audit actions (the enum), the Citus table plan
+// (storage::distribution). A page holds one as
 //
 //     <!-- generated: NAME; tests/api/docs.rs writes it (FAULTLINE_BLESS_DOCS=1) -->
 //     ...
@@ -775,8 +776,23 @@ fn audit_actions() -> String {
     format!("{}\n", names.join(", "))
 }
 
+fn citus_tables() -> String {
+    use faultline::storage::distribution::{DISTRIBUTED_TABLES, LOCAL_TABLES, REFERENCE_TABLES};
+    let list = |tables: &[&str]| tables.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ");
+    format!(
+        "| tables | Citus kind |\n|---|---|\n\
+         | {} | distributed by `cluster`, co-located with `events` |\n\
+         | {} | reference tables (a copy on every node) |\n\
+         | {} | on the coordinator only |\n",
+        list(DISTRIBUTED_TABLES),
+        list(REFERENCE_TABLES),
+        list(LOCAL_TABLES)
+    )
+}
+
 fn generated_section(name: &str) -> Option<String> {
     match name {
+        "citus-tables" => Some(citus_tables()),
         "routes" => Some(route_table()),
         "commands" => Some(command_table()),
         "environment" => Some(environment_table()),
@@ -824,9 +840,10 @@ fn regenerate(text: &str) -> (String, Vec<String>) {
     (out, problems)
 }
 
-/// The route list, the commands, the environment variables and the audit actions in the docs are
-/// what the code has: every route of the OpenAPI document, every subcommand and every variable
-/// clap reads (with its default), every action of the enum, and nothing else.
+/// The route list, the commands, the environment variables, the audit actions and the Citus table
+/// plan in the docs are what the code has: every route of the OpenAPI document, every subcommand and
+/// every variable clap reads (with its default), every action of the enum, every table of the
+/// distribution plan, and nothing else.
 #[test]
 fn the_generated_sections_of_the_docs_match_the_code() {
     let bless = std::env::var("FAULTLINE_BLESS_DOCS").is_ok_and(|v| v == "1");
@@ -852,7 +869,7 @@ fn the_generated_sections_of_the_docs_match_the_code() {
         "{}\n(rewrite them with FAULTLINE_BLESS_DOCS=1 cargo nextest run -E 'test(/docs::/)')",
         problems.join("\n")
     );
-    let want: BTreeSet<String> = ["routes", "commands", "environment", "audit-actions"]
+    let want: BTreeSet<String> = ["routes", "commands", "environment", "audit-actions", "citus-tables"]
         .map(String::from)
         .into();
     assert_eq!(seen, want, "each generated section appears in the docs");
@@ -881,6 +898,7 @@ fn the_generated_sections_catch_drift() {
         "{env}"
     );
     assert!(audit_actions().contains("`alert_rule.upsert`"));
+    assert!(citus_tables().contains("`sync_cursors`"));
 
     let page = format!("# P\n\n{GENERATED_BEGIN}routes -->\n{routes}{GENERATED_END}\n");
     assert!(regenerate(&page).1.is_empty());
