@@ -529,6 +529,70 @@ fn broken_commands(file: &Path, text: &str, openapi: &Value) -> Vec<String> {
     broken
 }
 
+/// The repository's top-level folders, as a path in backticks starts.
+const REPOSITORY_DIRS: &[&str] = &[
+    "src/",
+    "tests/",
+    "docs/",
+    "crates/",
+    "migrations/",
+    "scripts/",
+    "api/",
+    "deploy/",
+    "grafana/",
+    ".ci/",
+    ".sqlx/",
+    ".cargo/",
+];
+
+/// Repository paths in backticks (`src/http/error.rs`, `tests/api/`) in the prose of `text` that do
+/// not exist; paths the repository ignores (written by the tests or the service) are left alone.
+fn broken_paths(file: &Path, text: &str) -> Vec<String> {
+    let ignored: Vec<String> = std::fs::read_to_string(root().join(".gitignore"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.trim().trim_start_matches('/').trim_end_matches('/').to_string())
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let (prose, _) = split_fences(text);
+    let mut broken = Vec::new();
+    for (n, line) in prose {
+        for (i, span) in line.split('`').enumerate() {
+            // Odd pieces are inside backticks.
+            if i % 2 == 0
+                || !REPOSITORY_DIRS.iter().any(|d| span.starts_with(d))
+                || span.contains(|c: char| c.is_whitespace() || "*<>{}[]$".contains(c))
+            {
+                continue;
+            }
+            let path = span.split([':', '#']).next().unwrap_or(span);
+            if ignored.iter().any(|g| path.starts_with(g.as_str())) {
+                continue;
+            }
+            if !root().join(path).exists() {
+                broken.push(format!("{}:{n}: `{span}`: no such file or folder", file.display()));
+            }
+        }
+    }
+    broken
+}
+
+#[test]
+fn every_repository_path_the_docs_name_exists() {
+    let broken: Vec<String> = markdown_files()
+        .iter()
+        .flat_map(|f| broken_paths(f, &std::fs::read_to_string(f).unwrap()))
+        .collect();
+    assert!(broken.is_empty(), "paths that do not exist:\n{}", broken.join("\n"));
+    let page = root().join("docs/page.md");
+    let found = broken_paths(
+        &page,
+        "`src/http/error.rs`, `tests/api/`, `src/moved.rs`, `src/http/*.rs`, `tests/screenshots/x.png`, `x/y`\n",
+    );
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("`src/moved.rs`"), "{found:?}");
+}
+
 #[test]
 fn every_relative_link_of_the_docs_reaches_a_file_and_heading() {
     let files = markdown_files();
