@@ -783,9 +783,11 @@ fn split_default(help: &str) -> (String, Option<String>) {
     (without.trim().to_string(), Some(rest[..end].to_string()))
 }
 
+/// An environment table's row: (variable, flag, default, meaning), and the commands reading it so.
+type EnvRow = ((String, String, String, String), Vec<String>);
+
 fn environment_table() -> String {
-    // (variable, flag, default, meaning) -> commands
-    let mut rows: Vec<((String, String, String, String), Vec<String>)> = Vec::new();
+    let mut rows: Vec<EnvRow> = Vec::new();
     for (name, cmd) in commands_of_cli() {
         for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
             let Some(env) = arg.get_env() else { continue };
