@@ -577,6 +577,47 @@ fn broken_paths(file: &Path, text: &str) -> Vec<String> {
     broken
 }
 
+/// Code blocks indented by four spaces (outside lists) in `text`: every block is fenced, so that
+/// its language is named and its commands are checked like the others.
+fn indented_code_blocks(file: &Path, text: &str) -> Vec<String> {
+    let (prose, _) = split_fences(text);
+    let mut found = Vec::new();
+    let mut previous: Option<(usize, &str)> = None;
+    let mut in_list = false;
+    for (n, line) in prose {
+        let trimmed = line.trim_start();
+        let is_item = trimmed.starts_with(['-', '*', '+']) && trimmed[1..].starts_with(' ')
+            || trimmed
+                .split_once(". ")
+                .is_some_and(|(d, _)| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+        if is_item {
+            in_list = true;
+        } else if !line.is_empty() && !line.starts_with(' ') {
+            in_list = false;
+        }
+        // A block starts after a blank line (the line before it in the prose, with no fence between).
+        let after_blank = previous.is_none_or(|(p, l)| p + 1 == n && l.trim().is_empty());
+        if after_blank && line.starts_with("    ") && !trimmed.is_empty() && !in_list {
+            found.push(format!("{}:{n}: an indented code block; fence it", file.display()));
+        }
+        previous = Some((n, line));
+    }
+    found
+}
+
+#[test]
+fn every_code_block_of_the_docs_is_fenced() {
+    let found: Vec<String> = markdown_files()
+        .iter()
+        .flat_map(|f| indented_code_blocks(f, &std::fs::read_to_string(f).unwrap()))
+        .collect();
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    let page = Path::new("page.md");
+    let text = "Run\n\n    faultline serve\n\n- an item\n\n    more of the item\n\n```sh\nfaultline serve\n```\n";
+    let found = indented_code_blocks(page, text);
+    assert_eq!(found, ["page.md:3: an indented code block; fence it"]);
+}
+
 #[test]
 fn every_repository_path_the_docs_name_exists() {
     let broken: Vec<String> = markdown_files()
