@@ -2,6 +2,9 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
+# SQLX_OFFLINE=true (.cargo/config.toml) makes sqlx's compile-time checks read .sqlx/, not a database.
+COPY .cargo ./.cargo
+COPY .sqlx ./.sqlx
 COPY src ./src
 COPY crates ./crates
 COPY migrations ./migrations

@@ -69,13 +69,17 @@ pub enum GpudCommand {
 
 #[derive(clap::Args)]
 pub struct GpudSyncArgs {
-    /// gpud's local API, plain HTTP (this build has no TLS: put a forwarder in front of gpud's
-    /// HTTPS port, see docs/ingest.md).
+    /// gpud's local API, plain HTTP (gpud's HTTPS port has a self-signed certificate: put a
+    /// forwarder in front of it, see docs/ingest.md).
     #[arg(long, env = "FAULTLINE_GPUD_URL", default_value = "http://127.0.0.1:15133")]
     pub url: String,
-    /// Base URL of the Faultline server.
+    /// Base URL of the Faultline server, http:// or https://.
     #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
     pub server: String,
+    /// PEM certificates (one or a bundle) to trust for an https:// server besides the host's
+    /// certificate store: a site's own certificate authority.
+    #[arg(long, env = "FAULTLINE_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
     /// An agent (or admin) token.
     #[arg(long, env = "FAULTLINE_TOKEN", hide_env_values = true)]
     pub token: String,
@@ -126,9 +130,13 @@ pub struct ForecastBacktestArgs {
 
 #[derive(clap::Args)]
 pub struct SimulateArgs {
-    /// Base URL of the Faultline server.
+    /// Base URL of the Faultline server, http:// or https://.
     #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
     pub server: String,
+    /// PEM certificates (one or a bundle) to trust for an https:// server besides the host's
+    /// certificate store: a site's own certificate authority.
+    #[arg(long, env = "FAULTLINE_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
     /// An admin token (an agent token sends all but the failure lifecycles, which need failures
     /// read back).
     #[arg(long, env = "FAULTLINE_TOKEN", hide_env_values = true)]
@@ -159,9 +167,13 @@ pub enum SlurmCommand {
 
 #[derive(clap::Args, Clone)]
 pub struct SlurmSyncArgs {
-    /// Base URL of the Faultline server.
+    /// Base URL of the Faultline server, http:// or https://.
     #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
     pub server: String,
+    /// PEM certificates (one or a bundle) to trust for an https:// server besides the host's
+    /// certificate store: a site's own certificate authority.
+    #[arg(long, env = "FAULTLINE_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
     /// An agent token (scoped to the cluster) or an admin token.
     #[arg(long, env = "FAULTLINE_TOKEN", hide_env_values = true)]
     pub token: String,
@@ -195,9 +207,13 @@ pub struct SlurmSyncArgs {
 
 #[derive(clap::Args)]
 pub struct ReportArgs {
-    /// Base URL of the Faultline server.
+    /// Base URL of the Faultline server, http:// or https://.
     #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
     pub server: String,
+    /// PEM certificates (one or a bundle) to trust for an https:// server besides the host's
+    /// certificate store: a site's own certificate authority.
+    #[arg(long, env = "FAULTLINE_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
     /// A reader (or admin) token.
     #[arg(long, env = "FAULTLINE_TOKEN", hide_env_values = true)]
     pub token: String,

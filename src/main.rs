@@ -238,7 +238,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
         fleet.truth.failures,
         fleet.truth.by_category
     );
-    let client = faultline::devtools::client::Client::new(&args.server, &args.token)?;
+    let client = faultline::devtools::client::Client::connect(&args.server, &args.token, args.ca_file.as_deref())?;
     let sent = client.send_fleet(&fleet, args.batch, true).await?;
     eprintln!(
         "  retries (waits the server asked for, connections retried): {}",
@@ -248,7 +248,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
 }
 
 async fn report(args: ReportArgs) -> anyhow::Result<()> {
-    let client = faultline::devtools::client::Client::new(&args.server, &args.token)?;
+    let client = faultline::devtools::client::Client::connect(&args.server, &args.token, args.ca_file.as_deref())?;
     let format = match args.format {
         ReportFormat::Html => "html",
         ReportFormat::Markdown => "markdown",

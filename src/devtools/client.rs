@@ -1,8 +1,13 @@
-//! A small API client used by `faultline simulate` and `faultline report` (and the benchmark):
-//! batched sends with a progress line, as an agent would do it. Every request goes through one
-//! retry loop ([`Client::send`]) that waits as long as the server's `Retry-After` asks on 429 and
-//! 503, for reads as for writes, and says so when it finally gives up.
+//! A small API client used by `faultline simulate`, `report`, `slurm sync` and `gpud sync` (and the
+//! benchmark): batched sends with a progress line, as an agent would do it. It speaks HTTP and
+//! HTTPS (rustls, trusting the host's certificate store plus a `--ca-file`). Every request goes
+//! through one retry loop ([`Client::send`]) that waits as long as the server's `Retry-After` asks
+//! on 429 and 503, for reads as for writes, and says so when it finally gives up. A server never
+//! reached (refused, unresolvable, a certificate not trusted) fails the first request at once
+//! with its cause: waiting would not change the answer.
 
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -13,6 +18,9 @@ pub struct Client {
     base: String,
     token: String,
     retry: RetryPolicy,
+    /// Whether any request got an answer: from then on a connection error is a server restarting
+    /// or overloaded and is retried; before, it is a wrong URL or certificate and fails at once.
+    reached: AtomicBool,
 }
 
 /// How long a client keeps trying one request.
@@ -75,6 +83,21 @@ pub fn urlencoding_path(s: &str) -> String {
     out
 }
 
+/// An error and its causes on one line (reqwest's own message names only the URL).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
 /// An error body shortened for a one-line message.
 fn shortened(mut text: String) -> String {
     if text.len() > 600 {
@@ -121,18 +144,53 @@ impl FleetSent {
     }
 }
 
+/// The certificates of a PEM file (one or a bundle): a site's own certificate authority.
+pub fn read_ca_file(path: &Path) -> anyhow::Result<Vec<reqwest::Certificate>> {
+    let pem = std::fs::read(path).with_context(|| format!("reading --ca-file {}", path.display()))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).with_context(|| format!("--ca-file {}", path.display()))?;
+    if certs.is_empty() {
+        bail!("--ca-file {}: no PEM certificate in it", path.display());
+    }
+    Ok(certs)
+}
+
 impl Client {
+    /// A client of `base` (http:// or https://) trusting the host's certificate store.
     pub fn new(base: &str, token: &str) -> anyhow::Result<Self> {
         Self::with_retry(base, token, RetryPolicy::default())
     }
 
+    /// A client of `base` trusting the host's certificate store and, for https://, the
+    /// certificates in `ca_file`.
+    pub fn connect(base: &str, token: &str, ca_file: Option<&Path>) -> anyhow::Result<Self> {
+        let ca_certs = ca_file.map(read_ca_file).transpose()?.unwrap_or_default();
+        Self::build(base, token, RetryPolicy::default(), &ca_certs)
+    }
+
     pub fn with_retry(base: &str, token: &str, retry: RetryPolicy) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
+        Self::build(base, token, retry, &[])
+    }
+
+    fn build(base: &str, token: &str, retry: RetryPolicy, ca_certs: &[reqwest::Certificate]) -> anyhow::Result<Self> {
+        let https = base.starts_with("https://");
+        if !(https || base.starts_with("http://")) {
+            bail!("{base}: an http:// or https:// URL is needed");
+        }
+        // The host's certificate store is read only for an https:// server.
+        let mut http = reqwest::Client::builder()
+            .tls_built_in_root_certs(https)
+            .timeout(Duration::from_secs(120))
+            .connect_timeout(Duration::from_secs(10))
+            .user_agent(concat!("faultline/", env!("CARGO_PKG_VERSION")));
+        for cert in ca_certs {
+            http = http.add_root_certificate(cert.clone());
+        }
         Ok(Client {
-            http,
+            http: http.build().context("building the HTTP client")?,
             base: base.trim_end_matches('/').to_string(),
             token: token.to_string(),
             retry,
+            reached: AtomicBool::new(false),
         })
     }
 
@@ -439,9 +497,11 @@ impl Client {
 
     /// Sends `method path` (with the token, and whatever `build` adds: query, body) until it gets
     /// a success, and returns it with the number of retries. A 429 or 503 is retried after its
-    /// `Retry-After` (seconds, at most `max_wait`), a connection error, timeout, 502 or 504 after an
-    /// exponential backoff; any other error answer fails at once with its status and body. After
-    /// `attempts` attempts it fails with the last answer: never silently.
+    /// `Retry-After` (seconds, at most `max_wait`), a timeout, 502 or 504 after an exponential
+    /// backoff, and so is a connection error once the server has answered this client before;
+    /// a connection or TLS error before any answer fails at once with its cause, and any other
+    /// error answer with its status and body. After `attempts` attempts it fails with the last
+    /// answer: never silently.
     pub async fn send(
         &self,
         method: reqwest::Method,
@@ -457,6 +517,9 @@ impl Client {
             let sent = build(self.http.request(method.clone(), &url).bearer_auth(&self.token))
                 .send()
                 .await;
+            if sent.is_ok() {
+                self.reached.store(true, Ordering::Relaxed);
+            }
             let wait = match sent {
                 Ok(res) if res.status().is_success() => return Ok((res, attempt.into())),
                 Ok(res) if retryable(res.status()) => {
@@ -470,8 +533,18 @@ impl Client {
                     let text = shortened(res.text().await.unwrap_or_default());
                     bail!("{method} {path}: {status}: {text}");
                 }
+                Err(e) if e.is_connect() && !self.reached.load(Ordering::Relaxed) => {
+                    let hint = if error_chain(&e).contains("certificate") {
+                        " (a certificate of a site's own authority: trust it with --ca-file)"
+                    } else {
+                        ""
+                    };
+                    return Err(
+                        anyhow::Error::new(e).context(format!("{method} {path}: cannot reach {}{hint}", self.base))
+                    );
+                }
                 Err(e) if e.is_connect() || e.is_timeout() => {
-                    last = e.to_string();
+                    last = error_chain(&e);
                     None
                 }
                 Err(e) => return Err(anyhow::Error::new(e).context(format!("{method} {path}"))),

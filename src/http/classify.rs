@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 
 use super::ApiContext;
 use super::caller::Caller;
-use super::extract::AppJson;
+use super::extract::AppJsonItems;
 use crate::classify::Severity;
 use crate::domain::auth::Permission;
 use crate::domain::taxonomy::{Category, Component};
@@ -100,7 +100,7 @@ pub struct ClassifyResponse {
 pub async fn classify(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    AppJson(body): AppJson<Value>,
+    AppJsonItems(body): AppJsonItems<Value>,
 ) -> ApiResult<Json<ClassifyResponse>> {
     caller.require(Permission::Query)?;
     let items = parse_items(&body)?;

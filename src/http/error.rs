@@ -144,9 +144,19 @@ impl From<sqlx::Error> for ApiError {
                 metrics::counter!("faultline_db_unavailable_total").increment(1);
                 ApiError::Unavailable { retry_after_secs }
             }
+            None if is_unstorable_text(&e) => ApiError::bad_request(
+                "invalid_text",
+                "a text value holds a character the database cannot store (U+0000)",
+            ),
             None => ApiError::Database(e),
         }
     }
+}
+
+/// Postgres refusing a text or jsonb value it cannot store (22021: U+0000 in text; 22P05: `\u0000`
+/// in jsonb): the request's fault, whichever field slipped past its validation.
+fn is_unstorable_text(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().is_some_and(|c| c == "22021" || c == "22P05"))
 }
 
 impl From<anyhow::Error> for ApiError {

@@ -8,13 +8,62 @@ use serde::de::DeserializeOwned;
 
 use crate::http::error::{ApiError, ErrorBody};
 
-/// JSON body extractor: rejections become `ApiError`s with where the JSON went wrong.
+/// JSON body extractor: rejections become `ApiError`s with where the JSON went wrong. Postgres text
+/// and jsonb cannot hold U+0000, so a body with one anywhere (in a string or a key) is refused with
+/// a 400 naming where it is, before the handler sees it.
 pub struct AppJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        read_json(req, state, true).await.map(AppJson)
+    }
+}
+
+/// [`AppJson`] for a batch whose items the handler validates one by one, U+0000 included: a bad
+/// item is rejected with its field, and never loses the good ones beside it.
+pub struct AppJsonItems<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJsonItems<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        read_json(req, state, false).await.map(AppJsonItems)
+    }
+}
+
+/// Where in `value` a string or key holds U+0000, as a path like `rules[0].pattern`.
+fn nul_path(value: &serde_json::Value, path: &str) -> Option<String> {
+    use serde_json::Value;
+    match value {
+        Value::String(s) if s.contains('\0') => Some(if path.is_empty() { ".".into() } else { path.into() }),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| nul_path(v, &format!("{path}[{i}]"))),
+        Value::Object(fields) => fields.iter().find_map(|(k, v)| {
+            let here = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            if k.contains('\0') {
+                Some(here)
+            } else {
+                nul_path(v, &here)
+            }
+        }),
+        _ => None,
+    }
+}
+
+async fn read_json<S: Send + Sync, T: DeserializeOwned>(
+    req: Request,
+    state: &S,
+    refuse_nul: bool,
+) -> Result<T, ApiError> {
+    {
         if !is_json(req.headers()) {
             return Err(ApiError::UnsupportedMediaType(
                 "expected Content-Type: application/json".into(),
@@ -28,6 +77,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
             }
             body_error(e.status(), e.body_text())
         })?;
+        // In JSON, U+0000 can only be written `\u0000`: a body without that text holds none.
+        if refuse_nul
+            && bytes.windows(6).any(|w| w == b"\\u0000")
+            && let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes)
+            && let Some(path) = nul_path(&value, "")
+        {
+            let path: String = path.chars().filter(|c| *c != '\0').collect();
+            return Err(ApiError::bad_request(
+                "invalid_text",
+                format!("at `{path}`: a NUL character (U+0000) is not allowed in text"),
+            ));
+        }
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let path = e.path().to_string();
@@ -48,7 +109,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
                 ),
             )
         })?;
-        Ok(AppJson(value))
+        Ok(value)
     }
 }
 

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use super::ApiContext;
 use super::caller::Caller;
-use super::extract::{AppJson, AppPath};
+use super::extract::{AppJsonItems, AppPath};
 use crate::domain::auth::Permission;
 use crate::domain::job::{JobInput, parse_job};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -61,7 +61,7 @@ pub struct JobUpsertResponse {
 pub async fn upsert_jobs(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    AppJson(batch): AppJson<JobBatch>,
+    AppJsonItems(batch): AppJsonItems<JobBatch>,
 ) -> ApiResult<Json<JobUpsertResponse>> {
     caller.require(Permission::Ingest)?;
     let _timer = crate::ingest::timing::IngestTimer::start(Route::Jobs);

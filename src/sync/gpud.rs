@@ -15,7 +15,7 @@ use crate::ingest::gpud::machine_gpus;
 pub async fn run(args: GpudSyncArgs) -> anyhow::Result<()> {
     if !args.url.starts_with("http://") {
         bail!(
-            "--url {}: this build reads gpud over plain HTTP only; gpud serves HTTPS with a \
+            "--url {}: gpud is read over plain HTTP only; gpud serves HTTPS with a \
              self-signed certificate, so forward it first, e.g. \
              `socat TCP-LISTEN:15133,bind=127.0.0.1,fork,reuseaddr OPENSSL:127.0.0.1:15132,verify=0` \
              and pass --url http://127.0.0.1:15133",
@@ -23,7 +23,7 @@ pub async fn run(args: GpudSyncArgs) -> anyhow::Result<()> {
         );
     }
     let gpud = Client::new(&args.url, "")?;
-    let faultline = Client::new(&args.server, &args.token)?;
+    let faultline = Client::connect(&args.server, &args.token, args.ca_file.as_deref())?;
     loop {
         sync_once(&gpud, &faultline, &args).await?;
         match args.every {

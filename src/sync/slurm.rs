@@ -61,7 +61,7 @@ pub struct PassSummary {
 
 /// Runs one pass, or passes every `follow` seconds until stopped.
 pub async fn run(args: SlurmSyncArgs) -> anyhow::Result<()> {
-    let client = Client::new(&args.server, &args.token)?;
+    let client = Client::connect(&args.server, &args.token, args.ca_file.as_deref())?;
     let mut fields: Option<&'static [&'static str]> = None;
     loop {
         match pass(&client, &args, &mut fields, Utc::now()).await {

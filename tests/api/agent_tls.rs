@@ -16,7 +16,7 @@ use crate::helpers::{TestApp, spawn_app};
 
 /// A certificate authority (its PEM) and a TLS front for `app` on 127.0.0.1 with a certificate
 /// it issued; answers the front's https:// URL.
-async fn tls_front(app: &TestApp) -> (String, String) {
+pub async fn tls_front(app: &TestApp) -> (String, String) {
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params

@@ -33,8 +33,8 @@ pub async fn citus_cluster() -> CitusCluster {
     let library = citus_library();
     assert!(
         library.as_ref().is_some_and(|l| l.exists()),
-        "Citus is not installed into this PostgreSQL ({}): run ../shared/citus/install (as root; \
-         .ci/run does) to build and install it",
+        "Citus is not installed into this PostgreSQL ({}): run scripts/install-citus (as root; \
+         scripts/test does) to build and install it",
         library.map_or("no PostgreSQL server binaries found".into(), |l| l
             .display()
             .to_string())

@@ -173,11 +173,16 @@ fn broken_links(file: &Path, text: &str) -> Vec<String> {
     for (n, line) in prose {
         for target in link_targets(line) {
             let lower = target.to_lowercase();
-            if lower.starts_with("http://")
-                || lower.starts_with("https://")
-                || lower.starts_with("mailto:")
-                || target.starts_with('#')
-            {
+            if lower.starts_with("http://") || lower.starts_with("https://") || lower.starts_with("mailto:") {
+                continue;
+            }
+            if let Some(anchor) = target.strip_prefix('#') {
+                if !anchors(text).contains(anchor) {
+                    broken.push(format!(
+                        "{}:{n}: ({target}): no heading #{anchor} on this page",
+                        file.display()
+                    ));
+                }
                 continue;
             }
             let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
@@ -524,6 +529,111 @@ fn broken_commands(file: &Path, text: &str, openapi: &Value) -> Vec<String> {
     broken
 }
 
+/// The repository's top-level folders, as a path in backticks starts.
+const REPOSITORY_DIRS: &[&str] = &[
+    "src/",
+    "tests/",
+    "docs/",
+    "crates/",
+    "migrations/",
+    "scripts/",
+    "api/",
+    "deploy/",
+    "grafana/",
+    ".ci/",
+    ".sqlx/",
+    ".cargo/",
+];
+
+/// Repository paths in backticks (`src/http/error.rs`, `tests/api/`) in the prose of `text` that do
+/// not exist; paths the repository ignores (written by the tests or the service) are left alone.
+fn broken_paths(file: &Path, text: &str) -> Vec<String> {
+    let ignored: Vec<String> = std::fs::read_to_string(root().join(".gitignore"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.trim().trim_start_matches('/').trim_end_matches('/').to_string())
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let (prose, _) = split_fences(text);
+    let mut broken = Vec::new();
+    for (n, line) in prose {
+        for (i, span) in line.split('`').enumerate() {
+            // Odd pieces are inside backticks.
+            if i % 2 == 0
+                || !REPOSITORY_DIRS.iter().any(|d| span.starts_with(d))
+                || span.contains(|c: char| c.is_whitespace() || "*<>{}[]$".contains(c))
+            {
+                continue;
+            }
+            let path = span.split([':', '#']).next().unwrap_or(span);
+            if ignored.iter().any(|g| path.starts_with(g.as_str())) {
+                continue;
+            }
+            if !root().join(path).exists() {
+                broken.push(format!("{}:{n}: `{span}`: no such file or folder", file.display()));
+            }
+        }
+    }
+    broken
+}
+
+/// Code blocks indented by four spaces (outside lists) in `text`: every block is fenced, so that
+/// its language is named and its commands are checked like the others.
+fn indented_code_blocks(file: &Path, text: &str) -> Vec<String> {
+    let (prose, _) = split_fences(text);
+    let mut found = Vec::new();
+    let mut previous: Option<(usize, &str)> = None;
+    let mut in_list = false;
+    for (n, line) in prose {
+        let trimmed = line.trim_start();
+        let is_item = trimmed.starts_with(['-', '*', '+']) && trimmed[1..].starts_with(' ')
+            || trimmed
+                .split_once(". ")
+                .is_some_and(|(d, _)| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+        if is_item {
+            in_list = true;
+        } else if !line.is_empty() && !line.starts_with(' ') {
+            in_list = false;
+        }
+        // A block starts after a blank line (the line before it in the prose, with no fence between).
+        let after_blank = previous.is_none_or(|(p, l)| p + 1 == n && l.trim().is_empty());
+        if after_blank && line.starts_with("    ") && !trimmed.is_empty() && !in_list {
+            found.push(format!("{}:{n}: an indented code block; fence it", file.display()));
+        }
+        previous = Some((n, line));
+    }
+    found
+}
+
+#[test]
+fn every_code_block_of_the_docs_is_fenced() {
+    let found: Vec<String> = markdown_files()
+        .iter()
+        .flat_map(|f| indented_code_blocks(f, &std::fs::read_to_string(f).unwrap()))
+        .collect();
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    let page = Path::new("page.md");
+    let text = "Run\n\n    faultline serve\n\n- an item\n\n    more of the item\n\n```sh\nfaultline serve\n```\n";
+    let found = indented_code_blocks(page, text);
+    assert_eq!(found, ["page.md:3: an indented code block; fence it"]);
+}
+
+#[test]
+fn every_repository_path_the_docs_name_exists() {
+    let broken: Vec<String> = markdown_files()
+        .iter()
+        .flat_map(|f| broken_paths(f, &std::fs::read_to_string(f).unwrap()))
+        .collect();
+    assert!(broken.is_empty(), "paths that do not exist:\n{}", broken.join("\n"));
+    let page = root().join("docs/page.md");
+    let found = broken_paths(
+        &page,
+        "`src/http/error.rs`, `tests/api/`, `src/moved.rs`, `src/http/*.rs`, `tests/screenshots/x.png`, `x/y`\n",
+    );
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("`src/moved.rs`"), "{found:?}");
+}
+
 #[test]
 fn every_relative_link_of_the_docs_reaches_a_file_and_heading() {
     let files = markdown_files();
@@ -562,9 +672,14 @@ fn the_doc_checks_catch_broken_links_and_commands() {
     let broken = broken_links(&page, text);
     let page_text = text.to_string();
     // page.md does not exist on disk: [g] is reported as a missing file, which is fine here.
-    assert_eq!(broken.len(), 3, "{broken:#?}");
+    assert_eq!(broken.len(), 4, "{broken:#?}");
     assert!(broken[0].contains("(missing.md): no such file"), "{broken:#?}");
     assert!(broken[1].contains("no heading #no-such-heading"), "{broken:#?}");
+    assert!(
+        broken[2].contains("(#local): no heading #local on this page"),
+        "{broken:#?}"
+    );
+    assert!(broken_links(&page, "# Local\n\n[d](#local)\n").is_empty());
     assert!(anchors(&page_text).contains("run-it-now"));
     assert_eq!(
         slug("Tokens, scopes and the audit log"),
@@ -606,4 +721,298 @@ fn the_doc_checks_catch_broken_links_and_commands() {
     for (b, e) in broken.iter().zip(expect) {
         assert!(b.contains(e), "{b} should mention {e}");
     }
+}
+
+// Sections of the docs written from the code: the route list (the OpenAPI document), the commands
+// and their environment variables (clap), the audit actions (the enum), the Citus table plan
+// (storage::distribution). A page holds one as
+//
+//     <!-- generated: NAME; tests/api/docs.rs writes it (FAULTLINE_BLESS_DOCS=1) -->
+//     ...
+//     <!-- end generated -->
+//
+// and the test below fails when the text between differs from what the code says today;
+// `FAULTLINE_BLESS_DOCS=1 cargo nextest run -E 'test(/docs::/)'` rewrites it.
+
+const GENERATED_BEGIN: &str = "<!-- generated: ";
+const GENERATED_END: &str = "<!-- end generated -->";
+
+/// A table cell: one line, `|` escaped.
+fn cell(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+}
+
+/// The first sentence of `text` (up to a `. ` that does not end an abbreviation).
+fn first_sentence(text: &str) -> String {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut from = 0;
+    while let Some(at) = text[from..].find(". ") {
+        let end = from + at;
+        let word = text[..end].rsplit(' ').next().unwrap_or("");
+        if !["e.g", "i.e", "etc", "vs", "cf"].contains(&word) {
+            return text[..=end].to_string();
+        }
+        from = end + 2;
+    }
+    text
+}
+
+fn route_table() -> String {
+    let doc = openapi();
+    let order = ["get", "put", "post", "patch", "delete"];
+    let mut rows = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in order {
+            let Some(op) = item.get(method) else { continue };
+            let tag = op["tags"][0].as_str().unwrap_or("");
+            let what = first_sentence(op["summary"].as_str().unwrap_or(""));
+            rows.push(format!(
+                "| `{} {path}` | {tag} | {} |",
+                method.to_uppercase(),
+                cell(&what)
+            ));
+        }
+    }
+    format!("| route | tag | what |\n|---|---|---|\n{}\n", rows.join("\n"))
+}
+
+/// Every command of the `faultline` binary with its path (`slurm sync`), leaves only.
+fn commands_of_cli() -> Vec<(String, clap::Command)> {
+    fn walk(prefix: &str, cmd: &clap::Command, out: &mut Vec<(String, clap::Command)>) {
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let name = format!("{prefix} {}", sub.get_name());
+            if sub.has_subcommands() {
+                walk(&name, sub, out);
+            } else {
+                out.push((name, sub.clone()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        "faultline",
+        &<faultline::cli::Cli as clap::CommandFactory>::command(),
+        &mut out,
+    );
+    out
+}
+
+fn command_table() -> String {
+    let rows: Vec<String> = commands_of_cli()
+        .iter()
+        .map(|(name, cmd)| {
+            let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
+            format!("| `{name}` | {} |", cell(&about))
+        })
+        .collect();
+    format!("| command | what it does |\n|---|---|\n{}\n", rows.join("\n"))
+}
+
+/// `help` without its `[default: ...]` note, and that note's text.
+fn split_default(help: &str) -> (String, Option<String>) {
+    let Some(at) = help.find("[default: ") else {
+        return (help.trim().to_string(), None);
+    };
+    let rest = &help[at + "[default: ".len()..];
+    let Some(end) = rest.find(']') else {
+        return (help.trim().to_string(), None);
+    };
+    let without = format!("{}{}", &help[..at], &rest[end + 1..]);
+    (without.trim().to_string(), Some(rest[..end].to_string()))
+}
+
+/// An environment table's row: (variable, flag, default, meaning), and the commands reading it so.
+type EnvRow = ((String, String, String, String), Vec<String>);
+
+fn environment_table() -> String {
+    let mut rows: Vec<EnvRow> = Vec::new();
+    for (name, cmd) in commands_of_cli() {
+        for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+            let Some(env) = arg.get_env() else { continue };
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            let (meaning, noted) = split_default(&help);
+            let defaults: Vec<String> = arg
+                .get_default_values()
+                .iter()
+                .map(|v| v.to_string_lossy().into_owned())
+                .collect();
+            let default = if defaults.iter().any(|d| !d.is_empty()) {
+                format!("`{}`", defaults.join(","))
+            } else if !defaults.is_empty() {
+                "empty".to_string()
+            } else if let Some(noted) = noted {
+                noted
+            } else if arg.get_action().takes_values() {
+                "none".to_string()
+            } else {
+                "off".to_string()
+            };
+            let flag = arg.get_long().map(|l| format!("`--{l}`")).unwrap_or_default();
+            let key = (env.to_string_lossy().into_owned(), flag, default, meaning);
+            let command = name.trim_start_matches("faultline ").to_string();
+            match rows.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, commands)) => commands.push(command),
+                None => rows.push((key, vec![command])),
+            }
+        }
+    }
+    rows.sort_by(|a, b| a.0.0.cmp(&b.0.0).then(a.1.cmp(&b.1)));
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|((env, flag, default, meaning), commands)| {
+            format!(
+                "| `{env}` | {flag} | {} | {} | {} |",
+                commands.join(", "),
+                cell(default),
+                cell(meaning)
+            )
+        })
+        .collect();
+    format!(
+        "| environment | flag | commands | default | meaning |\n|---|---|---|---|---|\n{}\n",
+        lines.join("\n")
+    )
+}
+
+fn audit_actions() -> String {
+    use faultline::domain::audit::AuditAction;
+    let names: Vec<String> = AuditAction::ALL.iter().map(|a| format!("`{}`", a.as_str())).collect();
+    format!("{}\n", names.join(", "))
+}
+
+fn citus_tables() -> String {
+    use faultline::storage::distribution::{DISTRIBUTED_TABLES, LOCAL_TABLES, REFERENCE_TABLES};
+    let list = |tables: &[&str]| tables.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ");
+    format!(
+        "| tables | Citus kind |\n|---|---|\n\
+         | {} | distributed by `cluster`, co-located with `events` |\n\
+         | {} | reference tables (a copy on every node) |\n\
+         | {} | on the coordinator only |\n",
+        list(DISTRIBUTED_TABLES),
+        list(REFERENCE_TABLES),
+        list(LOCAL_TABLES)
+    )
+}
+
+fn generated_section(name: &str) -> Option<String> {
+    match name {
+        "citus-tables" => Some(citus_tables()),
+        "routes" => Some(route_table()),
+        "commands" => Some(command_table()),
+        "environment" => Some(environment_table()),
+        "audit-actions" => Some(audit_actions()),
+        _ => None,
+    }
+}
+
+/// `text` with each generated section rewritten from the code, and what was wrong: sections that
+/// differ (by name) or are malformed.
+fn regenerate(text: &str) -> (String, Vec<String>) {
+    let mut out = String::new();
+    let mut problems = Vec::new();
+    let mut rest = text;
+    while let Some(begin) = rest.find(GENERATED_BEGIN) {
+        let Some(marker_end) = rest[begin..].find("-->").map(|e| begin + e + 3) else {
+            problems.push("an unterminated generated marker".into());
+            break;
+        };
+        let marker = &rest[begin..marker_end];
+        let name = marker[GENERATED_BEGIN.len()..]
+            .split([';', ' '])
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        let body_start = marker_end + 1;
+        let Some(end) = rest[marker_end..].find(GENERATED_END).map(|e| marker_end + e) else {
+            problems.push(format!("generated section {name} has no {GENERATED_END}"));
+            break;
+        };
+        let Some(expected) = generated_section(&name) else {
+            problems.push(format!("unknown generated section {name}"));
+            break;
+        };
+        if rest.get(body_start..end) != Some(expected.as_str()) {
+            problems.push(format!("generated section {name} differs from the code"));
+        }
+        out.push_str(&rest[..marker_end]);
+        out.push('\n');
+        out.push_str(&expected);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    (out, problems)
+}
+
+/// The route list, the commands, the environment variables, the audit actions and the Citus table
+/// plan in the docs are what the code has: every route of the OpenAPI document, every subcommand and
+/// every variable clap reads (with its default), every action of the enum, every table of the
+/// distribution plan, and nothing else.
+#[test]
+fn the_generated_sections_of_the_docs_match_the_code() {
+    let bless = std::env::var("FAULTLINE_BLESS_DOCS").is_ok_and(|v| v == "1");
+    let mut seen = BTreeSet::new();
+    let mut problems = Vec::new();
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for part in text.split(GENERATED_BEGIN).skip(1) {
+            seen.insert(part.split([';', ' ']).next().unwrap_or("").to_string());
+        }
+        let (fresh, wrong) = regenerate(&text);
+        if wrong.is_empty() {
+            continue;
+        }
+        if bless && fresh != text {
+            std::fs::write(&file, fresh).unwrap();
+        } else {
+            problems.extend(wrong.into_iter().map(|w| format!("{}: {w}", file.display())));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\n(rewrite them with FAULTLINE_BLESS_DOCS=1 cargo nextest run -E 'test(/docs::/)')",
+        problems.join("\n")
+    );
+    let want: BTreeSet<String> = ["routes", "commands", "environment", "audit-actions", "citus-tables"]
+        .map(String::from)
+        .into();
+    assert_eq!(seen, want, "each generated section appears in the docs");
+}
+
+/// The generated sections hold what they are for: a route, a command, a variable with its default,
+/// an action; and a section edited by hand is caught.
+#[test]
+fn the_generated_sections_catch_drift() {
+    let routes = route_table();
+    assert!(routes.contains("| `GET /v1/alerts` | alerts |"), "{routes}");
+    assert!(
+        routes.contains("| `PUT /v1/sync-cursors/{cluster}/{source}` |"),
+        "{routes}"
+    );
+    let commands = command_table();
+    assert!(commands.contains("| `faultline slurm sync` |"), "{commands}");
+    assert!(commands.contains("| `faultline bench-parse` |"), "{commands}");
+    let env = environment_table();
+    assert!(
+        env.contains("| `FAULTLINE_ADDR` | `--addr` | serve | `127.0.0.1:8080` |"),
+        "{env}"
+    );
+    assert!(
+        env.contains("| `FAULTLINE_CA_FILE` | `--ca-file` | simulate, report, slurm sync, gpud sync | none |"),
+        "{env}"
+    );
+    assert!(audit_actions().contains("`alert_rule.upsert`"));
+    assert!(citus_tables().contains("`sync_cursors`"));
+
+    let page = format!("# P\n\n{GENERATED_BEGIN}routes -->\n{routes}{GENERATED_END}\n");
+    assert!(regenerate(&page).1.is_empty());
+    let edited = page.replace("| `GET /v1/alerts` | alerts |", "| `GET /v1/alarms` | alerts |");
+    let (fixed, problems) = regenerate(&edited);
+    assert_eq!(problems, ["generated section routes differs from the code"]);
+    assert_eq!(fixed, page);
+    let unknown = format!("{GENERATED_BEGIN}nope -->\nx\n{GENERATED_END}\n");
+    assert_eq!(regenerate(&unknown).1, ["unknown generated section nope"]);
 }

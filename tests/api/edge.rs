@@ -61,7 +61,7 @@ async fn nul_in_any_query_or_path_parameter_is_a_400_naming_it() {
                 _ => {}
             }
         }
-        // The parameters of the issue, on every GET route, documented or not: never a 500.
+        // `cluster` and `group` holding NUL on every GET route, documented or not: never a 500.
         cases.push((format!("{plain_path}?cluster=%00&group=%00"), String::new()));
         for (url, name) in cases {
             let res = app
@@ -91,7 +91,7 @@ async fn nul_in_any_query_or_path_parameter_is_a_400_naming_it() {
         checked >= 40,
         "only {checked} requests: is the OpenAPI document listing the GET routes?"
     );
-    // The cases of the issue, spelled out.
+    // A query parameter and a path parameter holding NUL, spelled out.
     for url in [
         "/v1/failures?cluster=%00",
         "/v1/analytics/mtbf?group=%00",

@@ -126,7 +126,7 @@ async fn integration_routes_refuse_what_their_schemas_refuse() {
 }
 
 /// A stand-in for gpud's local API serving the fixtures (gpud itself needs NVML and root).
-async fn fake_gpud() -> String {
+pub async fn fake_gpud() -> String {
     use axum::routing::get;
     let events: Value = serde_json::from_str(include_str!("../fixtures/gpud/events.json")).unwrap();
     let info: Value = serde_json::from_str(include_str!("../fixtures/gpud/machine-info.json")).unwrap();

@@ -70,7 +70,7 @@ fn rate_limited(rps: f64, burst: u32) -> faultline::app::edge::EdgeSettings {
     }
 }
 
-async fn rate_limited_app(rps: f64, burst: u32) -> TestApp {
+pub async fn rate_limited_app(rps: f64, burst: u32) -> TestApp {
     let server_url = crate::helpers::test_server_url().await.unwrap();
     crate::helpers::spawn_app_on(
         &server_url,

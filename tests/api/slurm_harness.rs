@@ -5,7 +5,7 @@
 //! every command runs with `SLURM_CONF` set to the private slurm.conf (see [`SlurmCluster::env`]).
 //!
 //! Needs root (slurmd runs jobs as their user; SlurmUser=root), the Debian packages
-//! `slurm-wlm slurmdbd munge`, and MariaDB answering `mysql -u root` on its socket (.ci/run installs
+//! `slurm-wlm slurmdbd munge`, and MariaDB answering `mysql -u root` on its socket (scripts/test installs
 //! and starts them). Starts in about 3 s; stops (on drop, also when the test panics) in a few.
 //!
 //! [`run_scenario`] produces the records a sync reads: a COMPLETED, a FAILED, a TIMEOUT and a
@@ -102,7 +102,7 @@ fn find_binary(program: &str) -> PathBuf {
         .unwrap_or_else(|| {
             panic!(
                 "{program} not found: the Slurm tests need the Debian packages `slurm-wlm slurmdbd munge` \
-                 (apt-get install slurm-wlm slurmdbd munge; .ci/run does) and MariaDB running"
+                 (apt-get install slurm-wlm slurmdbd munge; scripts/test does) and MariaDB running"
             )
         })
 }
@@ -189,7 +189,7 @@ impl SlurmCluster {
         if let Err(e) = mysql("SELECT 1") {
             panic!(
                 "MariaDB does not answer `mysql -u root` on its socket ({}): slurmdbd needs it; install \
-                 mariadb-server and start it (`service mariadb start`; .ci/run does)",
+                 mariadb-server and start it (`service mariadb start`; scripts/test does)",
                 e.trim()
             );
         }

@@ -14,7 +14,7 @@ use crate::domain::lifecycle::LifecyclePatch;
 use crate::http::ApiContext;
 use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::extract::AppJson;
+use crate::http::extract::AppJsonItems;
 use crate::ingest::batch::{BatchError, RejectReason, RejectedItem};
 use crate::ingest::lifecycle::{FailureRef, ImportItem, ImportedItem};
 
@@ -181,7 +181,7 @@ fn import_item(index: usize, v: serde_json::Value) -> Result<ImportItem, Rejecte
 pub async fn import_lifecycles(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    AppJson(raw): AppJson<serde_json::Map<String, serde_json::Value>>,
+    AppJsonItems(raw): AppJsonItems<serde_json::Map<String, serde_json::Value>>,
 ) -> ApiResult<Json<LifecycleImportResponse>> {
     caller.require(Permission::Admin)?;
     let _permit = ctx.ingest_permit("lifecycles")?;

@@ -16,7 +16,7 @@ use crate::domain::part::RemovalReason;
 use crate::http::ApiContext;
 use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::extract::{AppJson, AppPath};
+use crate::http::extract::{AppJson, AppJsonItems, AppPath};
 use crate::ingest::batch::{RejectReason, RejectedItem};
 use crate::ingest::gpus::{History, HistoryList, HistoryOutcome, Removal, RemovalError};
 
@@ -100,7 +100,7 @@ pub struct HistoryWarning {
 pub async fn import_history(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    AppJson(body): AppJson<HistoryImport>,
+    AppJsonItems(body): AppJsonItems<HistoryImport>,
 ) -> ApiResult<Json<HistoryImportResponse>> {
     caller.require(Permission::Admin)?;
     let limit = ctx.config.limits.max_batch_items.saturating_mul(RECORDS_PER_BATCH_ITEM);

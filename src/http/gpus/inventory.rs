@@ -18,7 +18,7 @@ use crate::domain::part::{GpuReport, NodeGpus, validate_node_gpus};
 use crate::http::ApiContext;
 use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::extract::{AppJson, AppPath, content_type, read_body_limited};
+use crate::http::extract::{AppJsonItems, AppPath, content_type, read_body_limited};
 use crate::ingest::batch::{Batch, RejectReason, RejectedItem, Route, count_stored};
 use crate::ingest::gpus::InventoryOutcome;
 
@@ -122,7 +122,7 @@ fn validate_input(input: NodeGpusInput, now: DateTime<Utc>) -> Result<NodeGpus, 
 pub async fn put_inventory(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    AppJson(batch): AppJson<GpuInventoryBatch>,
+    AppJsonItems(batch): AppJsonItems<GpuInventoryBatch>,
 ) -> ApiResult<Json<GpuInventoryResponse>> {
     caller.require(Permission::Ingest)?;
     let _timer = crate::ingest::timing::IngestTimer::start(Route::GpuInventory);

@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiContext;
 use super::caller::Caller;
-use super::extract::{AppJson, AppQuery};
+use super::extract::{AppJsonItems, AppQuery};
 use crate::domain::auth::{Permission, hex};
 use crate::domain::gpu::GpuGeneration;
 use crate::domain::node::{NodeInput, parse_node};
@@ -65,7 +65,7 @@ pub struct NodeUpsertResponse {
 pub async fn upsert_nodes(
     State(ctx): State<ApiContext>,
     caller: Caller,
-    AppJson(batch): AppJson<NodeBatch>,
+    AppJsonItems(batch): AppJsonItems<NodeBatch>,
 ) -> ApiResult<Json<NodeUpsertResponse>> {
     caller.require(Permission::Ingest)?;
     let _timer = crate::ingest::timing::IngestTimer::start(Route::Nodes);
