@@ -55,8 +55,9 @@ pub async fn heartbeats(db: &PgPool, cluster: &str, mut nodes: Vec<String>) -> R
     nodes.sort();
     nodes.dedup();
     let clusters = vec![cluster.to_string(); nodes.len()];
+    let times = vec![Utc::now(); nodes.len()];
     let mut tx = db.begin().await?;
-    storage::alerts::seen(&mut tx, &clusters, &nodes, Utc::now()).await?;
+    storage::alerts::seen(&mut tx, &clusters, &nodes, &times).await?;
     tx.commit().await?;
     Ok(nodes.len())
 }

@@ -183,7 +183,7 @@ pub async fn findings(
         }
         Condition::Silence { minutes, scope } => {
             let quiet = Duration::milliseconds((minutes * 60_000.0) as i64);
-            let nodes = storage::alerts::last_seen(db, cluster).await?;
+            let nodes = storage::alerts::watched_last_seen(db, cluster, now).await?;
             let link = format!(
                 "/v1/nodes?{}",
                 form_urlencoded::Serializer::new(String::new())

@@ -470,20 +470,21 @@ pub async fn release_lease(db: &PgPool, name: &str, holder: &str) -> Result<(), 
     Ok(())
 }
 
-/// Records that these nodes of `cluster` sent at `at` (sorted keys: concurrent batches take the
-/// rows in one order).
+/// Records that node `hostname[i]` of `cluster[i]` sent at `at[i]` (the signal's own time; a later
+/// time already stored stays). Sorted keys: concurrent batches take the rows in one order.
 pub async fn seen(
     conn: &mut PgConnection,
     cluster: &[String],
     hostname: &[String],
-    at: DateTime<Utc>,
+    at: &[DateTime<Utc>],
 ) -> Result<(), sqlx::Error> {
     if cluster.is_empty() {
         return Ok(());
     }
     sqlx::query!(
         "INSERT INTO node_last_seen AS s (cluster, hostname, last_seen_at)
-         SELECT u.cluster, u.hostname, $3 FROM UNNEST($1::text[], $2::text[]) AS u(cluster, hostname)
+         SELECT u.cluster, u.hostname, u.at
+         FROM UNNEST($1::text[], $2::text[], $3::timestamptz[]) AS u(cluster, hostname, at)
          ORDER BY u.cluster, u.hostname
          ON CONFLICT (cluster, hostname) DO UPDATE
            SET last_seen_at = GREATEST(s.last_seen_at, EXCLUDED.last_seen_at)",
@@ -501,11 +502,19 @@ pub struct LastSeen {
     pub last_seen_at: DateTime<Utc>,
 }
 
-pub async fn last_seen(db: &PgPool, cluster: &str) -> Result<Vec<LastSeen>, sqlx::Error> {
+/// When each node the silence rule watches in `cluster` last sent: nodes of the inventory not
+/// retired at `now` that have sent at least once. A retired node, or one the inventory does not
+/// list, is expected to be quiet.
+pub async fn watched_last_seen(db: &PgPool, cluster: &str, now: DateTime<Utc>) -> Result<Vec<LastSeen>, sqlx::Error> {
     sqlx::query_as!(
         LastSeen,
-        "SELECT hostname, last_seen_at FROM node_last_seen WHERE cluster = $1 ORDER BY hostname",
+        "SELECT s.hostname, s.last_seen_at
+         FROM node_last_seen s
+         JOIN nodes n ON n.cluster = s.cluster AND n.hostname = s.hostname
+         WHERE s.cluster = $1 AND (n.retired_at IS NULL OR n.retired_at > $2)
+         ORDER BY s.hostname",
         cluster,
+        now,
     )
     .fetch_all(db)
     .await

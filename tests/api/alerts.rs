@@ -200,6 +200,19 @@ async fn put_rule(app: &TestApp, id: &str, body: &Value) -> (u16, Value) {
     crate::helpers::status_json(res).await
 }
 
+/// `nodes` of c1 in the inventory, in service since 2021 (`retired`: retired then).
+async fn inventory(app: &TestApp, nodes: &[(&str, Option<&str>)]) {
+    let nodes: Vec<Value> = nodes
+        .iter()
+        .map(|(host, retired)| {
+            json!({"cluster": "c1", "hostname": host, "gpu_model": "H100 80GB HBM3", "gpu_count": 8,
+                   "in_service_since": "2021-01-01T00:00:00Z", "retired_at": retired})
+        })
+        .collect();
+    let (status, v) = app.put_nodes(ADMIN_TOKEN, &json!({ "nodes": nodes })).await;
+    assert_eq!(status, 200, "{v}");
+}
+
 async fn heartbeat(app: &TestApp, node: &str) {
     let res = app
         .client
@@ -373,13 +386,14 @@ async fn a_silent_node_fires_and_every_signed_notification_arrives_once_in_order
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["receivers"][0]["secret_set"], true);
     assert!(v["receivers"][0].get("secret").is_none(), "{v}");
+    inventory(&app, &[("n7", None)]).await;
     // A heartbeat, then 1.2 s of silence: firing. A signal: resolved. Silence again: firing.
     heartbeat(&app, "n7").await;
     wait_state(&app, "quiet-nodes", "firing", 10).await;
     let (status, v) = app
         .post_events(
             ADMIN_TOKEN,
-            &json!({"events": [event(&uuid_n(1), json!({"node": "n7"}))]}),
+            &json!({"events": [event(&uuid_n(1), json!({"node": "n7", "occurred_at": Utc::now().to_rfc3339()}))]}),
         )
         .await;
     assert_eq!(status, 200, "{v}");
@@ -427,6 +441,113 @@ async fn a_silent_node_fires_and_every_signed_notification_arrives_once_in_order
     assert_eq!(delivered, vec![1, 2, 3]);
 }
 
+/// The alerts of `rule` as (subject, state), sorted.
+async fn alert_states(app: &TestApp, rule: &str) -> Vec<(String, String)> {
+    let (status, v) = app.get(ADMIN_TOKEN, &format!("/v1/alerts?rule_id={rule}")).await;
+    assert_eq!(status, 200, "{v}");
+    let mut out: Vec<(String, String)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["subject"].as_str().unwrap().into(),
+                a["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+async fn wait_states(app: &TestApp, rule: &str, want: &[(&str, &str)], secs: u64) {
+    let want: Vec<(String, String)> = want.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    for _ in 0..secs * 20 {
+        if alert_states(app, rule).await == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "the alerts of {rule} were not {want:?} within {secs} s: {:?}",
+        alert_states(app, rule).await
+    );
+}
+
+#[tokio::test]
+async fn the_silence_rule_watches_the_active_inventory_by_signal_time() {
+    let app = alerting_app().await;
+    let now = Utc::now();
+    let at = |t: chrono::DateTime<Utc>| t.to_rfc3339();
+    // old: retired in 2023, its history imported now. gone: heartbeats, then retired and quiet.
+    // firing: heartbeats, then quiet until it is retired. late: its last signal 2 h ago.
+    // ahead: a signal from a clock 1 h fast. ghost: sends but is in no inventory.
+    inventory(
+        &app,
+        &[
+            ("old", Some("2023-06-01T00:00:00Z")),
+            ("gone", None),
+            ("firing", None),
+            ("late", None),
+            ("ahead", None),
+        ],
+    )
+    .await;
+    heartbeat(&app, "gone").await;
+    heartbeat(&app, "firing").await;
+    heartbeat(&app, "ghost").await;
+    inventory(&app, &[("gone", Some(&at(Utc::now())))]).await;
+    let events = json!({"events": [
+        event(&uuid_n(1), json!({"node": "old", "occurred_at": "2023-05-01T10:00:00Z"})),
+        event(&uuid_n(2), json!({"node": "old", "occurred_at": "2023-05-20T10:00:00Z"})),
+        event(&uuid_n(3), json!({"node": "late", "occurred_at": at(now - chrono::Duration::hours(2))})),
+        event(&uuid_n(4), json!({"node": "ahead", "occurred_at": at(now + chrono::Duration::hours(1))})),
+        event(&uuid_n(5), json!({"node": "ghost", "occurred_at": at(now - chrono::Duration::hours(3))})),
+    ]});
+    let (status, v) = app.post_events(ADMIN_TOKEN, &events).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = put_rule(
+        &app,
+        "quiet",
+        &json!({"condition": {"kind": "silence", "minutes": 0.02}, "receivers": []}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    // 1.2 s after the last heartbeat: the active nodes are silent, the clock that ran ahead
+    // counts as now (not an hour of grace); the retired and the unknown never are.
+    wait_states(
+        &app,
+        "quiet",
+        &[("ahead", "firing"), ("firing", "firing"), ("late", "firing")],
+        10,
+    )
+    .await;
+    // "late" is silent since its signal's time, 2 h ago, not since the import.
+    let (_, v) = app.get(ADMIN_TOKEN, "/v1/alerts?rule_id=quiet").await;
+    let late = v.as_array().unwrap().iter().find(|a| a["subject"] == "late").unwrap();
+    let minutes = late["value"].as_f64().unwrap();
+    assert!((120.0..121.0).contains(&minutes), "{late}");
+    // Retiring a silent node resolves its alert; the others fire on.
+    inventory(&app, &[("firing", Some(&at(Utc::now())))]).await;
+    wait_states(
+        &app,
+        "quiet",
+        &[("ahead", "firing"), ("firing", "resolved"), ("late", "firing")],
+        10,
+    )
+    .await;
+    // Several evaluations later, still nothing for the retired nor the unknown nodes.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        alert_states(&app, "quiet").await,
+        vec![
+            ("ahead".to_string(), "firing".to_string()),
+            ("firing".into(), "resolved".into()),
+            ("late".into(), "firing".into())
+        ]
+    );
+}
+
 #[tokio::test]
 async fn two_instances_send_one_notification_per_transition_and_a_crash_hands_over() {
     use faultline::app::startup::Application;
@@ -449,6 +570,7 @@ async fn two_instances_send_one_notification_per_transition_and_a_crash_hands_ov
     )
     .await;
     assert_eq!(status, 200, "{v}");
+    inventory(&app, &[("n1", None)]).await;
     heartbeat(&app, "n1").await;
     wait_state(&app, "quiet", "firing", 10).await;
     heartbeat(&app, "n1").await;

@@ -60,7 +60,8 @@ pub enum Condition {
         days: Option<u32>,
     },
     /// No signal nor heartbeat for `minutes`: from one node (`scope` node, subject the node) or
-    /// from the whole cluster (`scope` cluster). Only nodes that have sent once are watched.
+    /// from the whole cluster (`scope` cluster). Watched: the inventory's nodes not retired that
+    /// have sent once, last seen at their latest signal's time or heartbeat.
     Silence {
         #[schema(minimum = 0.01, maximum = 527040, example = 15)]
         minutes: f64,
