@@ -1,18 +1,22 @@
 //! The alerting task every instance runs: it takes (or renews) the lease in Postgres; the holder
-//! evaluates the rules every evaluation interval and sends the outbox every poll. One instance
+//! evaluates the rules every evaluation interval, re-sends the firing alerts to Alertmanager every
+//! re-send interval and sends the outbox every poll. One instance
 //! holds the lease at a time; when it stops renewing (a crash), the lease expires and another
 //! takes it. A notification is marked delivered only after its receiver answered 2xx, so a crash
 //! between sending and marking sends it again (at least once); otherwise each goes once, in order
 //! per alert and receiver.
 
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration as StdDuration;
 
 use chrono::{Duration, Utc};
 use sqlx::PgPool;
 
 use crate::app::configuration::{AlertSettings, secs};
-use crate::domain::alert::ReceiverKind;
-use crate::domain::alert_delivery::{Outcome, SIGNATURE_HEADER, TIMESTAMP_HEADER, backoff, signature};
+use crate::domain::alert::{ReceiverKind, RuleSpec};
+use crate::domain::alert_delivery::{
+    Outcome, SIGNATURE_HEADER, TIMESTAMP_HEADER, alertmanager_alert, backoff, renew_firing, signature,
+};
 use crate::storage;
 use crate::storage::alerts::{Attempt, OutboxRow};
 
@@ -20,6 +24,8 @@ use crate::storage::alerts::{Attempt, OutboxRow};
 pub const LEASE: &str = "alerting";
 /// Notifications sent per poll at most (the rest wait for the next).
 const BATCH: i64 = 200;
+/// Alerts per request of a re-send to Alertmanager.
+const RESEND_CHUNK: usize = 500;
 /// How long one receiver may take to answer.
 const SEND_TIMEOUT: StdDuration = StdDuration::from_secs(10);
 
@@ -37,10 +43,13 @@ pub fn spawn(db: PgPool, settings: AlertSettings, public_url: String) -> tokio::
                 .min(settings.alert_evaluation_interval_secs),
         );
         let every = secs(settings.alert_evaluation_interval_secs);
+        let resend_every = secs(settings.alert_resend_interval_secs);
+        let validity = settings.alertmanager_validity();
         let lease = secs(settings.alert_lease_secs);
         let mut ticks = tokio::time::interval(poll);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_evaluation: Option<tokio::time::Instant> = None;
+        let mut last_resend: Option<tokio::time::Instant> = None;
         loop {
             ticks.tick().await;
             let now = Utc::now();
@@ -48,8 +57,10 @@ pub fn spawn(db: PgPool, settings: AlertSettings, public_url: String) -> tokio::
             match storage::alerts::take_lease(&db, LEASE, &holder, now, until).await {
                 Ok(true) => {}
                 Ok(false) => {
-                    // Another instance evaluates; evaluate at once should this one take over.
+                    // Another instance evaluates; evaluate and re-send at once should this one
+                    // take over.
                     last_evaluation = None;
+                    last_resend = None;
                     continue;
                 }
                 Err(e) => {
@@ -59,7 +70,7 @@ pub fn spawn(db: PgPool, settings: AlertSettings, public_url: String) -> tokio::
             }
             if last_evaluation.is_none_or(|t| t.elapsed() >= every) {
                 last_evaluation = Some(tokio::time::Instant::now());
-                match crate::ingest::alerts::evaluate(&db, &public_url, Utc::now()).await {
+                match crate::ingest::alerts::evaluate(&db, &public_url, validity, Utc::now()).await {
                     Ok(p) if p.fired + p.resolved > 0 => tracing::info!(
                         rules = p.rules,
                         fired = p.fired,
@@ -71,11 +82,80 @@ pub fn spawn(db: PgPool, settings: AlertSettings, public_url: String) -> tokio::
                     Err(e) => tracing::warn!(error = %e, "alert evaluation failed; retrying at the next"),
                 }
             }
+            if last_resend.is_none_or(|t| t.elapsed() >= resend_every) {
+                last_resend = Some(tokio::time::Instant::now());
+                if let Err(e) = resend_firing(&db, &client, validity).await {
+                    tracing::warn!(error = %e, "alert re-send failed; retrying at the next");
+                }
+            }
             if let Err(e) = deliver_due(&db, &client, &settings).await {
                 tracing::warn!(error = %e, "alert delivery pass failed; retrying at the next");
             }
         }
     })
+}
+
+/// Sends every firing alert of a live rule to the rule's Alertmanager receivers, valid for
+/// `validity` from now; how many alerts it sent (counting each receiver). Alertmanager keeps alerts
+/// in memory only: this is how one that restarted gets them back. Re-sends are not notifications
+/// (webhook and Slack receivers hear of transitions only) and leave no delivery record; a failed
+/// one is simply made again at the next interval.
+pub async fn resend_firing(db: &PgPool, client: &reqwest::Client, validity: Duration) -> Result<usize, sqlx::Error> {
+    let mut urls: HashMap<String, Vec<String>> = HashMap::new();
+    for rule in storage::alerts::rules(db).await? {
+        let Ok(spec) = serde_json::from_value::<RuleSpec>(rule.spec) else {
+            continue;
+        };
+        let mut am: Vec<String> = spec
+            .receivers
+            .iter()
+            .filter(|r| r.kind == ReceiverKind::Alertmanager)
+            .map(|r| r.url.clone())
+            .collect();
+        am.sort();
+        am.dedup();
+        if spec.enabled && !am.is_empty() {
+            urls.insert(rule.id, am);
+        }
+    }
+    if urls.is_empty() {
+        return Ok(0);
+    }
+    let until = Utc::now() + validity;
+    let mut by_url: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+    for a in storage::alerts::firing(db).await? {
+        let Some(targets) = urls.get(&a.rule_id) else {
+            continue;
+        };
+        let labels: BTreeMap<String, String> = serde_json::from_value(a.labels).unwrap_or_default();
+        let annotations: BTreeMap<String, String> = serde_json::from_value(a.annotations).unwrap_or_default();
+        let link = annotations.get("link").cloned().unwrap_or_default();
+        let alert = alertmanager_alert(&labels, &annotations, a.starts_at, until, &link);
+        for url in targets {
+            by_url.entry(url.clone()).or_default().push(alert.clone());
+        }
+    }
+    let mut sent = 0;
+    for (url, alerts) in by_url {
+        let target = format!("{}/api/v2/alerts", url.trim_end_matches('/'));
+        for chunk in alerts.chunks(RESEND_CHUNK) {
+            let answer = client.post(&target).json(chunk).send().await;
+            let error = match answer {
+                Ok(res) if res.status().is_success() => None,
+                Ok(res) => Some(format!("HTTP {}", res.status().as_u16())),
+                Err(e) => Some(e.to_string()),
+            };
+            let outcome = if error.is_none() { "ok" } else { "error" };
+            metrics::counter!("faultline_alert_resends_total", "outcome" => outcome).increment(chunk.len() as u64);
+            match error {
+                None => sent += chunk.len(),
+                Some(e) => {
+                    tracing::warn!(url = %url, alerts = chunk.len(), error = %e, "alert re-send to Alertmanager failed")
+                }
+            }
+        }
+    }
+    Ok(sent)
 }
 
 /// Sends every due notification once; records each attempt.
@@ -105,7 +185,15 @@ async fn deliver(
     settings: &AlertSettings,
     row: &OutboxRow,
 ) -> Result<(), sqlx::Error> {
-    let body = serde_json::to_vec(&row.payload).unwrap_or_default();
+    let mut payload = row.payload.clone();
+    if row.receiver_kind == ReceiverKind::Alertmanager.as_str() {
+        renew_firing(
+            &mut payload,
+            row.created_at,
+            Utc::now() + settings.alertmanager_validity(),
+        );
+    }
+    let body = serde_json::to_vec(&payload).unwrap_or_default();
     let mut req = client
         .post(target(row))
         .header(reqwest::header::CONTENT_TYPE, "application/json");

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -74,8 +74,14 @@ pub struct Pass {
 }
 
 /// Evaluates every rule over every cluster it covers as of `now`. `public_url` prefixes the
-/// links in the notifications.
-pub async fn evaluate(db: &PgPool, public_url: &str, now: DateTime<Utc>) -> Result<Pass, sqlx::Error> {
+/// links in the notifications; `am_validity` is how far ahead a firing alert's `endsAt` is in
+/// Alertmanager notifications.
+pub async fn evaluate(
+    db: &PgPool,
+    public_url: &str,
+    am_validity: Duration,
+    now: DateTime<Utc>,
+) -> Result<Pass, sqlx::Error> {
     let clusters = storage::alerts::clusters(db).await?;
     let mut pass = Pass::default();
     for (row, deleted) in storage::alerts::rules_to_evaluate(db).await? {
@@ -101,7 +107,14 @@ pub async fn evaluate(db: &PgPool, public_url: &str, now: DateTime<Utc>) -> Resu
                 None => Ok(Vec::new()),
             };
             let outcome = match found {
-                Ok(found) => apply(db, &row, spec.as_ref(), &cluster, found, public_url, now).await,
+                Ok(found) => {
+                    let at = Stamp {
+                        public_url,
+                        am_validity,
+                        now,
+                    };
+                    apply(db, &row, spec.as_ref(), &cluster, found, &at).await
+                }
                 Err(e) => Err(e),
             };
             match outcome {
@@ -146,6 +159,13 @@ fn json_map(v: &serde_json::Value) -> BTreeMap<String, String> {
     serde_json::from_value(v.clone()).unwrap_or_default()
 }
 
+/// When and how an evaluation writes its notifications.
+struct Stamp<'a> {
+    public_url: &'a str,
+    am_validity: Duration,
+    now: DateTime<Utc>,
+}
+
 /// The state changes of one rule in one cluster and their notifications, in one transaction.
 async fn apply(
     db: &PgPool,
@@ -153,9 +173,9 @@ async fn apply(
     spec: Option<&RuleSpec>,
     cluster: &str,
     found: Vec<Finding>,
-    public_url: &str,
-    now: DateTime<Utc>,
+    at: &Stamp<'_>,
 ) -> Result<Pass, sqlx::Error> {
+    let (public_url, now) = (at.public_url, at.now);
     let existing = storage::alerts::alerts_of_rule(db, cluster, &rule.id).await?;
     let mut by_fp: HashMap<String, storage::alerts::AlertRow> =
         existing.into_iter().map(|a| (a.fingerprint.clone(), a)).collect();
@@ -301,7 +321,7 @@ async fn apply(
             annotations: a,
             starts_at: *starts_at,
             ends_at: *ends_at,
-            valid_until: now + repeat * 3,
+            valid_until: now + at.am_validity,
             value: *value,
             generator_url: &link,
         };

@@ -156,6 +156,27 @@ pub async fn alerts_of_rule(db: &PgPool, cluster: &str, rule_id: &str) -> Result
     .await
 }
 
+/// A firing alert as a re-send to Alertmanager needs it.
+#[derive(Debug, Clone)]
+pub struct FiringAlert {
+    pub cluster: String,
+    pub rule_id: String,
+    pub labels: serde_json::Value,
+    pub annotations: serde_json::Value,
+    pub starts_at: DateTime<Utc>,
+}
+
+/// Every firing alert, by rule.
+pub async fn firing(db: &PgPool) -> Result<Vec<FiringAlert>, sqlx::Error> {
+    sqlx::query_as!(
+        FiringAlert,
+        "SELECT cluster, rule_id, labels, annotations, starts_at FROM alerts WHERE state = 'firing'
+         ORDER BY rule_id, cluster, fingerprint"
+    )
+    .fetch_all(db)
+    .await
+}
+
 pub struct AlertFilter<'a> {
     pub cluster: Option<&'a str>,
     pub state: Option<&'a str>,

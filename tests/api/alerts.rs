@@ -15,6 +15,9 @@ use serde_json::{Value, json};
 
 use crate::helpers::{ADMIN_TOKEN, TestApp, TestDatabase, event, spawn_app_configured, test_server_url, uuid_n};
 
+/// How often firing alerts go to Alertmanager again in these tests.
+const RESEND_SECS: f64 = 1.0;
+
 /// Evaluation and delivery in fractions of a second, so a test sees several cycles.
 fn fast_alerts() -> AlertSettings {
     AlertSettings {
@@ -24,6 +27,7 @@ fn fast_alerts() -> AlertSettings {
         alert_retry_base_secs: 0.1,
         alert_retry_cap_secs: 0.4,
         alert_give_up_hours: 1.0,
+        alert_resend_interval_secs: RESEND_SECS,
         public_url: Some("http://faultline.example".into()),
     }
 }
@@ -119,11 +123,14 @@ impl Receiver {
 }
 
 /// Debian's Alertmanager on a free port, routing every alert to `receiver` at once; killed when
-/// dropped.
+/// dropped. It keeps its storage directory (notification log, silences) across restarts, as a
+/// site's does; alerts it keeps in memory only.
 struct Alertmanager {
     url: String,
-    _child: tokio::process::Child,
-    _dir: TempDir,
+    bin: &'static str,
+    port: u16,
+    child: tokio::process::Child,
+    dir: TempDir,
 }
 
 struct TempDir(std::path::PathBuf);
@@ -160,7 +167,20 @@ impl Alertmanager {
             .local_addr()
             .unwrap()
             .port();
-        let child = tokio::process::Command::new(bin)
+        let child = Self::spawn(bin, &dir, port);
+        let am = Alertmanager {
+            url: format!("http://127.0.0.1:{port}"),
+            bin,
+            port,
+            child,
+            dir: TempDir(dir),
+        };
+        am.wait_ready().await;
+        am
+    }
+
+    fn spawn(bin: &str, dir: &std::path::Path, port: u16) -> tokio::process::Child {
+        tokio::process::Command::new(bin)
             .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
             .arg(format!("--storage.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
@@ -169,22 +189,58 @@ impl Alertmanager {
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .expect("start prometheus-alertmanager");
-        let url = format!("http://127.0.0.1:{port}");
+            .expect("start prometheus-alertmanager")
+    }
+
+    async fn wait_ready(&self) {
         let client = reqwest::Client::new();
         for _ in 0..200 {
-            if let Ok(res) = client.get(format!("{url}/-/ready")).send().await
+            if let Ok(res) = client.get(format!("{}/-/ready", self.url)).send().await
                 && res.status() == 200
             {
-                return Alertmanager {
-                    url,
-                    _child: child,
-                    _dir: TempDir(dir),
-                };
+                return;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!("prometheus-alertmanager did not become ready on port {port} within 10 s");
+        panic!(
+            "prometheus-alertmanager did not become ready on port {} within 10 s",
+            self.port
+        );
+    }
+
+    /// Stops it (SIGKILL: nothing is saved on the way out) and starts it again on the same port
+    /// and storage.
+    async fn restart(&mut self) {
+        self.child.kill().await.unwrap();
+        self.child = Self::spawn(self.bin, &self.dir.0, self.port);
+        self.wait_ready().await;
+    }
+
+    /// The alerts it holds (`GET /api/v2/alerts`, active ones).
+    async fn alerts(&self) -> Vec<Value> {
+        let res = reqwest::get(format!("{}/api/v2/alerts", self.url)).await.unwrap();
+        assert_eq!(res.status(), 200);
+        res.json::<Vec<Value>>().await.unwrap()
+    }
+
+    /// Waits (up to `secs`) until it holds an alert whose labels include `labels`; that alert.
+    async fn wait_alert(&self, secs: u64, labels: &Value) -> Value {
+        let want = labels.as_object().unwrap();
+        for _ in 0..secs * 20 {
+            let found = self
+                .alerts()
+                .await
+                .into_iter()
+                .find(|a| want.iter().all(|(k, v)| a["labels"][k] == *v));
+            if let Some(a) = found {
+                return a;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "Alertmanager did not hold an alert labelled {labels} within {secs} s: {:#?}",
+            self.alerts().await
+        );
     }
 }
 
@@ -439,6 +495,63 @@ async fn a_silent_node_fires_and_every_signed_notification_arrives_once_in_order
         .map(|x| x["seq"].as_i64().unwrap())
         .collect();
     assert_eq!(delivered, vec![1, 2, 3]);
+}
+
+#[tokio::test]
+async fn an_alertmanager_that_restarts_has_the_firing_alerts_back_within_the_resend_interval() {
+    let from_am = Receiver::start().await;
+    let hook = Receiver::start().await;
+    let mut am = Alertmanager::start(&from_am.url).await;
+    let app = alerting_app().await;
+    inventory(&app, &[("n1", None)]).await;
+    let (status, v) = put_rule(
+        &app,
+        "quiet",
+        &json!({"condition": {"kind": "silence", "minutes": 0.02}, "repeat_interval_minutes": 60,
+                "receivers": [{"kind": "alertmanager", "url": am.url}, {"kind": "webhook", "url": hook.url}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    heartbeat(&app, "n1").await;
+    wait_state(&app, "quiet", "firing", 10).await;
+    let labels = json!({"alertname": "quiet", "subject": "n1"});
+    let held = am.wait_alert(10, &labels).await;
+    // Alertmanager holds it four re-send intervals (4 s) past the latest re-send.
+    let ends_at = chrono::DateTime::parse_from_rfc3339(held["endsAt"].as_str().unwrap()).unwrap();
+    let ahead = (ends_at.with_timezone(&Utc) - Utc::now()).as_seconds_f64();
+    assert!((2.0..=4.2).contains(&ahead), "endsAt {ahead} s ahead: {held}");
+
+    am.restart().await;
+    let restarted = tokio::time::Instant::now();
+    am.wait_alert(10, &labels).await;
+    let back_after = restarted.elapsed().as_secs_f64();
+    assert!(
+        back_after <= RESEND_SECS + 0.5,
+        "back in Alertmanager {back_after:.2} s after its restart, re-send interval {RESEND_SECS} s"
+    );
+    // Several re-sends later, the webhook has heard of the transition once, and each receiver has
+    // one delivery record: re-sends are neither notifications nor deliveries.
+    tokio::time::sleep(Duration::from_secs_f64(RESEND_SECS * 2.5)).await;
+    let events: Vec<String> = hook
+        .received()
+        .iter()
+        .map(|r| r.json()["event"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(events, vec!["firing"]);
+    let fp = wait_state(&app, "quiet", "firing", 1).await["fingerprint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, d) = app.get(ADMIN_TOKEN, &format!("/v1/alerts/{fp}/deliveries")).await;
+    let mut records: Vec<(&str, &str)> = d
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["receiver_kind"].as_str().unwrap(), x["outcome"].as_str().unwrap()))
+        .collect();
+    records.sort();
+    assert_eq!(records, vec![("alertmanager", "delivered"), ("webhook", "delivered")]);
+    am.wait_alert(1, &labels).await;
 }
 
 /// The alerts of `rule` as (subject, state), sorted.
