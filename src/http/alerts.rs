@@ -299,7 +299,8 @@ pub struct DeliveryView {
     /// The receiver's index in the rule.
     pub receiver: i32,
     pub receiver_kind: String,
-    /// firing, repeat or resolved.
+    /// firing, repeat, resolved, or relabel (Alertmanager receivers only: the old label set
+    /// resolved and the new one firing).
     pub event: String,
     /// 1 = the first attempt of this notification.
     pub attempt: i32,

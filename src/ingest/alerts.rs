@@ -9,8 +9,10 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::audit;
-use crate::domain::alert::{AlertState, Current, Finding, NotifyEvent, RuleSpec, Step, fingerprint, step};
-use crate::domain::alert_delivery::{Notification, payload};
+use crate::domain::alert::{
+    AlertState, Current, Finding, NotifyEvent, ReceiverKind, RuleSpec, Step, fingerprint, step,
+};
+use crate::domain::alert_delivery::{Notification, alertmanager_relabel, payload};
 use crate::domain::audit::{Actor, AuditAction};
 use crate::storage;
 use crate::storage::alerts::{AlertColumns, OutboxColumns, RuleRow};
@@ -159,6 +161,21 @@ fn json_map(v: &serde_json::Value) -> BTreeMap<String, String> {
     serde_json::from_value(v.clone()).unwrap_or_default()
 }
 
+/// One notification of one alert, before it is written for each receiver.
+struct Note {
+    fingerprint: String,
+    event: NotifyEvent,
+    value: Option<f64>,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    starts_at: DateTime<Utc>,
+    ends_at: Option<DateTime<Utc>>,
+    /// A firing alert's earlier labels, when they changed: Alertmanager receivers get that label
+    /// set resolved and the new one firing (`event` is then `Relabel`, or `Repeat` when a repeat
+    /// was due as well, for the other receivers).
+    relabel_from: Option<BTreeMap<String, String>>,
+}
+
 /// When and how an evaluation writes its notifications.
 struct Stamp<'a> {
     public_url: &'a str,
@@ -193,16 +210,6 @@ async fn apply(
         ends_at: vec![],
         notified: vec![],
     };
-    // (fingerprint, event, value, labels, annotations, starts_at, ends_at) of each notification.
-    type Note = (
-        String,
-        NotifyEvent,
-        Option<f64>,
-        BTreeMap<String, String>,
-        BTreeMap<String, String>,
-        DateTime<Utc>,
-        Option<DateTime<Utc>>,
-    );
     let mut notes: Vec<Note> = Vec::new();
     let mut pass = Pass::default();
     let push = |cols: &mut AlertColumns,
@@ -237,8 +244,40 @@ async fn apply(
         let before = by_fp.remove(&fp);
         let l = labels(&rule.id, spec, cluster, &f.subject);
         let a = annotations(spec, f, public_url);
+        // Alertmanager knows a firing alert by its labels: when a rule edit changed them, the set
+        // it holds must end, or it stays active there until its endsAt.
+        let relabel_from = before
+            .as_ref()
+            .filter(|b| b.state == AlertState::Firing.as_str())
+            .map(|b| json_map(&b.labels))
+            .filter(|old| *old != l);
         match step(before.as_ref().map(current).as_ref(), true, now, repeat) {
             Step::Nothing => {}
+            Step::Refresh if relabel_from.is_some() => {
+                let starts_at = before.map_or(now, |b| b.starts_at);
+                push(
+                    &mut cols,
+                    &fp,
+                    &f.subject,
+                    AlertState::Firing,
+                    Some(f.value),
+                    &l,
+                    &a,
+                    starts_at,
+                    None,
+                    true,
+                );
+                notes.push(Note {
+                    fingerprint: fp,
+                    event: NotifyEvent::Relabel,
+                    value: Some(f.value),
+                    labels: l,
+                    annotations: a,
+                    starts_at,
+                    ends_at: None,
+                    relabel_from,
+                });
+            }
             Step::Refresh => push(
                 &mut cols,
                 &fp,
@@ -272,7 +311,16 @@ async fn apply(
                     ends_at,
                     true,
                 );
-                notes.push((fp, event, Some(f.value), l, a, starts_at, ends_at));
+                notes.push(Note {
+                    fingerprint: fp,
+                    event,
+                    value: Some(f.value),
+                    labels: l,
+                    annotations: a,
+                    starts_at,
+                    ends_at,
+                    relabel_from,
+                });
             }
         }
     }
@@ -299,7 +347,16 @@ async fn apply(
                 ends_at,
                 true,
             );
-            notes.push((fp, event, before.value, l, a, starts_at, ends_at));
+            notes.push(Note {
+                fingerprint: fp,
+                event,
+                value: before.value,
+                labels: l,
+                annotations: a,
+                starts_at,
+                ends_at,
+                relabel_from: None,
+            });
         }
     }
     if cols.fingerprint.is_empty() {
@@ -312,29 +369,35 @@ async fn apply(
         .collect();
     let mut outbox = OutboxColumns::default();
     let receivers = spec.map(|s| s.receivers.as_slice()).unwrap_or_default();
-    for (fp, event, value, l, a, starts_at, ends_at) in &notes {
-        let link = a.get("link").cloned().unwrap_or_default();
+    for note in &notes {
+        let link = note.annotations.get("link").cloned().unwrap_or_default();
         let n = Notification {
-            fingerprint: fp,
-            event: *event,
-            labels: l,
-            annotations: a,
-            starts_at: *starts_at,
-            ends_at: *ends_at,
+            fingerprint: &note.fingerprint,
+            event: note.event,
+            labels: &note.labels,
+            annotations: &note.annotations,
+            starts_at: note.starts_at,
+            ends_at: note.ends_at,
             valid_until: now + at.am_validity,
-            value: *value,
+            value: note.value,
             generator_url: &link,
         };
         for (i, r) in receivers.iter().enumerate() {
+            let (event, body) = match (&note.relabel_from, r.kind) {
+                (Some(old), ReceiverKind::Alertmanager) => (NotifyEvent::Relabel, alertmanager_relabel(old, &n, now)),
+                // Other receivers know the alert by its fingerprint, which did not change.
+                (Some(_), _) if note.event == NotifyEvent::Relabel => continue,
+                _ => (note.event, payload(r.kind, &n)),
+            };
             outbox.id.push(Uuid::new_v4());
-            outbox.fingerprint.push(fp.clone());
-            outbox.seq.push(seqs.get(fp).copied().unwrap_or(0));
+            outbox.fingerprint.push(note.fingerprint.clone());
+            outbox.seq.push(seqs.get(&note.fingerprint).copied().unwrap_or(0));
             outbox.receiver.push(i as i32);
             outbox.receiver_kind.push(r.kind.as_str().to_string());
             outbox.url.push(r.url.clone());
             outbox.secret.push(r.secret.clone());
             outbox.event.push(event.as_str().to_string());
-            outbox.payload.push(payload(r.kind, &n));
+            outbox.payload.push(body);
         }
     }
     pass.notifications = storage::alerts::insert_outbox(&mut tx, cluster, &outbox, now).await? as usize;

@@ -554,6 +554,97 @@ async fn an_alertmanager_that_restarts_has_the_firing_alerts_back_within_the_res
     am.wait_alert(1, &labels).await;
 }
 
+#[tokio::test]
+async fn relabelling_a_firing_rule_ends_the_old_alert_in_alertmanager_and_fires_the_new_one() {
+    let from_am = Receiver::start().await;
+    let hook = Receiver::start().await;
+    let am = Alertmanager::start(&from_am.url).await;
+    let app = alerting_app().await;
+    inventory(&app, &[("n1", None)]).await;
+    let rule = |team: &str| {
+        json!({"condition": {"kind": "silence", "minutes": 0.02}, "repeat_interval_minutes": 60,
+               "labels": {"team": team},
+               "receivers": [{"kind": "alertmanager", "url": am.url}, {"kind": "webhook", "url": hook.url}]})
+    };
+    let (status, v) = put_rule(&app, "quiet", &rule("infra")).await;
+    assert_eq!(status, 200, "{v}");
+    heartbeat(&app, "n1").await;
+    wait_state(&app, "quiet", "firing", 10).await;
+    let old = am.wait_alert(10, &json!({"alertname": "quiet", "team": "infra"})).await;
+    let old_ends_at = chrono::DateTime::parse_from_rfc3339(old["endsAt"].as_str().unwrap()).unwrap();
+
+    let (status, v) = put_rule(&app, "quiet", &rule("gpu")).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["version"], 2);
+    am.wait_alert(10, &json!({"alertname": "quiet", "team": "gpu"})).await;
+    // Alertmanager ended the old label set when the rule changed, not when it would have lapsed.
+    let got = from_am
+        .wait_for(10, "the old label set resolved", |g| {
+            g.iter().any(|r| {
+                r.json()["alerts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a["status"] == "resolved" && a["labels"]["team"] == "infra")
+            })
+        })
+        .await;
+    let ended = got
+        .iter()
+        .flat_map(|r| r.json()["alerts"].as_array().unwrap().clone())
+        .find(|a| a["status"] == "resolved" && a["labels"]["team"] == "infra")
+        .unwrap();
+    let ended_at = chrono::DateTime::parse_from_rfc3339(ended["endsAt"].as_str().unwrap()).unwrap();
+    assert!(
+        ended_at < old_ends_at - chrono::Duration::seconds(1),
+        "ended {ended_at}, would have lapsed {old_ends_at}"
+    );
+    let active: Vec<Value> = am
+        .alerts()
+        .await
+        .into_iter()
+        .filter(|a| a["labels"]["alertname"] == "quiet")
+        .collect();
+    assert_eq!(active.len(), 1, "{active:#?}");
+    assert_eq!(active[0]["labels"]["team"], "gpu");
+    // The webhook knows the alert by its fingerprint: it heard of the firing only. Alertmanager's
+    // notifications: the firing, then the relabel.
+    let fp = wait_state(&app, "quiet", "firing", 1).await["fingerprint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, d) = app.get(ADMIN_TOKEN, &format!("/v1/alerts/{fp}/deliveries")).await;
+    let records: Vec<(i64, &str, &str, &str)> = d
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["seq"].as_i64().unwrap(),
+                x["receiver_kind"].as_str().unwrap(),
+                x["event"].as_str().unwrap(),
+                x["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let mut records = records;
+    records.sort();
+    assert_eq!(
+        records,
+        vec![
+            (1, "alertmanager", "firing", "delivered"),
+            (1, "webhook", "firing", "delivered"),
+            (2, "alertmanager", "relabel", "delivered")
+        ]
+    );
+    let events: Vec<String> = hook
+        .received()
+        .iter()
+        .map(|r| r.json()["event"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(events, vec!["firing"]);
+}
+
 /// The alerts of `rule` as (subject, state), sorted.
 async fn alert_states(app: &TestApp, rule: &str) -> Vec<(String, String)> {
     let (status, v) = app.get(ADMIN_TOKEN, &format!("/v1/alerts?rule_id={rule}")).await;

@@ -362,6 +362,9 @@ pub enum NotifyEvent {
     /// Still firing after the repeat interval.
     Repeat,
     Resolved,
+    /// Still firing under new labels (the rule's labels were edited). Only Alertmanager hears of
+    /// it, as the old label set resolved and the new one firing: there the labels are the alert.
+    Relabel,
 }
 
 impl NotifyEvent {
@@ -370,6 +373,7 @@ impl NotifyEvent {
             NotifyEvent::Firing => "firing",
             NotifyEvent::Repeat => "repeat",
             NotifyEvent::Resolved => "resolved",
+            NotifyEvent::Relabel => "relabel",
         }
     }
 }

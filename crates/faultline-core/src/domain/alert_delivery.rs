@@ -49,6 +49,16 @@ pub fn alertmanager_alert(
     })
 }
 
+/// The Alertmanager body of a relabelled firing alert: the label set it was notified under ends
+/// now (`endsAt` `now`) and the new one fires, in one request so that Alertmanager never holds
+/// both or neither.
+pub fn alertmanager_relabel(old_labels: &BTreeMap<String, String>, n: &Notification<'_>, now: DateTime<Utc>) -> Value {
+    json!([
+        alertmanager_alert(old_labels, n.annotations, n.starts_at, now, n.generator_url),
+        alertmanager_alert(n.labels, n.annotations, n.starts_at, n.valid_until, n.generator_url),
+    ])
+}
+
 /// Moves the `endsAt` of the firing alerts of an Alertmanager body written at `written_at` to
 /// `until`: a notification sent late (the receiver was down) must not reach Alertmanager already
 /// lapsed. Firing alerts are those written with an `endsAt` after `written_at`; a resolved one
@@ -94,7 +104,7 @@ pub fn payload(kind: ReceiverKind, n: &Notification<'_>) -> Value {
         ReceiverKind::Slack => {
             let status = match n.event {
                 NotifyEvent::Firing => "FIRING",
-                NotifyEvent::Repeat => "STILL FIRING",
+                NotifyEvent::Repeat | NotifyEvent::Relabel => "STILL FIRING",
                 NotifyEvent::Resolved => "RESOLVED",
             };
             let get = |k: &str| n.labels.get(k).map(String::as_str).unwrap_or("");
@@ -235,6 +245,17 @@ mod tests {
         let mut body = payload(ReceiverKind::Alertmanager, &resolved);
         renew_firing(&mut body, t0, t0 + Duration::hours(5));
         assert_eq!(body[0]["endsAt"], "2026-11-02T10:00:00.000Z");
+        // A relabel ends the old label set now and fires the new one; sent late, only the new
+        // one's end moves.
+        let old = BTreeMap::from([("alertname".to_string(), "lemons".to_string())]);
+        let mut relabel = alertmanager_relabel(&old, &n, t0);
+        assert_eq!(relabel[0]["labels"], json!({"alertname": "lemons"}));
+        assert_eq!(relabel[0]["endsAt"], "2026-11-02T10:00:00.000Z");
+        assert_eq!(relabel[1]["labels"]["subject"], "n001");
+        assert_eq!(relabel[1]["endsAt"], "2026-11-02T11:00:00.000Z");
+        renew_firing(&mut relabel, t0, t0 + Duration::hours(5));
+        assert_eq!(relabel[0]["endsAt"], "2026-11-02T10:00:00.000Z");
+        assert_eq!(relabel[1]["endsAt"], "2026-11-02T15:00:00.000Z");
         let wh = payload(ReceiverKind::Webhook, &n);
         assert_eq!((wh["status"].as_str(), wh["ends_at"].is_null()), (Some("firing"), true));
         let slack = payload(ReceiverKind::Slack, &n);
