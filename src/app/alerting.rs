@@ -7,7 +7,6 @@
 //! per alert and receiver.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration as StdDuration;
 
 use chrono::{Duration, Utc};
 use sqlx::PgPool;
@@ -26,15 +25,13 @@ pub const LEASE: &str = "alerting";
 const BATCH: i64 = 200;
 /// Alerts per request of a re-send to Alertmanager.
 const RESEND_CHUNK: usize = 500;
-/// How long one receiver may take to answer.
-const SEND_TIMEOUT: StdDuration = StdDuration::from_secs(10);
 
 /// Starts the task; it runs until the runtime stops (or the handle is aborted).
 pub fn spawn(db: PgPool, settings: AlertSettings, public_url: String) -> tokio::task::JoinHandle<()> {
     let holder = uuid::Uuid::new_v4().to_string();
     tokio::spawn(async move {
         let client = reqwest::Client::builder()
-            .timeout(SEND_TIMEOUT)
+            .timeout(secs(settings.alert_send_timeout_secs))
             .build()
             .unwrap_or_default();
         let poll = secs(
@@ -84,7 +81,7 @@ pub fn spawn(db: PgPool, settings: AlertSettings, public_url: String) -> tokio::
             }
             if last_resend.is_none_or(|t| t.elapsed() >= resend_every) {
                 last_resend = Some(tokio::time::Instant::now());
-                if let Err(e) = resend_firing(&db, &client, validity).await {
+                if let Err(e) = resend_firing(&db, &client, &settings).await {
                     tracing::warn!(error = %e, "alert re-send failed; retrying at the next");
                 }
             }
@@ -100,7 +97,12 @@ pub fn spawn(db: PgPool, settings: AlertSettings, public_url: String) -> tokio::
 /// in memory only: this is how one that restarted gets them back. Re-sends are not notifications
 /// (webhook and Slack receivers hear of transitions only) and leave no delivery record; a failed
 /// one is simply made again at the next interval.
-pub async fn resend_firing(db: &PgPool, client: &reqwest::Client, validity: Duration) -> Result<usize, sqlx::Error> {
+pub async fn resend_firing(
+    db: &PgPool,
+    client: &reqwest::Client,
+    settings: &AlertSettings,
+) -> Result<usize, sqlx::Error> {
+    let validity = settings.alertmanager_validity();
     let mut urls: HashMap<String, Vec<String>> = HashMap::new();
     for rule in storage::alerts::rules(db).await? {
         let Ok(spec) = serde_json::from_value::<RuleSpec>(rule.spec) else {
@@ -142,8 +144,8 @@ pub async fn resend_firing(db: &PgPool, client: &reqwest::Client, validity: Dura
             let answer = client.post(&target).json(chunk).send().await;
             let error = match answer {
                 Ok(res) if res.status().is_success() => None,
-                Ok(res) => Some(format!("HTTP {}", res.status().as_u16())),
-                Err(e) => Some(e.to_string()),
+                Ok(res) => Some(format!("HTTP {}", res.status())),
+                Err(e) => Some(send_error(&e, settings.alert_send_timeout_secs)),
             };
             let outcome = if error.is_none() { "ok" } else { "error" };
             metrics::counter!("faultline_alert_resends_total", "outcome" => outcome).increment(chunk.len() as u64);
@@ -205,17 +207,24 @@ async fn deliver(
             .header(TIMESTAMP_HEADER, ts.to_string())
             .header(SIGNATURE_HEADER, signature(secret.as_bytes(), ts, &body));
     }
+    let started = tokio::time::Instant::now();
     let answer = req.body(body).send().await;
+    metrics::histogram!("faultline_alert_delivery_seconds", "receiver" => row.receiver_kind.clone())
+        .record(started.elapsed().as_secs_f64());
     let at = Utc::now();
     let attempt = row.attempts + 1;
     let (status, error, outcome) = match answer {
         Ok(res) => {
             let status = res.status().as_u16();
             let outcome = Outcome::of_status(status);
-            let error = (outcome != Outcome::Delivered).then(|| format!("HTTP {status}"));
+            let error = (outcome != Outcome::Delivered).then(|| format!("HTTP {}", res.status()));
             (Some(i32::from(status)), error, outcome)
         }
-        Err(e) => (None, Some(e.to_string()), Outcome::Retry),
+        Err(e) => (
+            None,
+            Some(send_error(&e, settings.alert_send_timeout_secs)),
+            Outcome::Retry,
+        ),
     };
     let give_up = row.created_at + Duration::milliseconds((settings.alert_give_up_hours * 3_600_000.0) as i64);
     let outcome = match outcome {
@@ -249,6 +258,42 @@ async fn deliver(
         },
     )
     .await
+}
+
+/// Why a request got no answer, in the words an operator looks for: `connection refused`,
+/// `timed out after N s`, `TLS: ...`, `DNS: ...`, else the innermost cause.
+pub fn send_error(e: &reqwest::Error, timeout_secs: f64) -> String {
+    use std::error::Error as _;
+    if e.is_timeout() {
+        return format!("timed out after {timeout_secs} s");
+    }
+    let mut innermost = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => return "connection refused".into(),
+                std::io::ErrorKind::ConnectionReset => return "connection reset by the receiver".into(),
+                std::io::ErrorKind::TimedOut => return format!("timed out after {timeout_secs} s"),
+                _ => {}
+            }
+        }
+        let text = c.to_string();
+        let lower = text.to_ascii_lowercase();
+        if lower.contains("tls") || lower.contains("certificate") || lower.contains("handshake") {
+            return format!("TLS: {text}");
+        }
+        if lower.contains("dns") || lower.contains("lookup address") {
+            return format!("DNS: {text}");
+        }
+        innermost = text;
+        cause = c.source();
+    }
+    if e.is_connect() {
+        format!("could not connect: {innermost}")
+    } else {
+        innermost
+    }
 }
 
 /// A uniform number in [0, 1) from the OS's randomness.

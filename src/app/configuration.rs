@@ -127,6 +127,10 @@ pub struct AlertSettings {
     /// A notification not delivered this long after it was written is given up (`expired`).
     #[arg(long, env = "FAULTLINE_ALERT_GIVE_UP_HOURS", default_value_t = 24.0)]
     pub alert_give_up_hours: f64,
+    /// How long one receiver may take to answer a notification before the attempt counts as
+    /// failed (seconds).
+    #[arg(long, env = "FAULTLINE_ALERT_SEND_TIMEOUT_SECS", default_value_t = 10.0)]
+    pub alert_send_timeout_secs: f64,
     /// How often every firing alert is sent again to its Alertmanager receivers (seconds), each
     /// with an `endsAt` four of these ahead: an Alertmanager that restarts or fails over has them
     /// back within this long, and they lapse there if Faultline stops sending.
@@ -148,6 +152,7 @@ impl Default for AlertSettings {
             alert_retry_cap_secs: 300.0,
             alert_give_up_hours: 24.0,
             alert_resend_interval_secs: 60.0,
+            alert_send_timeout_secs: 10.0,
             public_url: None,
         }
     }

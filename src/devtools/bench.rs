@@ -567,7 +567,7 @@ async fn alert_evaluation(db: &sqlx::PgPool, end: chrono::DateTime<Utc>) -> anyh
         Condition::LemonNode {
             alpha: 0.05,
             window_hours: 720.0,
-            category: None,
+            category: crate::domain::taxonomy::LemonCategory::All,
         },
         Condition::BadPartOrSlot { alpha: 0.05 },
         Condition::MtbfBelow {

@@ -137,9 +137,12 @@ pub async fn evaluate(
     Ok(pass)
 }
 
-/// The labels of an alert: the rule's, then Faultline's own.
-fn labels(rule_id: &str, spec: Option<&RuleSpec>, cluster: &str, subject: &str) -> BTreeMap<String, String> {
+/// The labels of an alert: the rule's, then Faultline's own (those naming the subject's node,
+/// GPU, part or slot among them).
+fn labels(rule_id: &str, spec: Option<&RuleSpec>, cluster: &str, f: &Finding) -> BTreeMap<String, String> {
+    let subject = f.subject.as_str();
     let mut l = spec.map(|s| s.labels.clone()).unwrap_or_default();
+    l.extend(f.labels.clone());
     l.insert("alertname".into(), rule_id.into());
     l.insert("cluster".into(), cluster.into());
     l.insert("subject".into(), subject.into());
@@ -242,7 +245,7 @@ async fn apply(
     for f in &found {
         let fp = fingerprint(&rule.id, cluster, &f.subject);
         let before = by_fp.remove(&fp);
-        let l = labels(&rule.id, spec, cluster, &f.subject);
+        let l = labels(&rule.id, spec, cluster, f);
         let a = annotations(spec, f, public_url);
         // Alertmanager knows a firing alert by its labels: when a rule edit changed them, the set
         // it holds must end, or it stays active there until its endsAt.

@@ -5,7 +5,9 @@
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use sqlx::PgPool;
 
-use crate::domain::alert::{Condition, Finding, SilenceScope};
+use std::collections::BTreeMap;
+
+use crate::domain::alert::{Condition, Finding, SilenceScope, node_labels, slot_labels};
 use crate::domain::window::Window;
 use crate::queries::decisions::{self, Span};
 use crate::storage;
@@ -52,8 +54,8 @@ pub async fn findings(
         } => {
             let s = span(*window_hours);
             let q = window_query(cluster, s.from, s.to);
-            let cat = category.map(|c| c.as_str()).unwrap_or("all");
-            let figures = decisions::lemons(db, s, *category, *alpha).await?;
+            let cat = category.as_str();
+            let figures = decisions::lemons(db, s, category.category(), *alpha).await?;
             figures
                 .result
                 .lemons
@@ -65,6 +67,7 @@ pub async fn findings(
                     ),
                     value: n.failures as f64,
                     link: format!("/v1/analytics/lemon-nodes?{q}&category={cat}&alpha={alpha}"),
+                    labels: node_labels(&n.hostname),
                     subject: n.hostname,
                 })
                 .collect()
@@ -89,6 +92,10 @@ pub async fn findings(
                     ),
                     value: s.failures as f64,
                     link: link.clone(),
+                    labels: match what {
+                        "slot" => slot_labels(cluster, &s.id),
+                        _ => BTreeMap::from([("part".to_string(), s.id.clone())]),
+                    },
                     subject: format!("{what}:{}", s.id),
                 })
                 .collect()
@@ -116,6 +123,7 @@ pub async fn findings(
                         ),
                         value: round(upper, 3),
                         link: format!("/v1/analytics/mtbf?{q}&group_size={group_size}"),
+                        labels: BTreeMap::new(),
                         subject: g.group,
                     })
                 })
@@ -146,6 +154,7 @@ pub async fn findings(
                     value: round(c.overall.rate_ratio.unwrap_or(f64::INFINITY).min(1e9), 3),
                     summary: c.overall.verdict.clone(),
                     link,
+                    labels: BTreeMap::new(),
                 }]
             } else {
                 Vec::new()
@@ -176,6 +185,7 @@ pub async fn findings(
                         summary: format!("{name} seen on {} UTC, {before}", k.first_recent),
                         value: k.last_before.map_or(-1.0, |d| (since - d).num_days() as f64),
                         link: format!("/v1/analytics/top-errors?{q}"),
+                        labels: BTreeMap::new(),
                         subject: name,
                     }
                 })
@@ -190,7 +200,7 @@ pub async fn findings(
                     .append_pair("cluster", cluster)
                     .finish()
             );
-            let silent = |last: DateTime<Utc>, what: String, subject: String| Finding {
+            let silent = |last: DateTime<Utc>, what: String, subject: String, labels| Finding {
                 summary: format!(
                     "no signal nor heartbeat from {what} for {:.1} minutes (since {})",
                     (now - last).num_milliseconds() as f64 / 60_000.0,
@@ -199,19 +209,23 @@ pub async fn findings(
                 value: round((now - last).num_milliseconds() as f64 / 60_000.0, 3),
                 link: link.clone(),
                 subject,
+                labels,
             };
             match scope {
                 SilenceScope::Node => nodes
                     .into_iter()
                     .filter(|n| now - n.last_seen_at >= quiet)
-                    .map(|n| silent(n.last_seen_at, format!("node {}", n.hostname), n.hostname))
+                    .map(|n| {
+                        let labels = node_labels(&n.hostname);
+                        silent(n.last_seen_at, format!("node {}", n.hostname), n.hostname, labels)
+                    })
                     .collect(),
                 SilenceScope::Cluster => nodes
                     .iter()
                     .map(|n| n.last_seen_at)
                     .max()
                     .filter(|last| now - *last >= quiet)
-                    .map(|last| silent(last, format!("cluster {cluster}"), cluster.to_string()))
+                    .map(|last| silent(last, format!("cluster {cluster}"), cluster.to_string(), BTreeMap::new()))
                     .into_iter()
                     .collect(),
             }
@@ -237,6 +251,7 @@ pub async fn findings(
                         d.count
                     ),
                     link: format!("/v1/analytics/recovery?{q}"),
+                    labels: BTreeMap::new(),
                 }],
                 _ => Vec::new(),
             }

@@ -17,6 +17,8 @@ use crate::helpers::{ADMIN_TOKEN, TestApp, TestDatabase, event, spawn_app_config
 
 /// How often firing alerts go to Alertmanager again in these tests.
 const RESEND_SECS: f64 = 1.0;
+/// How long a receiver may take to answer in these tests.
+const SEND_TIMEOUT_SECS: f64 = 2.0;
 
 /// Evaluation and delivery in fractions of a second, so a test sees several cycles.
 fn fast_alerts() -> AlertSettings {
@@ -28,6 +30,7 @@ fn fast_alerts() -> AlertSettings {
         alert_retry_cap_secs: 0.4,
         alert_give_up_hours: 1.0,
         alert_resend_interval_secs: RESEND_SECS,
+        alert_send_timeout_secs: SEND_TIMEOUT_SECS,
         public_url: Some("http://faultline.example".into()),
     }
 }
@@ -358,6 +361,7 @@ async fn a_lemon_node_alert_goes_through_alertmanager_and_resolves_when_its_fail
     assert_eq!(alert["labels"]["alertname"], "lemons");
     assert_eq!(alert["labels"]["cluster"], "c1");
     assert_eq!(alert["labels"]["subject"], "n001");
+    assert_eq!(alert["labels"]["node"], "n001");
     assert_eq!(alert["labels"]["team"], "infra");
     assert_eq!(alert["labels"]["condition"], "lemon_node");
     assert_eq!(alert["annotations"]["runbook"], "https://wiki.example/lemons");
@@ -643,6 +647,92 @@ async fn relabelling_a_firing_rule_ends_the_old_alert_in_alertmanager_and_fires_
         .map(|r| r.json()["event"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(events, vec!["firing"]);
+}
+
+#[tokio::test]
+async fn alerts_name_their_node_and_a_failed_delivery_names_its_cause() {
+    let from_am = Receiver::start().await;
+    let am = Alertmanager::start(&from_am.url).await;
+    let app = alerting_app().await;
+    // A port nobody listens on, a receiver that accepts and never answers, one that answers 503.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let hung = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hung_url = format!("http://{}", hung.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = hung.accept().await {
+            held.push(stream);
+        }
+    });
+    let down = Receiver::start().await;
+    down.set_down(true);
+    inventory(&app, &[("n1", None)]).await;
+    let (status, v) = put_rule(
+        &app,
+        "quiet",
+        &json!({"condition": {"kind": "silence", "minutes": 0.02},
+                "receivers": [{"kind": "alertmanager", "url": am.url}, {"kind": "webhook", "url": closed},
+                              {"kind": "webhook", "url": hung_url}, {"kind": "slack", "url": down.url}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    heartbeat(&app, "n1").await;
+    let fired = wait_state(&app, "quiet", "firing", 10).await;
+    assert_eq!(fired["labels"]["node"], "n1");
+    let held = am.wait_alert(10, &json!({"alertname": "quiet", "node": "n1"})).await;
+    assert_eq!(held["labels"]["subject"], "n1");
+
+    let fp = fired["fingerprint"].as_str().unwrap().to_string();
+    let mut errors = std::collections::BTreeMap::new();
+    for _ in 0..300 {
+        let (_, d) = app.get(ADMIN_TOKEN, &format!("/v1/alerts/{fp}/deliveries")).await;
+        for x in d.as_array().unwrap() {
+            errors.insert(x["receiver"].as_i64().unwrap(), x["error"].clone());
+        }
+        if errors.len() == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        errors,
+        std::collections::BTreeMap::from([
+            (0, Value::Null),
+            (1, json!("connection refused")),
+            (2, json!(format!("timed out after {SEND_TIMEOUT_SECS} s"))),
+            (3, json!("HTTP 503 Service Unavailable")),
+        ])
+    );
+    // Each receiver kind's answer times are a histogram.
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("faultline_alert_delivery_seconds_bucket{receiver=\"webhook\",le=\"2.5\"}"),
+        "{metrics}"
+    );
+
+    // A lemon rule counts hardware failures unless told otherwise, as /v1/analytics/lemon-nodes.
+    let (status, v) = put_rule(&app, "lemons", &json!({"condition": {"kind": "lemon_node"}})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["condition"]["category"], "hardware");
+    let (status, v) = put_rule(
+        &app,
+        "odd",
+        &json!({"condition": {"kind": "silence", "minutes": 5}, "labels": {"node": "x"}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["message"].as_str().unwrap().starts_with("labels.node"), "{v}");
 }
 
 /// The alerts of `rule` as (subject, state), sorted.
