@@ -128,7 +128,7 @@ pub struct AlertSettings {
     #[arg(long, env = "FAULTLINE_ALERT_GIVE_UP_HOURS", default_value_t = 24.0)]
     pub alert_give_up_hours: f64,
     /// How long one receiver may take to answer a notification before the attempt counts as
-    /// failed (seconds).
+    /// failed (seconds; at most half the lease).
     #[arg(long, env = "FAULTLINE_ALERT_SEND_TIMEOUT_SECS", default_value_t = 10.0)]
     pub alert_send_timeout_secs: f64,
     /// How often every firing alert is sent again to its Alertmanager receivers (seconds), each
@@ -159,6 +159,13 @@ impl Default for AlertSettings {
 }
 
 impl AlertSettings {
+    /// How long a receiver may take to answer: the setting, at most half the lease (a request
+    /// starts only while the lease has this long left, so that it ends before the lease can pass
+    /// to another instance).
+    pub fn send_timeout(&self) -> Duration {
+        secs(self.alert_send_timeout_secs).min(secs(self.alert_lease_secs) / 2)
+    }
+
     /// How long Alertmanager holds a firing alert without hearing of it again: four re-send
     /// intervals (as Prometheus does), so one or two lost re-sends do not resolve it.
     pub fn alertmanager_validity(&self) -> chrono::Duration {

@@ -18,13 +18,15 @@ use crate::helpers::{ADMIN_TOKEN, TestApp, TestDatabase, event, spawn_app_config
 /// How often firing alerts go to Alertmanager again in these tests.
 const RESEND_SECS: f64 = 1.0;
 /// How long a receiver may take to answer in these tests.
-const SEND_TIMEOUT_SECS: f64 = 2.0;
+const SEND_TIMEOUT_SECS: f64 = 1.0;
+/// The evaluation lease in these tests: a request starts only while it has the send timeout left.
+const LEASE_SECS: f64 = 2.5;
 
 /// Evaluation and delivery in fractions of a second, so a test sees several cycles.
 fn fast_alerts() -> AlertSettings {
     AlertSettings {
         alert_evaluation_interval_secs: 0.2,
-        alert_lease_secs: 1.5,
+        alert_lease_secs: LEASE_SECS,
         alert_delivery_poll_secs: 0.1,
         alert_retry_base_secs: 0.1,
         alert_retry_cap_secs: 0.4,
@@ -217,6 +219,17 @@ impl Alertmanager {
         self.child.kill().await.unwrap();
         self.child = Self::spawn(self.bin, &self.dir.0, self.port);
         self.wait_ready().await;
+    }
+
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) it: frozen, it accepts connections and never answers.
+    fn freeze(&self, frozen: bool) {
+        let pid = self.child.id().unwrap().to_string();
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        let status = std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
     }
 
     /// The alerts it holds (`GET /api/v2/alerts`, active ones).
@@ -735,6 +748,196 @@ async fn alerts_name_their_node_and_a_failed_delivery_names_its_cause() {
     assert!(v["message"].as_str().unwrap().starts_with("labels.node"), "{v}");
 }
 
+#[tokio::test]
+async fn a_frozen_alertmanager_delays_neither_evaluation_nor_the_other_receivers() {
+    let from_am = Receiver::start().await;
+    let hook = Receiver::start().await;
+    let slack = Receiver::start().await;
+    let am = Alertmanager::start(&from_am.url).await;
+    let app = alerting_app().await;
+    inventory(&app, &[("n1", None), ("n2", None), ("n3", None)]).await;
+    let (status, v) = put_rule(
+        &app,
+        "quiet",
+        &json!({"condition": {"kind": "silence", "minutes": 0.02}, "repeat_interval_minutes": 60,
+                "receivers": [{"kind": "alertmanager", "url": am.url},
+                              {"kind": "webhook", "url": hook.url, "secret": "s3cret"},
+                              {"kind": "slack", "url": slack.url}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    // Alertmanager accepts connections and never answers: each request to it waits the whole
+    // send timeout (1 s), and there is one per alert and transition, and the re-sends.
+    am.freeze(true);
+    for n in ["n1", "n2", "n3"] {
+        heartbeat(&app, n).await;
+    }
+    let silent_from = tokio::time::Instant::now();
+    wait_states(
+        &app,
+        "quiet",
+        &[("n1", "firing"), ("n2", "firing"), ("n3", "firing")],
+        10,
+    )
+    .await;
+    let fired_after = silent_from.elapsed().as_secs_f64();
+    let got = hook.wait_for(10, "three firing notifications", |g| g.len() >= 3).await;
+    let hook_after = silent_from.elapsed().as_secs_f64();
+    slack.wait_for(10, "three firing notifications", |g| g.len() >= 3).await;
+    let slack_after = silent_from.elapsed().as_secs_f64();
+    let mut subjects: Vec<(String, String)> = verified(&got, "s3cret");
+    subjects.sort();
+    assert_eq!(
+        subjects,
+        vec![
+            ("firing".to_string(), "n1".to_string()),
+            ("firing".into(), "n2".into()),
+            ("firing".into(), "n3".into())
+        ]
+    );
+    // Silent for 1.2 s, evaluated every 0.2 s, sent every 0.1 s: on time, while three requests to
+    // Alertmanager (3 s of timeouts one after another) are still pending.
+    assert!(fired_after < 2.2, "fired {fired_after:.2} s after the last heartbeat");
+    assert!(
+        hook_after < fired_after + 0.7,
+        "webhook {hook_after:.2} s, fired {fired_after:.2} s"
+    );
+    assert!(
+        slack_after < fired_after + 0.7,
+        "slack {slack_after:.2} s, fired {fired_after:.2} s"
+    );
+    // The resolutions too.
+    for n in ["n1", "n2", "n3"] {
+        heartbeat(&app, n).await;
+    }
+    let back = tokio::time::Instant::now();
+    hook.wait_for(10, "three resolutions", |g| g.len() >= 6).await;
+    slack.wait_for(10, "three resolutions", |g| g.len() >= 6).await;
+    assert!(
+        back.elapsed().as_secs_f64() < 1.0,
+        "resolutions after {:.2} s",
+        back.elapsed().as_secs_f64()
+    );
+    // Alertmanager's attempts fail by timeout, and are tried again.
+    let (_, list) = app.get(ADMIN_TOKEN, "/v1/alerts?rule_id=quiet").await;
+    let mut am_errors: Vec<String> = Vec::new();
+    for _ in 0..100 {
+        for a in list.as_array().unwrap() {
+            let fp = a["fingerprint"].as_str().unwrap();
+            let (_, d) = app.get(ADMIN_TOKEN, &format!("/v1/alerts/{fp}/deliveries")).await;
+            am_errors.extend(
+                d.as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|x| x["receiver_kind"] == "alertmanager")
+                    .map(|x| x["error"].as_str().unwrap_or("").to_string()),
+            );
+        }
+        if !am_errors.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !am_errors.is_empty() && am_errors.iter().all(|e| e == "timed out after 1 s"),
+        "{am_errors:?}"
+    );
+    // Thawed, it gets them.
+    am.freeze(false);
+    am.wait_alert(10, &json!({"alertname": "quiet", "subject": "n1"})).await;
+}
+
+#[tokio::test]
+async fn an_attempt_is_recorded_only_under_the_lease_epoch_it_was_sent_under() {
+    use faultline::storage::alerts::{Attempt, Fence, OutboxColumns, due, insert_outbox, record_attempt, take_lease};
+    let app = alerting_app().await;
+    // A lease of its own (the app's alerting task holds "alerting") and a notification due only in
+    // 2100, which the app's task leaves alone.
+    sqlx::query("INSERT INTO alert_lease (name, holder, expires_at) VALUES ('fence-test', NULL, '-infinity')")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let t0 = Utc::now();
+    let s = chrono::Duration::seconds;
+    let a = take_lease(&app.db, "fence-test", "a", t0, t0 + s(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        take_lease(&app.db, "fence-test", "a", t0, t0 + s(1)).await.unwrap(),
+        Some(a)
+    );
+    assert_eq!(
+        take_lease(&app.db, "fence-test", "b", t0, t0 + s(1)).await.unwrap(),
+        None
+    );
+    // a stops renewing; b takes over once it expired, under the next epoch.
+    let b = take_lease(&app.db, "fence-test", "b", t0 + s(2), t0 + s(3))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(b, a + 1);
+    let later = chrono::DateTime::parse_from_rfc3339("2100-01-01T00:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let outbox = OutboxColumns {
+        id: vec![uuid::Uuid::new_v4()],
+        fingerprint: vec!["f".into()],
+        seq: vec![1],
+        receiver: vec![0],
+        receiver_kind: vec!["webhook".into()],
+        url: vec!["http://127.0.0.1:9/".into()],
+        secret: vec![None],
+        event: vec!["firing".into()],
+        payload: vec![json!({})],
+    };
+    let mut conn = app.db.acquire().await.unwrap();
+    assert_eq!(insert_outbox(&mut conn, "c1", &outbox, later).await.unwrap(), 1);
+    drop(conn);
+    let rows = due(&app.db, later, 10, &[]).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    let attempt = |outcome| Attempt {
+        row: &rows[0],
+        attempt: 1,
+        at: later,
+        status_code: Some(200),
+        outcome,
+        error: None,
+        next_attempt_at: later,
+    };
+    let fence = |holder, epoch| Fence {
+        lease: "fence-test",
+        holder,
+        epoch,
+    };
+    // a woke up after its pause and answers for a delivery it made: not recorded, still pending.
+    assert!(
+        !record_attempt(&app.db, &attempt("delivered"), &fence("a", a))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !record_attempt(&app.db, &attempt("delivered"), &fence("b", a))
+            .await
+            .unwrap()
+    );
+    assert_eq!(app.count("SELECT count(*) FROM alert_deliveries").await, 0);
+    assert_eq!(due(&app.db, later, 10, &[]).await.unwrap().len(), 1);
+    // b's is recorded, once.
+    assert!(
+        record_attempt(&app.db, &attempt("delivered"), &fence("b", b))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !record_attempt(&app.db, &attempt("delivered"), &fence("b", b))
+            .await
+            .unwrap()
+    );
+    assert_eq!(app.count("SELECT count(*) FROM alert_deliveries").await, 1);
+    assert!(due(&app.db, later, 10, &[]).await.unwrap().is_empty());
+}
+
 /// The alerts of `rule` as (subject, state), sorted.
 async fn alert_states(app: &TestApp, rule: &str) -> Vec<(String, String)> {
     let (status, v) = app.get(ADMIN_TOKEN, &format!("/v1/alerts?rule_id={rule}")).await;
@@ -879,7 +1082,7 @@ async fn two_instances_send_one_notification_per_transition_and_a_crash_hands_ov
     assert_eq!(events, vec!["firing", "resolved"]);
 
     // The second instance stops without giving the lease back (as a crash): whichever held it,
-    // evaluation goes on within the lease's 1.5 s.
+    // evaluation goes on within the lease's 2.5 s.
     second_alerting.abort();
     heartbeat(&app, "n1").await;
     wait_state(&app, "quiet", "firing", 10).await;
