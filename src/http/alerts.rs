@@ -217,7 +217,8 @@ pub struct AlertView {
     /// The figure the rule tested, at the last evaluation.
     pub value: Option<f64>,
     pub labels: serde_json::Value,
-    /// summary, value, link (the answer that shows the figure) and the rule's own.
+    /// summary, value, link (the subject: the node's failures or state, the part; the answer for
+    /// a cluster), answer (the analytics answer that shows the figure) and the rule's own.
     pub annotations: serde_json::Value,
     pub starts_at: DateTime<Utc>,
     /// When it resolved; null while firing.

@@ -157,6 +157,7 @@ fn annotations(spec: Option<&RuleSpec>, f: &Finding, public_url: &str) -> BTreeM
     a.insert("summary".into(), f.summary.clone());
     a.insert("value".into(), f.value.to_string());
     a.insert("link".into(), format!("{public_url}{}", f.link));
+    a.insert("answer".into(), format!("{public_url}{}", f.answer));
     a
 }
 

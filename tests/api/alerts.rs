@@ -383,13 +383,23 @@ async fn a_lemon_node_alert_goes_through_alertmanager_and_resolves_when_its_fail
         summary.starts_with("n001 had 3 failures in the last 1 h where 0.30 were expected"),
         "{summary}"
     );
+    // The notification points at the node's failures; the answer that shows the figure beside.
+    let link = alert["generatorURL"].as_str().unwrap();
     assert!(
-        alert["generatorURL"]
+        link.starts_with("http://faultline.example/v1/failures?cluster=c1&node=n001&from=")
+            && link.ends_with("&category=hardware"),
+        "{alert}"
+    );
+    assert_eq!(alert["annotations"]["link"], link);
+    assert!(
+        alert["annotations"]["answer"]
             .as_str()
             .unwrap()
             .starts_with("http://faultline.example/v1/analytics/lemon-nodes?cluster=c1&from="),
         "{alert}"
     );
+    let (status, failures) = app.get(ADMIN_TOKEN, &link["http://faultline.example".len()..]).await;
+    assert_eq!(status, 200, "{failures}");
 
     // The oldest failure ages out: resolved in Faultline, then through Alertmanager.
     let resolved = wait_state(&app, "lemons", "resolved", 30).await;
@@ -695,6 +705,12 @@ async fn alerts_name_their_node_and_a_failed_delivery_names_its_cause() {
     heartbeat(&app, "n1").await;
     let fired = wait_state(&app, "quiet", "firing", 10).await;
     assert_eq!(fired["labels"]["node"], "n1");
+    assert_eq!(
+        fired["annotations"]["link"],
+        "http://faultline.example/v1/nodes/c1/n1/state"
+    );
+    let (status, state) = app.get(ADMIN_TOKEN, "/v1/nodes/c1/n1/state").await;
+    assert_eq!(status, 200, "{state}");
     let held = am.wait_alert(10, &json!({"alertname": "quiet", "node": "n1"})).await;
     assert_eq!(held["labels"]["subject"], "n1");
 

@@ -337,8 +337,11 @@ pub struct Finding {
     /// The figure tested (failures, MTBF upper bound, rate ratio, minutes...).
     pub value: f64,
     pub summary: String,
-    /// The API path (with query) that shows the figure.
+    /// The API path (with query) of the subject itself: the node's failures or state, the part's
+    /// timeline, the node's GPUs for a slot; for a cluster, kind or group, the answer.
     pub link: String,
+    /// The API path (with query) of the analytics answer that shows the figure.
+    pub answer: String,
     /// Labels that name the subject's parts of the fleet (`node`, `gpu`, `part`, `slot`), so that
     /// Alertmanager can match them against node_exporter or DCGM alerts.
     pub labels: BTreeMap<String, String>,
