@@ -89,7 +89,13 @@ pub fn spawn(db: PgPool, settings: AlertSettings, public_url: String) -> tokio::
             .unwrap_or_default();
         // Dropped (and so aborted) with this task.
         let mut loops = JoinSet::new();
-        loops.spawn(evaluate_loop(db.clone(), settings.clone(), public_url, view.clone()));
+        loops.spawn(evaluate_loop(
+            db.clone(),
+            settings.clone(),
+            public_url,
+            holder.clone(),
+            view.clone(),
+        ));
         let sender = Arc::new(Sender {
             db: db.clone(),
             client,
@@ -137,7 +143,13 @@ async fn lease_loop(db: &PgPool, settings: &AlertSettings, holder: &str, tx: &wa
     }
 }
 
-async fn evaluate_loop(db: PgPool, settings: AlertSettings, public_url: String, view: watch::Receiver<Option<Held>>) {
+async fn evaluate_loop(
+    db: PgPool,
+    settings: AlertSettings,
+    public_url: String,
+    holder: String,
+    view: watch::Receiver<Option<Held>>,
+) {
     let every = secs(settings.alert_evaluation_interval_secs);
     let validity = settings.alertmanager_validity();
     let mut ticks = poll_interval(&settings);
@@ -152,7 +164,12 @@ async fn evaluate_loop(db: PgPool, settings: AlertSettings, public_url: String, 
             continue;
         }
         last = Some((epoch, Instant::now()));
-        match crate::ingest::alerts::evaluate(&db, &public_url, validity, Utc::now()).await {
+        let fence = Fence {
+            lease: LEASE,
+            holder: &holder,
+            epoch,
+        };
+        match crate::ingest::alerts::evaluate_fenced(&db, &public_url, validity, Utc::now(), Some(&fence)).await {
             Ok(p) if p.fired + p.resolved > 0 => tracing::info!(
                 rules = p.rules,
                 fired = p.fired,

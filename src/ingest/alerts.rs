@@ -15,7 +15,7 @@ use crate::domain::alert::{
 use crate::domain::alert_delivery::{Notification, alertmanager_relabel, payload};
 use crate::domain::audit::{Actor, AuditAction};
 use crate::storage;
-use crate::storage::alerts::{AlertColumns, OutboxColumns, RuleRow};
+use crate::storage::alerts::{AlertColumns, Fence, OutboxColumns, RuleRow};
 
 /// Stores `spec` as rule `id` (a new version when it changes); None when it is stored exactly so.
 pub async fn put_alert_rule(
@@ -84,6 +84,18 @@ pub async fn evaluate(
     am_validity: Duration,
     now: DateTime<Utc>,
 ) -> Result<Pass, sqlx::Error> {
+    evaluate_fenced(db, public_url, am_validity, now, None).await
+}
+
+/// [`evaluate`], writing each state change only while `fence` still holds the lease (checked in
+/// the transaction that writes it): an instance that lost the lease mid-pass changes nothing.
+pub async fn evaluate_fenced(
+    db: &PgPool,
+    public_url: &str,
+    am_validity: Duration,
+    now: DateTime<Utc>,
+    fence: Option<&Fence<'_>>,
+) -> Result<Pass, sqlx::Error> {
     let clusters = storage::alerts::clusters(db).await?;
     let mut pass = Pass::default();
     for (row, deleted) in storage::alerts::rules_to_evaluate(db).await? {
@@ -114,6 +126,7 @@ pub async fn evaluate(
                         public_url,
                         am_validity,
                         now,
+                        fence,
                     };
                     apply(db, &row, spec.as_ref(), &cluster, found, &at).await
                 }
@@ -185,6 +198,7 @@ struct Stamp<'a> {
     public_url: &'a str,
     am_validity: Duration,
     now: DateTime<Utc>,
+    fence: Option<&'a Fence<'a>>,
 }
 
 /// The state changes of one rule in one cluster and their notifications, in one transaction.
@@ -301,7 +315,6 @@ async fn apply(
             } => {
                 if event == NotifyEvent::Firing {
                     pass.fired += 1;
-                    metrics::counter!("faultline_alert_transitions_total", "to" => "firing").increment(1);
                 }
                 push(
                     &mut cols,
@@ -337,7 +350,6 @@ async fn apply(
         } = step(Some(&current(&before)), false, now, repeat)
         {
             pass.resolved += 1;
-            metrics::counter!("faultline_alert_transitions_total", "to" => "resolved").increment(1);
             let (l, a) = (json_map(&before.labels), json_map(&before.annotations));
             push(
                 &mut cols,
@@ -367,6 +379,11 @@ async fn apply(
         return Ok(pass);
     }
     let mut tx = db.begin().await?;
+    if let Some(fence) = at.fence
+        && !storage::alerts::lease_held(&mut tx, fence).await?
+    {
+        return Ok(Pass::default());
+    }
     let seqs: HashMap<String, i64> = storage::alerts::upsert_alerts(&mut tx, cluster, &cols, now)
         .await?
         .into_iter()
@@ -406,5 +423,7 @@ async fn apply(
     }
     pass.notifications = storage::alerts::insert_outbox(&mut tx, cluster, &outbox, now).await? as usize;
     tx.commit().await?;
+    metrics::counter!("faultline_alert_transitions_total", "to" => "firing").increment(pass.fired as u64);
+    metrics::counter!("faultline_alert_transitions_total", "to" => "resolved").increment(pass.resolved as u64);
     Ok(pass)
 }

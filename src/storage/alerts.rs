@@ -387,19 +387,25 @@ pub struct Fence<'a> {
     pub epoch: i64,
 }
 
-/// Records the attempt unless `fence` no longer holds the lease (or the row is no longer pending):
-/// whether it was recorded. The lease row is locked (shared) until the commit, so a takeover waits
-/// for the record and then sees it.
-pub async fn record_attempt(db: &PgPool, a: &Attempt<'_>, fence: &Fence<'_>) -> Result<bool, sqlx::Error> {
-    let mut tx = db.begin().await?;
+/// Whether `fence` still holds its lease, locking the lease row (shared) until the end of the
+/// transaction: a takeover waits for what this transaction writes, then sees it.
+pub async fn lease_held(conn: &mut PgConnection, fence: &Fence<'_>) -> Result<bool, sqlx::Error> {
     let held = sqlx::query_scalar!(
         "SELECT epoch FROM alert_lease WHERE name = $1 AND holder = $2 FOR SHARE",
         fence.lease,
         fence.holder,
     )
-    .fetch_optional(&mut *tx)
+    .fetch_optional(conn)
     .await?;
-    if held != Some(fence.epoch) {
+    Ok(held == Some(fence.epoch))
+}
+
+/// Records the attempt unless `fence` no longer holds the lease (or the row is no longer pending):
+/// whether it was recorded. The lease row is locked (shared) until the commit, so a takeover waits
+/// for the record and then sees it.
+pub async fn record_attempt(db: &PgPool, a: &Attempt<'_>, fence: &Fence<'_>) -> Result<bool, sqlx::Error> {
+    let mut tx = db.begin().await?;
+    if !lease_held(&mut tx, fence).await? {
         return Ok(false);
     }
     let state = if a.outcome == "retry" { "pending" } else { a.outcome };

@@ -864,7 +864,7 @@ async fn a_frozen_alertmanager_delays_neither_evaluation_nor_the_other_receivers
 }
 
 #[tokio::test]
-async fn an_attempt_is_recorded_only_under_the_lease_epoch_it_was_sent_under() {
+async fn evaluations_and_attempts_are_recorded_only_under_the_lease_epoch_they_ran_under() {
     use faultline::storage::alerts::{Attempt, Fence, OutboxColumns, due, insert_outbox, record_attempt, take_lease};
     let app = alerting_app().await;
     // A lease of its own (the app's alerting task holds "alerting") and a notification due only in
@@ -952,6 +952,29 @@ async fn an_attempt_is_recorded_only_under_the_lease_epoch_it_was_sent_under() {
     );
     assert_eq!(app.count("SELECT count(*) FROM alert_deliveries").await, 1);
     assert!(due(&app.db, later, 10, &[]).await.unwrap().is_empty());
+
+    // An evaluation as of 2100, when n1 has been silent for decades: under a's stale epoch it
+    // changes nothing, under b's the alert fires.
+    inventory(&app, &[("n1", None)]).await;
+    heartbeat(&app, "n1").await;
+    let (status, v) = put_rule(&app, "quiet", &json!({"condition": {"kind": "silence", "minutes": 60}})).await;
+    assert_eq!(status, 200, "{v}");
+    let db = &app.db;
+    let evaluate = |fence| async move {
+        faultline::ingest::alerts::evaluate_fenced(
+            db,
+            "http://faultline.example",
+            chrono::Duration::minutes(4),
+            later,
+            Some(&fence),
+        )
+        .await
+        .unwrap()
+    };
+    assert_eq!(evaluate(fence("a", a)).await.fired, 0);
+    assert_eq!(app.count("SELECT count(*) FROM alerts").await, 0);
+    assert_eq!(evaluate(fence("b", b)).await.fired, 1);
+    assert_eq!(app.count("SELECT count(*) FROM alerts").await, 1);
 }
 
 /// The alerts of `rule` as (subject, state), sorted.
