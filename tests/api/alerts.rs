@@ -74,16 +74,29 @@ struct Receiver {
     url: String,
     got: Arc<Mutex<Vec<Received>>>,
     down: Arc<std::sync::atomic::AtomicBool>,
+    /// Requests that arrived (counted before any delay).
+    arrived: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Receiver {
     async fn start() -> Receiver {
+        Receiver::start_slow(Duration::ZERO).await
+    }
+
+    /// A receiver that answers (and records) each request `delay` after it arrived; a request
+    /// whose sender hangs up meanwhile is not recorded, as it was not answered.
+    async fn start_slow(delay: Duration) -> Receiver {
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
         let down: Arc<std::sync::atomic::AtomicBool> = Arc::default();
-        let (g, d) = (got.clone(), down.clone());
+        let arrived: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+        let (g, d, n) = (got.clone(), down.clone(), arrived.clone());
         let app = axum::Router::new().fallback(move |uri: axum::http::Uri, headers: HeaderMap, body: Bytes| {
-            let (g, d) = (g.clone(), d.clone());
+            let (g, d, n) = (g.clone(), d.clone(), n.clone());
             async move {
+                n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
                 if d.load(std::sync::atomic::Ordering::SeqCst) {
                     return StatusCode::SERVICE_UNAVAILABLE;
                 }
@@ -98,7 +111,16 @@ impl Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
-        Receiver { url, got, down }
+        Receiver {
+            url,
+            got,
+            down,
+            arrived,
+        }
+    }
+
+    fn arrived(&self) -> usize {
+        self.arrived.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn set_down(&self, down: bool) {
@@ -975,6 +997,96 @@ async fn evaluations_and_attempts_are_recorded_only_under_the_lease_epoch_they_r
     assert_eq!(app.count("SELECT count(*) FROM alerts").await, 0);
     assert_eq!(evaluate(fence("b", b)).await.fired, 1);
     assert_eq!(app.count("SELECT count(*) FROM alerts").await, 1);
+}
+
+/// The events (firing, resolved, ...) a webhook receiver got, in order.
+fn events_of(r: &Receiver) -> Vec<String> {
+    r.received()
+        .iter()
+        .map(|x| x.json()["event"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_lease_handed_over_mid_delivery_delivers_each_transition_once_per_receiver() {
+    use faultline::app::startup::Application;
+    let slow = Receiver::start_slow(Duration::from_millis(600)).await;
+    let fast = Receiver::start().await;
+    // The test's own instance takes the lease once at its start and never renews it (it polls once
+    // a day): instances b, then c, are the ones that work.
+    let mut idle = config();
+    idle.alerts.alert_delivery_poll_secs = 86_400.0;
+    idle.alerts.alert_evaluation_interval_secs = 86_400.0;
+    let server_url = test_server_url().await.expect("a PostgreSQL server for tests");
+    let app = spawn_app_configured(TestDatabase::create(&server_url).await, idle).await;
+    let instance = || async {
+        let pool = faultline::db::pool::connect(&app.database_url(), &EdgeSettings::default().pool)
+            .await
+            .unwrap();
+        let built = Application::build(config(), pool, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let alerting = built.alerting_task();
+        tokio::spawn(built.run_until(std::future::pending()));
+        alerting
+    };
+    let epoch = || async {
+        sqlx::query_scalar::<_, i64>("SELECT epoch FROM alert_lease WHERE name = 'alerting'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap()
+    };
+    let b = instance().await;
+    for _ in 0..200 {
+        if epoch().await == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(epoch().await, 2, "b took the lease over from the idle instance");
+    let _c = instance().await;
+    inventory(&app, &[("n1", None)]).await;
+    let (status, v) = put_rule(
+        &app,
+        "quiet",
+        &json!({"condition": {"kind": "silence", "minutes": 0.02}, "repeat_interval_minutes": 60,
+                "receivers": [{"kind": "webhook", "url": slow.url}, {"kind": "webhook", "url": fast.url}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    heartbeat(&app, "n1").await;
+    // b sends the firing; while the slow receiver holds its request, b stops (as a crash).
+    for _ in 0..200 {
+        if slow.arrived() >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(slow.arrived(), 1);
+    b.abort();
+    // c takes over once b's lease expires and sends what b left unrecorded.
+    slow.wait_for(10, "the firing", |g| !g.is_empty()).await;
+    fast.wait_for(10, "the firing", |g| !g.is_empty()).await;
+    assert_eq!(epoch().await, 3, "c holds the lease");
+    heartbeat(&app, "n1").await;
+    slow.wait_for(10, "the resolution", |g| g.len() >= 2).await;
+    fast.wait_for(10, "the resolution", |g| g.len() >= 2).await;
+    keep_alive_for(&app, "n1", 1500).await;
+    assert_eq!(events_of(&slow), vec!["firing", "resolved"]);
+    assert_eq!(events_of(&fast), vec!["firing", "resolved"]);
+    // Each notification has one delivered record per receiver.
+    let (_, list) = app.get(ADMIN_TOKEN, "/v1/alerts?rule_id=quiet").await;
+    let fp = list[0]["fingerprint"].as_str().unwrap().to_string();
+    let (_, d) = app.get(ADMIN_TOKEN, &format!("/v1/alerts/{fp}/deliveries")).await;
+    let mut delivered: Vec<(i64, i64)> = d
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["outcome"] == "delivered")
+        .map(|x| (x["seq"].as_i64().unwrap(), x["receiver"].as_i64().unwrap()))
+        .collect();
+    delivered.sort();
+    assert_eq!(delivered, vec![(1, 0), (1, 1), (2, 0), (2, 1)]);
 }
 
 /// The alerts of `rule` as (subject, state), sorted.
