@@ -83,8 +83,7 @@ impl Receiver {
         Receiver::start_slow(Duration::ZERO).await
     }
 
-    /// A receiver that answers (and records) each request `delay` after it arrived; a request
-    /// whose sender hangs up meanwhile is not recorded, as it was not answered.
+    /// A receiver that answers (and records) each request `delay` after it arrived.
     async fn start_slow(delay: Duration) -> Receiver {
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
         let down: Arc<std::sync::atomic::AtomicBool> = Arc::default();
@@ -1008,7 +1007,7 @@ fn events_of(r: &Receiver) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_lease_handed_over_mid_delivery_delivers_each_transition_once_per_receiver() {
+async fn a_lease_handed_over_mid_delivery_records_each_transition_once_per_receiver() {
     use faultline::app::startup::Application;
     let slow = Receiver::start_slow(Duration::from_millis(600)).await;
     let fast = Receiver::start().await;
@@ -1055,14 +1054,19 @@ async fn a_lease_handed_over_mid_delivery_delivers_each_transition_once_per_rece
     .await;
     assert_eq!(status, 200, "{v}");
     heartbeat(&app, "n1").await;
-    // b sends the firing; while the slow receiver holds its request, b stops (as a crash).
-    for _ in 0..200 {
-        if slow.arrived() >= 1 {
+    // b sends the firing; once the fast receiver's delivery is recorded, and while the slow
+    // receiver holds its request, b stops (as a crash).
+    let fast_recorded = || async {
+        app.count("SELECT count(*) FROM alert_deliveries WHERE receiver = 1 AND outcome = 'delivered'")
+            .await
+    };
+    for _ in 0..500 {
+        if slow.arrived() >= 1 && fast_recorded().await == 1 {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(slow.arrived(), 1);
+    assert_eq!((slow.arrived(), fast_recorded().await), (1, 1));
     b.abort();
     // c takes over once b's lease expires and sends what b left unrecorded.
     slow.wait_for(10, "the firing", |g| !g.is_empty()).await;
@@ -1072,9 +1076,15 @@ async fn a_lease_handed_over_mid_delivery_delivers_each_transition_once_per_rece
     slow.wait_for(10, "the resolution", |g| g.len() >= 2).await;
     fast.wait_for(10, "the resolution", |g| g.len() >= 2).await;
     keep_alive_for(&app, "n1", 1500).await;
-    assert_eq!(events_of(&slow), vec!["firing", "resolved"]);
+    // The request b had sent in full before it stopped may have reached the slow receiver too
+    // (delivery is at least once: nothing can tell a receiver that its sender died); everything
+    // else arrives once, in order, and each notification has one delivered record per receiver.
+    let slow_events = events_of(&slow);
+    assert!(
+        slow_events == ["firing", "resolved"] || slow_events == ["firing", "firing", "resolved"],
+        "{slow_events:?}"
+    );
     assert_eq!(events_of(&fast), vec!["firing", "resolved"]);
-    // Each notification has one delivered record per receiver.
     let (_, list) = app.get(ADMIN_TOKEN, "/v1/alerts?rule_id=quiet").await;
     let fp = list[0]["fingerprint"].as_str().unwrap().to_string();
     let (_, d) = app.get(ADMIN_TOKEN, &format!("/v1/alerts/{fp}/deliveries")).await;
