@@ -127,6 +127,15 @@ pub struct AlertSettings {
     /// A notification not delivered this long after it was written is given up (`expired`).
     #[arg(long, env = "FAULTLINE_ALERT_GIVE_UP_HOURS", default_value_t = 24.0)]
     pub alert_give_up_hours: f64,
+    /// How long one receiver may take to answer a notification before the attempt counts as
+    /// failed (seconds; at most half the lease).
+    #[arg(long, env = "FAULTLINE_ALERT_SEND_TIMEOUT_SECS", default_value_t = 10.0)]
+    pub alert_send_timeout_secs: f64,
+    /// How often every firing alert is sent again to its Alertmanager receivers (seconds), each
+    /// with an `endsAt` four of these ahead: an Alertmanager that restarts or fails over has them
+    /// back within this long, and they lapse there if Faultline stops sending.
+    #[arg(long, env = "FAULTLINE_ALERT_RESEND_INTERVAL_SECS", default_value_t = 60.0)]
+    pub alert_resend_interval_secs: f64,
     /// Base URL of this service as receivers should reach it (the links in notifications)
     /// [default: http:// and the listen address].
     #[arg(long, env = "FAULTLINE_PUBLIC_URL")]
@@ -142,8 +151,25 @@ impl Default for AlertSettings {
             alert_retry_base_secs: 5.0,
             alert_retry_cap_secs: 300.0,
             alert_give_up_hours: 24.0,
+            alert_resend_interval_secs: 60.0,
+            alert_send_timeout_secs: 10.0,
             public_url: None,
         }
+    }
+}
+
+impl AlertSettings {
+    /// How long a receiver may take to answer: the setting, at most half the lease (a request
+    /// starts only while the lease has this long left, so that it ends before the lease can pass
+    /// to another instance).
+    pub fn send_timeout(&self) -> Duration {
+        secs(self.alert_send_timeout_secs).min(secs(self.alert_lease_secs) / 2)
+    }
+
+    /// How long Alertmanager holds a firing alert without hearing of it again: four re-send
+    /// intervals (as Prometheus does), so one or two lost re-sends do not resolve it.
+    pub fn alertmanager_validity(&self) -> chrono::Duration {
+        chrono::Duration::milliseconds((secs(self.alert_resend_interval_secs).as_millis() * 4) as i64)
     }
 }
 

@@ -29,6 +29,10 @@ pub const INGEST_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
+/// Buckets of `faultline_alert_delivery_seconds`: 5 ms .. 30 s (a receiver on the same network
+/// answers in milliseconds; one that hangs shows up at the send timeout, 10 s by default).
+pub const ALERT_DELIVERY_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
 /// The `metrics` facade needs one process-wide recorder; tests start several apps in one process,
 /// so it is installed once and its handle shared.
 pub fn metrics_handle() -> PrometheusHandle {
@@ -39,6 +43,12 @@ pub fn metrics_handle() -> PrometheusHandle {
                 .set_buckets_for_metric(Matcher::Full("faultline_http_request_seconds".into()), REQUEST_BUCKETS)
                 .and_then(|b| {
                     b.set_buckets_for_metric(Matcher::Full("faultline_ingest_seconds".into()), INGEST_BUCKETS)
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("faultline_alert_delivery_seconds".into()),
+                        ALERT_DELIVERY_BUCKETS,
+                    )
                 })
                 .expect("bucket lists are not empty")
                 .install_recorder()
@@ -73,6 +83,31 @@ fn describe_metrics() {
         "faultline_ingest_seconds",
         Unit::Seconds,
         "Time an admitted ingest request takes, body read, validation and storage included, by route; failed requests are counted too"
+    );
+    describe_counter!(
+        "faultline_alert_evaluations_total",
+        Unit::Count,
+        "Alert rule evaluations (one per rule and cluster), by outcome (ok, error)"
+    );
+    describe_counter!(
+        "faultline_alert_transitions_total",
+        Unit::Count,
+        "Alerts that started firing or resolved, by `to` (firing, resolved)"
+    );
+    describe_counter!(
+        "faultline_alert_deliveries_total",
+        Unit::Count,
+        "Notification delivery attempts, by receiver kind (alertmanager, webhook, slack) and outcome (delivered, retry, rejected, expired)"
+    );
+    describe_histogram!(
+        "faultline_alert_delivery_seconds",
+        Unit::Seconds,
+        "Time a receiver took to answer a notification (or to fail), by receiver kind"
+    );
+    describe_counter!(
+        "faultline_alert_resends_total",
+        Unit::Count,
+        "Firing alerts re-sent to Alertmanager (one per alert and receiver), by outcome (ok, error)"
     );
     describe_counter!(
         "faultline_rate_limited_total",

@@ -217,7 +217,8 @@ pub struct AlertView {
     /// The figure the rule tested, at the last evaluation.
     pub value: Option<f64>,
     pub labels: serde_json::Value,
-    /// summary, value, link (the answer that shows the figure) and the rule's own.
+    /// summary, value, link (the subject: the node's failures or state, the part; the answer for
+    /// a cluster), answer (the analytics answer that shows the figure) and the rule's own.
     pub annotations: serde_json::Value,
     pub starts_at: DateTime<Utc>,
     /// When it resolved; null while firing.
@@ -299,7 +300,8 @@ pub struct DeliveryView {
     /// The receiver's index in the rule.
     pub receiver: i32,
     pub receiver_kind: String,
-    /// firing, repeat or resolved.
+    /// firing, repeat, resolved, or relabel (Alertmanager receivers only: the old label set
+    /// resolved and the new one firing).
     pub event: String,
     /// 1 = the first attempt of this notification.
     pub attempt: i32,

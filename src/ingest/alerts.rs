@@ -4,16 +4,18 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::audit;
-use crate::domain::alert::{AlertState, Current, Finding, NotifyEvent, RuleSpec, Step, fingerprint, step};
-use crate::domain::alert_delivery::{Notification, payload};
+use crate::domain::alert::{
+    AlertState, Current, Finding, NotifyEvent, ReceiverKind, RuleSpec, Step, fingerprint, step,
+};
+use crate::domain::alert_delivery::{Notification, alertmanager_relabel, payload};
 use crate::domain::audit::{Actor, AuditAction};
 use crate::storage;
-use crate::storage::alerts::{AlertColumns, OutboxColumns, RuleRow};
+use crate::storage::alerts::{AlertColumns, Fence, OutboxColumns, RuleRow};
 
 /// Stores `spec` as rule `id` (a new version when it changes); None when it is stored exactly so.
 pub async fn put_alert_rule(
@@ -55,8 +57,9 @@ pub async fn heartbeats(db: &PgPool, cluster: &str, mut nodes: Vec<String>) -> R
     nodes.sort();
     nodes.dedup();
     let clusters = vec![cluster.to_string(); nodes.len()];
+    let times = vec![Utc::now(); nodes.len()];
     let mut tx = db.begin().await?;
-    storage::alerts::seen(&mut tx, &clusters, &nodes, Utc::now()).await?;
+    storage::alerts::seen(&mut tx, &clusters, &nodes, &times).await?;
     tx.commit().await?;
     Ok(nodes.len())
 }
@@ -73,8 +76,26 @@ pub struct Pass {
 }
 
 /// Evaluates every rule over every cluster it covers as of `now`. `public_url` prefixes the
-/// links in the notifications.
-pub async fn evaluate(db: &PgPool, public_url: &str, now: DateTime<Utc>) -> Result<Pass, sqlx::Error> {
+/// links in the notifications; `am_validity` is how far ahead a firing alert's `endsAt` is in
+/// Alertmanager notifications.
+pub async fn evaluate(
+    db: &PgPool,
+    public_url: &str,
+    am_validity: Duration,
+    now: DateTime<Utc>,
+) -> Result<Pass, sqlx::Error> {
+    evaluate_fenced(db, public_url, am_validity, now, None).await
+}
+
+/// [`evaluate`], writing each state change only while `fence` still holds the lease (checked in
+/// the transaction that writes it): an instance that lost the lease mid-pass changes nothing.
+pub async fn evaluate_fenced(
+    db: &PgPool,
+    public_url: &str,
+    am_validity: Duration,
+    now: DateTime<Utc>,
+    fence: Option<&Fence<'_>>,
+) -> Result<Pass, sqlx::Error> {
     let clusters = storage::alerts::clusters(db).await?;
     let mut pass = Pass::default();
     for (row, deleted) in storage::alerts::rules_to_evaluate(db).await? {
@@ -100,7 +121,15 @@ pub async fn evaluate(db: &PgPool, public_url: &str, now: DateTime<Utc>) -> Resu
                 None => Ok(Vec::new()),
             };
             let outcome = match found {
-                Ok(found) => apply(db, &row, spec.as_ref(), &cluster, found, public_url, now).await,
+                Ok(found) => {
+                    let at = Stamp {
+                        public_url,
+                        am_validity,
+                        now,
+                        fence,
+                    };
+                    apply(db, &row, spec.as_ref(), &cluster, found, &at).await
+                }
                 Err(e) => Err(e),
             };
             match outcome {
@@ -121,9 +150,12 @@ pub async fn evaluate(db: &PgPool, public_url: &str, now: DateTime<Utc>) -> Resu
     Ok(pass)
 }
 
-/// The labels of an alert: the rule's, then Faultline's own.
-fn labels(rule_id: &str, spec: Option<&RuleSpec>, cluster: &str, subject: &str) -> BTreeMap<String, String> {
+/// The labels of an alert: the rule's, then Faultline's own (those naming the subject's node,
+/// GPU, part or slot among them).
+fn labels(rule_id: &str, spec: Option<&RuleSpec>, cluster: &str, f: &Finding) -> BTreeMap<String, String> {
+    let subject = f.subject.as_str();
     let mut l = spec.map(|s| s.labels.clone()).unwrap_or_default();
+    l.extend(f.labels.clone());
     l.insert("alertname".into(), rule_id.into());
     l.insert("cluster".into(), cluster.into());
     l.insert("subject".into(), subject.into());
@@ -138,11 +170,35 @@ fn annotations(spec: Option<&RuleSpec>, f: &Finding, public_url: &str) -> BTreeM
     a.insert("summary".into(), f.summary.clone());
     a.insert("value".into(), f.value.to_string());
     a.insert("link".into(), format!("{public_url}{}", f.link));
+    a.insert("answer".into(), format!("{public_url}{}", f.answer));
     a
 }
 
 fn json_map(v: &serde_json::Value) -> BTreeMap<String, String> {
     serde_json::from_value(v.clone()).unwrap_or_default()
+}
+
+/// One notification of one alert, before it is written for each receiver.
+struct Note {
+    fingerprint: String,
+    event: NotifyEvent,
+    value: Option<f64>,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    starts_at: DateTime<Utc>,
+    ends_at: Option<DateTime<Utc>>,
+    /// A firing alert's earlier labels, when they changed: Alertmanager receivers get that label
+    /// set resolved and the new one firing (`event` is then `Relabel`, or `Repeat` when a repeat
+    /// was due as well, for the other receivers).
+    relabel_from: Option<BTreeMap<String, String>>,
+}
+
+/// When and how an evaluation writes its notifications.
+struct Stamp<'a> {
+    public_url: &'a str,
+    am_validity: Duration,
+    now: DateTime<Utc>,
+    fence: Option<&'a Fence<'a>>,
 }
 
 /// The state changes of one rule in one cluster and their notifications, in one transaction.
@@ -152,9 +208,9 @@ async fn apply(
     spec: Option<&RuleSpec>,
     cluster: &str,
     found: Vec<Finding>,
-    public_url: &str,
-    now: DateTime<Utc>,
+    at: &Stamp<'_>,
 ) -> Result<Pass, sqlx::Error> {
+    let (public_url, now) = (at.public_url, at.now);
     let existing = storage::alerts::alerts_of_rule(db, cluster, &rule.id).await?;
     let mut by_fp: HashMap<String, storage::alerts::AlertRow> =
         existing.into_iter().map(|a| (a.fingerprint.clone(), a)).collect();
@@ -172,16 +228,6 @@ async fn apply(
         ends_at: vec![],
         notified: vec![],
     };
-    // (fingerprint, event, value, labels, annotations, starts_at, ends_at) of each notification.
-    type Note = (
-        String,
-        NotifyEvent,
-        Option<f64>,
-        BTreeMap<String, String>,
-        BTreeMap<String, String>,
-        DateTime<Utc>,
-        Option<DateTime<Utc>>,
-    );
     let mut notes: Vec<Note> = Vec::new();
     let mut pass = Pass::default();
     let push = |cols: &mut AlertColumns,
@@ -214,10 +260,42 @@ async fn apply(
     for f in &found {
         let fp = fingerprint(&rule.id, cluster, &f.subject);
         let before = by_fp.remove(&fp);
-        let l = labels(&rule.id, spec, cluster, &f.subject);
+        let l = labels(&rule.id, spec, cluster, f);
         let a = annotations(spec, f, public_url);
+        // Alertmanager knows a firing alert by its labels: when a rule edit changed them, the set
+        // it holds must end, or it stays active there until its endsAt.
+        let relabel_from = before
+            .as_ref()
+            .filter(|b| b.state == AlertState::Firing.as_str())
+            .map(|b| json_map(&b.labels))
+            .filter(|old| *old != l);
         match step(before.as_ref().map(current).as_ref(), true, now, repeat) {
             Step::Nothing => {}
+            Step::Refresh if relabel_from.is_some() => {
+                let starts_at = before.map_or(now, |b| b.starts_at);
+                push(
+                    &mut cols,
+                    &fp,
+                    &f.subject,
+                    AlertState::Firing,
+                    Some(f.value),
+                    &l,
+                    &a,
+                    starts_at,
+                    None,
+                    true,
+                );
+                notes.push(Note {
+                    fingerprint: fp,
+                    event: NotifyEvent::Relabel,
+                    value: Some(f.value),
+                    labels: l,
+                    annotations: a,
+                    starts_at,
+                    ends_at: None,
+                    relabel_from,
+                });
+            }
             Step::Refresh => push(
                 &mut cols,
                 &fp,
@@ -237,7 +315,6 @@ async fn apply(
             } => {
                 if event == NotifyEvent::Firing {
                     pass.fired += 1;
-                    metrics::counter!("faultline_alert_transitions_total", "to" => "firing").increment(1);
                 }
                 push(
                     &mut cols,
@@ -251,7 +328,16 @@ async fn apply(
                     ends_at,
                     true,
                 );
-                notes.push((fp, event, Some(f.value), l, a, starts_at, ends_at));
+                notes.push(Note {
+                    fingerprint: fp,
+                    event,
+                    value: Some(f.value),
+                    labels: l,
+                    annotations: a,
+                    starts_at,
+                    ends_at,
+                    relabel_from,
+                });
             }
         }
     }
@@ -264,7 +350,6 @@ async fn apply(
         } = step(Some(&current(&before)), false, now, repeat)
         {
             pass.resolved += 1;
-            metrics::counter!("faultline_alert_transitions_total", "to" => "resolved").increment(1);
             let (l, a) = (json_map(&before.labels), json_map(&before.annotations));
             push(
                 &mut cols,
@@ -278,45 +363,67 @@ async fn apply(
                 ends_at,
                 true,
             );
-            notes.push((fp, event, before.value, l, a, starts_at, ends_at));
+            notes.push(Note {
+                fingerprint: fp,
+                event,
+                value: before.value,
+                labels: l,
+                annotations: a,
+                starts_at,
+                ends_at,
+                relabel_from: None,
+            });
         }
     }
     if cols.fingerprint.is_empty() {
         return Ok(pass);
     }
     let mut tx = db.begin().await?;
+    if let Some(fence) = at.fence
+        && !storage::alerts::lease_held(&mut tx, fence).await?
+    {
+        return Ok(Pass::default());
+    }
     let seqs: HashMap<String, i64> = storage::alerts::upsert_alerts(&mut tx, cluster, &cols, now)
         .await?
         .into_iter()
         .collect();
     let mut outbox = OutboxColumns::default();
     let receivers = spec.map(|s| s.receivers.as_slice()).unwrap_or_default();
-    for (fp, event, value, l, a, starts_at, ends_at) in &notes {
-        let link = a.get("link").cloned().unwrap_or_default();
+    for note in &notes {
+        let link = note.annotations.get("link").cloned().unwrap_or_default();
         let n = Notification {
-            fingerprint: fp,
-            event: *event,
-            labels: l,
-            annotations: a,
-            starts_at: *starts_at,
-            ends_at: *ends_at,
-            valid_until: now + repeat * 3,
-            value: *value,
+            fingerprint: &note.fingerprint,
+            event: note.event,
+            labels: &note.labels,
+            annotations: &note.annotations,
+            starts_at: note.starts_at,
+            ends_at: note.ends_at,
+            valid_until: now + at.am_validity,
+            value: note.value,
             generator_url: &link,
         };
         for (i, r) in receivers.iter().enumerate() {
+            let (event, body) = match (&note.relabel_from, r.kind) {
+                (Some(old), ReceiverKind::Alertmanager) => (NotifyEvent::Relabel, alertmanager_relabel(old, &n, now)),
+                // Other receivers know the alert by its fingerprint, which did not change.
+                (Some(_), _) if note.event == NotifyEvent::Relabel => continue,
+                _ => (note.event, payload(r.kind, &n)),
+            };
             outbox.id.push(Uuid::new_v4());
-            outbox.fingerprint.push(fp.clone());
-            outbox.seq.push(seqs.get(fp).copied().unwrap_or(0));
+            outbox.fingerprint.push(note.fingerprint.clone());
+            outbox.seq.push(seqs.get(&note.fingerprint).copied().unwrap_or(0));
             outbox.receiver.push(i as i32);
             outbox.receiver_kind.push(r.kind.as_str().to_string());
             outbox.url.push(r.url.clone());
             outbox.secret.push(r.secret.clone());
             outbox.event.push(event.as_str().to_string());
-            outbox.payload.push(payload(r.kind, &n));
+            outbox.payload.push(body);
         }
     }
     pass.notifications = storage::alerts::insert_outbox(&mut tx, cluster, &outbox, now).await? as usize;
     tx.commit().await?;
+    metrics::counter!("faultline_alert_transitions_total", "to" => "firing").increment(pass.fired as u64);
+    metrics::counter!("faultline_alert_transitions_total", "to" => "resolved").increment(pass.resolved as u64);
     Ok(pass)
 }

@@ -87,14 +87,26 @@ pub async fn store_events(
     months.sort();
     months.dedup();
     storage::partitions::ensure_months(db, &months).await?;
-    // Every sender counts as alive, retries included (the silence rule's input).
-    let mut senders: Vec<(String, String)> = events
-        .iter()
-        .filter_map(|e| e.node.as_ref().map(|n| (e.cluster.clone(), n.clone())))
-        .collect();
-    senders.sort();
-    senders.dedup();
-    let (sender_clusters, sender_nodes): (Vec<String>, Vec<String>) = senders.into_iter().unzip();
+    // Every sender counts as alive as of its latest signal's time, retries included (the silence
+    // rule's input): a history import is not a sign of life now, and a clock ahead is read as now.
+    let now = chrono::Utc::now();
+    let mut senders: std::collections::BTreeMap<(String, String), chrono::DateTime<chrono::Utc>> =
+        std::collections::BTreeMap::new();
+    for e in &events {
+        if let Some(n) = &e.node {
+            let at = e.occurred_at.min(now);
+            let last = senders.entry((e.cluster.clone(), n.clone())).or_insert(at);
+            *last = (*last).max(at);
+        }
+    }
+    let mut sender_clusters = Vec::with_capacity(senders.len());
+    let mut sender_nodes = Vec::with_capacity(senders.len());
+    let mut sender_times = Vec::with_capacity(senders.len());
+    for ((c, n), at) in senders {
+        sender_clusters.push(c);
+        sender_nodes.push(n);
+        sender_times.push(at);
+    }
     let mut tx = db.begin().await?;
     let catalog = crate::ingest::catalog::lock_shared(&mut tx, catalog_cache).await?;
     let keys: Vec<(&str, chrono::DateTime<chrono::Utc>, uuid::Uuid)> = events
@@ -116,7 +128,7 @@ pub async fn store_events(
     sources.sort();
     sources.dedup();
     locks::lock(&mut tx, LockSpace::BurstSources, &sources).await?;
-    storage::alerts::seen(&mut tx, &sender_clusters, &sender_nodes, chrono::Utc::now()).await?;
+    storage::alerts::seen(&mut tx, &sender_clusters, &sender_nodes, &sender_times).await?;
     let bursts = crate::fold::burst::collapse(events, crate::fold::burst::burst_gap());
     let targets = storage::events::extend_stored(
         &mut tx,

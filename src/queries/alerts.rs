@@ -1,11 +1,14 @@
 //! What each alert rule finds in one cluster now. Every condition calls the read use case that
 //! answers the same figure in the API (lemon nodes, parts or slots, MTBF, compare, recovery) or
-//! reads a rollup (new failure kinds), so an alert and the answer it links to agree.
+//! reads a rollup (new failure kinds), so an alert and the answer it links to agree. Each finding
+//! links to its subject too (the node, the part), which is what a notification points at.
 
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use sqlx::PgPool;
 
-use crate::domain::alert::{Condition, Finding, SilenceScope};
+use std::collections::BTreeMap;
+
+use crate::domain::alert::{Condition, Finding, SilenceScope, node_labels, slot_labels};
 use crate::domain::window::Window;
 use crate::queries::decisions::{self, Span};
 use crate::storage;
@@ -25,6 +28,26 @@ fn window_query(cluster: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> String
         .append_pair("from", &ts(from))
         .append_pair("to", &ts(to))
         .finish()
+}
+
+/// A path segment, percent-encoded.
+fn segment(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+/// A node's failures in a window (of one category, or all), for a link.
+fn node_failures(cluster: &str, node: &str, from: DateTime<Utc>, to: DateTime<Utc>, category: Option<&str>) -> String {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    q.append_pair("cluster", cluster)
+        .append_pair("node", node)
+        .append_pair("from", &ts(from))
+        .append_pair("to", &ts(to));
+    if let Some(c) = category {
+        q.append_pair("category", c);
+    }
+    format!("/v1/failures?{}", q.finish())
 }
 
 fn round(v: f64, digits: i32) -> f64 {
@@ -52,8 +75,9 @@ pub async fn findings(
         } => {
             let s = span(*window_hours);
             let q = window_query(cluster, s.from, s.to);
-            let cat = category.map(|c| c.as_str()).unwrap_or("all");
-            let figures = decisions::lemons(db, s, *category, *alpha).await?;
+            let cat = category.as_str();
+            let (from, to) = (s.from, s.to);
+            let figures = decisions::lemons(db, s, category.category(), *alpha).await?;
             figures
                 .result
                 .lemons
@@ -64,21 +88,23 @@ pub async fn findings(
                         n.hostname, n.failures, n.expected_failures, n.adjusted_probability
                     ),
                     value: n.failures as f64,
-                    link: format!("/v1/analytics/lemon-nodes?{q}&category={cat}&alpha={alpha}"),
+                    link: node_failures(cluster, &n.hostname, from, to, category.category().map(|c| c.as_str())),
+                    answer: format!("/v1/analytics/lemon-nodes?{q}&category={cat}&alpha={alpha}"),
+                    labels: node_labels(&n.hostname),
                     subject: n.hostname,
                 })
                 .collect()
         }
         Condition::BadPartOrSlot { alpha } => {
-            let answer = crate::queries::parts::parts_or_slots(db, Some(cluster), *alpha, now).await?;
-            let link = format!(
+            let figures = crate::queries::parts::parts_or_slots(db, Some(cluster), *alpha, now).await?;
+            let answer = format!(
                 "/v1/analytics/parts-or-slots?{}&alpha={alpha}",
                 form_urlencoded::Serializer::new(String::new())
                     .append_pair("cluster", cluster)
                     .finish()
             );
-            let parts = answer.result.parts.into_iter().map(|s| ("part", s));
-            let slots = answer.result.slots.into_iter().map(|s| ("slot", s));
+            let parts = figures.result.parts.into_iter().map(|s| ("part", s));
+            let slots = figures.result.slots.into_iter().map(|s| ("slot", s));
             parts
                 .chain(slots)
                 .filter(|(_, s)| s.significant)
@@ -88,7 +114,24 @@ pub async fn findings(
                         s.id, s.failures, s.distinct, s.expected, s.adjusted_p
                     ),
                     value: s.failures as f64,
-                    link: link.clone(),
+                    link: match what {
+                        "slot" => match slot_labels(cluster, &s.id).get("node") {
+                            Some(node) => format!("/v1/nodes/{}/{}/gpus", segment(cluster), segment(node)),
+                            None => answer.clone(),
+                        },
+                        _ => format!(
+                            "/v1/gpus/{}?{}",
+                            segment(&s.id),
+                            form_urlencoded::Serializer::new(String::new())
+                                .append_pair("cluster", cluster)
+                                .finish()
+                        ),
+                    },
+                    answer: answer.clone(),
+                    labels: match what {
+                        "slot" => slot_labels(cluster, &s.id),
+                        _ => BTreeMap::from([("part".to_string(), s.id.clone())]),
+                    },
                     subject: format!("{what}:{}", s.id),
                 })
                 .collect()
@@ -116,6 +159,8 @@ pub async fn findings(
                         ),
                         value: round(upper, 3),
                         link: format!("/v1/analytics/mtbf?{q}&group_size={group_size}"),
+                        answer: format!("/v1/analytics/mtbf?{q}&group_size={group_size}"),
+                        labels: BTreeMap::new(),
                         subject: g.group,
                     })
                 })
@@ -145,7 +190,9 @@ pub async fn findings(
                     subject: cluster.to_string(),
                     value: round(c.overall.rate_ratio.unwrap_or(f64::INFINITY).min(1e9), 3),
                     summary: c.overall.verdict.clone(),
+                    answer: link.clone(),
                     link,
+                    labels: BTreeMap::new(),
                 }]
             } else {
                 Vec::new()
@@ -176,6 +223,8 @@ pub async fn findings(
                         summary: format!("{name} seen on {} UTC, {before}", k.first_recent),
                         value: k.last_before.map_or(-1.0, |d| (since - d).num_days() as f64),
                         link: format!("/v1/analytics/top-errors?{q}"),
+                        answer: format!("/v1/analytics/top-errors?{q}"),
+                        labels: BTreeMap::new(),
                         subject: name,
                     }
                 })
@@ -183,35 +232,44 @@ pub async fn findings(
         }
         Condition::Silence { minutes, scope } => {
             let quiet = Duration::milliseconds((minutes * 60_000.0) as i64);
-            let nodes = storage::alerts::last_seen(db, cluster).await?;
+            let nodes = storage::alerts::watched_last_seen(db, cluster, now).await?;
             let link = format!(
                 "/v1/nodes?{}",
                 form_urlencoded::Serializer::new(String::new())
                     .append_pair("cluster", cluster)
                     .finish()
             );
-            let silent = |last: DateTime<Utc>, what: String, subject: String| Finding {
-                summary: format!(
-                    "no signal nor heartbeat from {what} for {:.1} minutes (since {})",
-                    (now - last).num_milliseconds() as f64 / 60_000.0,
-                    ts(last)
-                ),
-                value: round((now - last).num_milliseconds() as f64 / 60_000.0, 3),
-                link: link.clone(),
-                subject,
-            };
+            let silent =
+                |last: DateTime<Utc>, what: String, subject: String, labels: BTreeMap<String, String>| Finding {
+                    summary: format!(
+                        "no signal nor heartbeat from {what} for {:.1} minutes (since {})",
+                        (now - last).num_milliseconds() as f64 / 60_000.0,
+                        ts(last)
+                    ),
+                    value: round((now - last).num_milliseconds() as f64 / 60_000.0, 3),
+                    link: match labels.get("node") {
+                        Some(node) => format!("/v1/nodes/{}/{}/state", segment(cluster), segment(node)),
+                        None => link.clone(),
+                    },
+                    answer: link.clone(),
+                    subject,
+                    labels,
+                };
             match scope {
                 SilenceScope::Node => nodes
                     .into_iter()
                     .filter(|n| now - n.last_seen_at >= quiet)
-                    .map(|n| silent(n.last_seen_at, format!("node {}", n.hostname), n.hostname))
+                    .map(|n| {
+                        let labels = node_labels(&n.hostname);
+                        silent(n.last_seen_at, format!("node {}", n.hostname), n.hostname, labels)
+                    })
                     .collect(),
                 SilenceScope::Cluster => nodes
                     .iter()
                     .map(|n| n.last_seen_at)
                     .max()
                     .filter(|last| now - *last >= quiet)
-                    .map(|last| silent(last, format!("cluster {cluster}"), cluster.to_string()))
+                    .map(|last| silent(last, format!("cluster {cluster}"), cluster.to_string(), BTreeMap::new()))
                     .into_iter()
                     .collect(),
             }
@@ -237,6 +295,8 @@ pub async fn findings(
                         d.count
                     ),
                     link: format!("/v1/analytics/recovery?{q}"),
+                    answer: format!("/v1/analytics/recovery?{q}"),
+                    labels: BTreeMap::new(),
                 }],
                 _ => Vec::new(),
             }

@@ -156,6 +156,27 @@ pub async fn alerts_of_rule(db: &PgPool, cluster: &str, rule_id: &str) -> Result
     .await
 }
 
+/// A firing alert as a re-send to Alertmanager needs it.
+#[derive(Debug, Clone)]
+pub struct FiringAlert {
+    pub cluster: String,
+    pub rule_id: String,
+    pub labels: serde_json::Value,
+    pub annotations: serde_json::Value,
+    pub starts_at: DateTime<Utc>,
+}
+
+/// Every firing alert, by rule.
+pub async fn firing(db: &PgPool) -> Result<Vec<FiringAlert>, sqlx::Error> {
+    sqlx::query_as!(
+        FiringAlert,
+        "SELECT cluster, rule_id, labels, annotations, starts_at FROM alerts WHERE state = 'firing'
+         ORDER BY rule_id, cluster, fingerprint"
+    )
+    .fetch_all(db)
+    .await
+}
+
 pub struct AlertFilter<'a> {
     pub cluster: Option<&'a str>,
     pub state: Option<&'a str>,
@@ -323,14 +344,16 @@ pub struct OutboxRow {
 }
 
 /// Pending rows due at `now` that are first in their alert's order for their receiver (an
-/// earlier notification of the same alert still pending holds the later ones back), oldest first.
-pub async fn due(db: &PgPool, now: DateTime<Utc>, limit: i64) -> Result<Vec<OutboxRow>, sqlx::Error> {
+/// earlier notification of the same alert still pending holds the later ones back), oldest first,
+/// leaving out the receivers (URLs) in `busy`: a receiver still working on its last batch must not
+/// fill this one.
+pub async fn due(db: &PgPool, now: DateTime<Utc>, limit: i64, busy: &[String]) -> Result<Vec<OutboxRow>, sqlx::Error> {
     sqlx::query_as!(
         OutboxRow,
         "SELECT o.cluster, o.id, o.fingerprint, o.seq, o.receiver, o.receiver_kind, o.url, o.secret, o.event,
                 o.payload, o.created_at, o.attempts
          FROM alert_outbox o
-         WHERE o.state = 'pending' AND o.next_attempt_at <= $1
+         WHERE o.state = 'pending' AND o.next_attempt_at <= $1 AND NOT (o.url = ANY($3))
            AND NOT EXISTS (SELECT 1 FROM alert_outbox p
                            WHERE p.cluster = o.cluster AND p.fingerprint = o.fingerprint
                              AND p.receiver = o.receiver AND p.state = 'pending' AND p.seq < o.seq)
@@ -338,6 +361,7 @@ pub async fn due(db: &PgPool, now: DateTime<Utc>, limit: i64) -> Result<Vec<Outb
          LIMIT $2",
         now,
         limit,
+        busy,
     )
     .fetch_all(db)
     .await
@@ -356,11 +380,38 @@ pub struct Attempt<'a> {
     pub next_attempt_at: DateTime<Utc>,
 }
 
-pub async fn record_attempt(db: &PgPool, a: &Attempt<'_>) -> Result<(), sqlx::Error> {
+/// The lease a delivery was sent under: its attempt is recorded only while it is still held.
+pub struct Fence<'a> {
+    pub lease: &'a str,
+    pub holder: &'a str,
+    pub epoch: i64,
+}
+
+/// Whether `fence` still holds its lease, locking the lease row (shared) until the end of the
+/// transaction: a takeover waits for what this transaction writes, then sees it.
+pub async fn lease_held(conn: &mut PgConnection, fence: &Fence<'_>) -> Result<bool, sqlx::Error> {
+    let held = sqlx::query_scalar!(
+        "SELECT epoch FROM alert_lease WHERE name = $1 AND holder = $2 FOR SHARE",
+        fence.lease,
+        fence.holder,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(held == Some(fence.epoch))
+}
+
+/// Records the attempt unless `fence` no longer holds the lease (or the row is no longer pending):
+/// whether it was recorded. The lease row is locked (shared) until the commit, so a takeover waits
+/// for the record and then sees it.
+pub async fn record_attempt(db: &PgPool, a: &Attempt<'_>, fence: &Fence<'_>) -> Result<bool, sqlx::Error> {
     let mut tx = db.begin().await?;
+    if !lease_held(&mut tx, fence).await? {
+        return Ok(false);
+    }
     let state = if a.outcome == "retry" { "pending" } else { a.outcome };
-    sqlx::query!(
-        "UPDATE alert_outbox SET state = $3, attempts = $4, next_attempt_at = $5 WHERE cluster = $1 AND id = $2",
+    let updated = sqlx::query!(
+        "UPDATE alert_outbox SET state = $3, attempts = $4, next_attempt_at = $5
+         WHERE cluster = $1 AND id = $2 AND state = 'pending'",
         a.row.cluster,
         a.row.id,
         state,
@@ -369,6 +420,9 @@ pub async fn record_attempt(db: &PgPool, a: &Attempt<'_>) -> Result<(), sqlx::Er
     )
     .execute(&mut *tx)
     .await?;
+    if updated.rows_affected() != 1 {
+        return Ok(false);
+    }
     sqlx::query!(
         "INSERT INTO alert_deliveries (cluster, id, outbox_id, fingerprint, seq, receiver, receiver_kind, event, attempt,
                                        attempted_at, status_code, outcome, error)
@@ -389,7 +443,8 @@ pub async fn record_attempt(db: &PgPool, a: &Attempt<'_>) -> Result<(), sqlx::Er
     )
     .execute(&mut *tx)
     .await?;
-    tx.commit().await
+    tx.commit().await?;
+    Ok(true)
 }
 
 #[derive(Debug, Clone)]
@@ -437,25 +492,28 @@ pub async fn pending_count(db: &PgPool, cluster: &str, fingerprint: &str) -> Res
 }
 
 /// Takes or renews the lease `name` for `holder` until `until` when it is free, expired or
-/// already this holder's; whether `holder` holds it now. The row is there from the migration.
+/// already this holder's; its epoch when `holder` holds it now (None: another does). The epoch
+/// grows when the holder changes. The row is there from the migration.
 pub async fn take_lease(
     db: &PgPool,
     name: &str,
     holder: &str,
     now: DateTime<Utc>,
     until: DateTime<Utc>,
-) -> Result<bool, sqlx::Error> {
-    let taken = sqlx::query!(
-        "UPDATE alert_lease SET holder = $2, expires_at = $4
-         WHERE name = $1 AND (holder = $2 OR holder IS NULL OR expires_at < $3)",
+) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "UPDATE alert_lease
+         SET epoch = CASE WHEN holder IS NOT DISTINCT FROM $2 THEN epoch ELSE epoch + 1 END,
+             holder = $2, expires_at = $4
+         WHERE name = $1 AND (holder = $2 OR holder IS NULL OR expires_at < $3)
+         RETURNING epoch",
         name,
         holder,
         now,
         until,
     )
-    .execute(db)
-    .await?;
-    Ok(taken.rows_affected() == 1)
+    .fetch_optional(db)
+    .await
 }
 
 /// Gives the lease back (at shutdown), so another instance takes it at once.
@@ -470,20 +528,21 @@ pub async fn release_lease(db: &PgPool, name: &str, holder: &str) -> Result<(), 
     Ok(())
 }
 
-/// Records that these nodes of `cluster` sent at `at` (sorted keys: concurrent batches take the
-/// rows in one order).
+/// Records that node `hostname[i]` of `cluster[i]` sent at `at[i]` (the signal's own time; a later
+/// time already stored stays). Sorted keys: concurrent batches take the rows in one order.
 pub async fn seen(
     conn: &mut PgConnection,
     cluster: &[String],
     hostname: &[String],
-    at: DateTime<Utc>,
+    at: &[DateTime<Utc>],
 ) -> Result<(), sqlx::Error> {
     if cluster.is_empty() {
         return Ok(());
     }
     sqlx::query!(
         "INSERT INTO node_last_seen AS s (cluster, hostname, last_seen_at)
-         SELECT u.cluster, u.hostname, $3 FROM UNNEST($1::text[], $2::text[]) AS u(cluster, hostname)
+         SELECT u.cluster, u.hostname, u.at
+         FROM UNNEST($1::text[], $2::text[], $3::timestamptz[]) AS u(cluster, hostname, at)
          ORDER BY u.cluster, u.hostname
          ON CONFLICT (cluster, hostname) DO UPDATE
            SET last_seen_at = GREATEST(s.last_seen_at, EXCLUDED.last_seen_at)",
@@ -501,11 +560,19 @@ pub struct LastSeen {
     pub last_seen_at: DateTime<Utc>,
 }
 
-pub async fn last_seen(db: &PgPool, cluster: &str) -> Result<Vec<LastSeen>, sqlx::Error> {
+/// When each node the silence rule watches in `cluster` last sent: nodes of the inventory not
+/// retired at `now` that have sent at least once. A retired node, or one the inventory does not
+/// list, is expected to be quiet.
+pub async fn watched_last_seen(db: &PgPool, cluster: &str, now: DateTime<Utc>) -> Result<Vec<LastSeen>, sqlx::Error> {
     sqlx::query_as!(
         LastSeen,
-        "SELECT hostname, last_seen_at FROM node_last_seen WHERE cluster = $1 ORDER BY hostname",
+        "SELECT s.hostname, s.last_seen_at
+         FROM node_last_seen s
+         JOIN nodes n ON n.cluster = s.cluster AND n.hostname = s.hostname
+         WHERE s.cluster = $1 AND (n.retired_at IS NULL OR n.retired_at > $2)
+         ORDER BY s.hostname",
         cluster,
+        now,
     )
     .fetch_all(db)
     .await

@@ -7,24 +7,13 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::{WindowQuery, bad};
 use crate::domain::auth::Permission;
-use crate::domain::taxonomy::Category;
+use crate::domain::taxonomy::LemonCategory;
 use crate::http::ApiContext;
 use crate::http::caller::Caller;
 use crate::http::csv::{Csv, FormatQuery, Negotiated, o, respond, s};
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::AppQuery;
 use crate::queries::decisions::{self as qd, LemonFigures, Span};
-
-/// Which failures a lemon-node test counts.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum LemonCategory {
-    Hardware,
-    Platform,
-    User,
-    Unknown,
-    All,
-}
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -89,13 +78,7 @@ pub async fn lemon_nodes(
     if !(alpha.is_finite() && (0.000_001..=0.5).contains(&alpha)) {
         return Err(bad("alpha must be between 0.000001 and 0.5"));
     }
-    let category = match q.category.unwrap_or(LemonCategory::Hardware) {
-        LemonCategory::Hardware => Some(Category::Hardware),
-        LemonCategory::Platform => Some(Category::Platform),
-        LemonCategory::User => Some(Category::User),
-        LemonCategory::Unknown => Some(Category::Unknown),
-        LemonCategory::All => None,
-    };
+    let category = q.category.unwrap_or_default().category();
     let window = Span::from(wq.window(&caller)?);
     let figures = qd::lemons(&ctx.read_db, window, category, alpha).await?;
     let body = LemonResponse {

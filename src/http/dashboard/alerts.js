@@ -44,7 +44,7 @@ window.FaultlineAlerts = (function () {
       tr.appendChild(el('td', {}, String(a.starts_at).replace('T', ' ').slice(0, 19)));
       tr.appendChild(el('td', {}, (a.annotations && a.annotations.summary) || ''));
       const td = el('td');
-      const link = a.annotations && a.annotations.link;
+      const link = a.annotations && (a.annotations.answer || a.annotations.link);
       // Only links to this service's own API are followed.
       if (link && link.indexOf('/v1/') >= 0) td.appendChild(el('a', { href: link.slice(link.indexOf('/v1/')) }, 'answer'));
       tr.appendChild(td);

@@ -104,7 +104,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         crate::domain::taxonomy::Component,
         crate::domain::taxonomy::Symptom,
         crate::domain::gpu::GpuGeneration,
-        crate::http::analytics::lemon::LemonCategory,
+        crate::domain::taxonomy::LemonCategory,
         crate::http::csv::Format,
         crate::http::analytics::timeline::TimelinePeriod,
         crate::http::analytics::headline::MixBy,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
-use crate::domain::taxonomy::Category;
+use crate::domain::taxonomy::LemonCategory;
 
 /// What a rule tests, evaluated per cluster over the figures the analytics answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -23,8 +23,10 @@ pub enum Condition {
         #[serde(default = "default_window_hours")]
         #[schema(minimum = 0.01, maximum = 8784, example = 720)]
         window_hours: f64,
-        /// Only failures of this root-cause category.
-        category: Option<Category>,
+        /// The failures counted: this effective root-cause category, or all; hardware by default
+        /// (null too), as `/v1/analytics/lemon-nodes`.
+        #[serde(default, deserialize_with = "lemon_category_or_default")]
+        category: LemonCategory,
     },
     /// A GPU part or a slot fails more than chance (the parts-or-slots test at `alpha`, over all
     /// installed time). Subject: `part:<serial>` or `slot:<node>/<index>`.
@@ -60,7 +62,8 @@ pub enum Condition {
         days: Option<u32>,
     },
     /// No signal nor heartbeat for `minutes`: from one node (`scope` node, subject the node) or
-    /// from the whole cluster (`scope` cluster). Only nodes that have sent once are watched.
+    /// from the whole cluster (`scope` cluster). Watched: the inventory's nodes not retired that
+    /// have sent once, last seen at their latest signal's time or heartbeat.
     Silence {
         #[schema(minimum = 0.01, maximum = 527040, example = 15)]
         minutes: f64,
@@ -84,6 +87,11 @@ pub enum SilenceScope {
     #[default]
     Node,
     Cluster,
+}
+
+/// A lemon rule's category; null is the default (hardware), as an absent one.
+fn lemon_category_or_default<'de, D: serde::Deserializer<'de>>(d: D) -> Result<LemonCategory, D::Error> {
+    Ok(Option::<LemonCategory>::deserialize(d)?.unwrap_or_default())
 }
 
 fn default_alpha() -> f64 {
@@ -180,8 +188,18 @@ pub struct RuleSpec {
     pub enabled: bool,
 }
 
-/// Labels a rule may not set: Faultline sets them on every alert.
-pub const RESERVED_LABELS: [&str; 4] = ["alertname", "cluster", "subject", "condition"];
+/// Labels a rule may not set: Faultline sets them, the first four on every alert, the others on
+/// the alerts whose subject is a node, a GPU, a part or a slot.
+pub const RESERVED_LABELS: [&str; 8] = [
+    "alertname",
+    "cluster",
+    "subject",
+    "condition",
+    "node",
+    "gpu",
+    "part",
+    "slot",
+];
 
 fn in_range(field: &str, v: f64, lo: f64, hi: f64) -> Result<(), String> {
     if v.is_finite() && (lo..=hi).contains(&v) {
@@ -261,7 +279,7 @@ impl RuleSpec {
                     return Err(format!("{field}.{k}: a name is [A-Za-z_][A-Za-z0-9_]*, at most 100"));
                 }
                 if field == "labels" && RESERVED_LABELS.contains(&k.as_str()) {
-                    return Err(format!("{field}.{k}: set by Faultline on every alert"));
+                    return Err(format!("{field}.{k}: set by Faultline"));
                 }
                 if v.len() > 2000 {
                     return Err(format!("{field}.{k}: at most 2000 characters"));
@@ -319,8 +337,39 @@ pub struct Finding {
     /// The figure tested (failures, MTBF upper bound, rate ratio, minutes...).
     pub value: f64,
     pub summary: String,
-    /// The API path (with query) that shows the figure.
+    /// The API path (with query) of the subject itself: the node's failures or state, the part's
+    /// timeline, the node's GPUs for a slot; for a cluster, kind or group, the answer.
     pub link: String,
+    /// The API path (with query) of the analytics answer that shows the figure.
+    pub answer: String,
+    /// Labels that name the subject's parts of the fleet (`node`, `gpu`, `part`, `slot`), so that
+    /// Alertmanager can match them against node_exporter or DCGM alerts.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The labels of a subject that is a node.
+pub fn node_labels(hostname: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([("node".to_string(), hostname.to_string())])
+}
+
+/// The labels of a slot named `<cluster>/<node>/gpu<index>` (or `<cluster>/<node>`): `slot`, and
+/// `node` and `gpu` read from the name.
+pub fn slot_labels(cluster: &str, slot: &str) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::from([("slot".to_string(), slot.to_string())]);
+    if let Some(rest) = slot.strip_prefix(cluster).and_then(|r| r.strip_prefix('/')) {
+        let (node, gpu) = match rest.rsplit_once('/') {
+            Some((node, last)) => match last.strip_prefix("gpu").filter(|i| i.parse::<u32>().is_ok()) {
+                Some(i) => (node, Some(i)),
+                None => (rest, None),
+            },
+            None => (rest, None),
+        };
+        l.insert("node".into(), node.to_string());
+        if let Some(i) = gpu {
+            l.insert("gpu".into(), i.to_string());
+        }
+    }
+    l
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -361,6 +410,9 @@ pub enum NotifyEvent {
     /// Still firing after the repeat interval.
     Repeat,
     Resolved,
+    /// Still firing under new labels (the rule's labels were edited). Only Alertmanager hears of
+    /// it, as the old label set resolved and the new one firing: there the labels are the alert.
+    Relabel,
 }
 
 impl NotifyEvent {
@@ -369,6 +421,7 @@ impl NotifyEvent {
             NotifyEvent::Firing => "firing",
             NotifyEvent::Repeat => "repeat",
             NotifyEvent::Resolved => "resolved",
+            NotifyEvent::Relabel => "relabel",
         }
     }
 }
@@ -435,9 +488,28 @@ mod tests {
             Condition::LemonNode {
                 alpha: 0.05,
                 window_hours: 720.0,
-                category: None
+                category: LemonCategory::Hardware
             }
         );
+        // The analytics' default, null too; every category only when asked.
+        let s = spec(serde_json::json!({"condition": {"kind": "lemon_node", "category": null}})).unwrap();
+        assert!(matches!(
+            s.condition,
+            Condition::LemonNode {
+                category: LemonCategory::Hardware,
+                ..
+            }
+        ));
+        let s = spec(serde_json::json!({"condition": {"kind": "lemon_node", "category": "all"}})).unwrap();
+        assert!(matches!(
+            s.condition,
+            Condition::LemonNode {
+                category: LemonCategory::All,
+                ..
+            }
+        ));
+        assert_eq!(LemonCategory::All.category(), None);
+        assert_eq!(LemonCategory::default().as_str(), "hardware");
         assert_eq!(s.repeat_interval_minutes, 240.0);
         assert!(s.enabled && s.covers("any"));
         let e = spec(serde_json::json!({"condition": {"kind": "lemon_node", "alpha": 0.9}})).unwrap_err();
@@ -458,6 +530,18 @@ mod tests {
         assert!(e.starts_with("receivers[0].secret:"), "{e}");
         assert!(spec(serde_json::json!({"condition": {"kind": "mtbf_below"}})).is_err());
         assert!(validate_rule_id("lemons-a.1").is_ok() && validate_rule_id("a b").is_err());
+    }
+
+    #[test]
+    fn slot_names_give_their_node_and_gpu_labels() {
+        let l = slot_labels("c1", "c1/n001/gpu3");
+        let got: Vec<(&str, &str)> = l.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(got, vec![("gpu", "3"), ("node", "n001"), ("slot", "c1/n001/gpu3")]);
+        let l = slot_labels("c1", "c1/n001");
+        assert_eq!((l["node"].as_str(), l.get("gpu")), ("n001", None));
+        let l = slot_labels("c1", "c1/rack/n9/gpux");
+        assert_eq!((l["node"].as_str(), l.get("gpu")), ("rack/n9/gpux", None));
+        assert_eq!(node_labels("n7")["node"], "n7");
     }
 
     #[test]

@@ -18,7 +18,8 @@ pub struct Notification<'a> {
     pub annotations: &'a BTreeMap<String, String>,
     pub starts_at: DateTime<Utc>,
     pub ends_at: Option<DateTime<Utc>>,
-    /// Until when Alertmanager should hold a firing alert without hearing of it again.
+    /// Until when Alertmanager should hold a firing alert without hearing of it again (renewed
+    /// when the notification is sent, and by each re-send).
     pub valid_until: DateTime<Utc>,
     pub value: Option<f64>,
     /// Absolute URL of the answer that shows the figure.
@@ -29,18 +30,65 @@ fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// One alert as Alertmanager's v2 API (`POST /api/v2/alerts`) takes it. A firing alert carries an
+/// `endsAt` in the future (it lapses there unless renewed by the next re-send), a resolved one its
+/// end.
+pub fn alertmanager_alert(
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+    starts_at: DateTime<Utc>,
+    ends_at: DateTime<Utc>,
+    generator_url: &str,
+) -> Value {
+    json!({
+        "labels": labels,
+        "annotations": annotations,
+        "startsAt": ts(starts_at),
+        "endsAt": ts(ends_at),
+        "generatorURL": generator_url,
+    })
+}
+
+/// The Alertmanager body of a relabelled firing alert: the label set it was notified under ends
+/// now (`endsAt` `now`) and the new one fires, in one request so that Alertmanager never holds
+/// both or neither.
+pub fn alertmanager_relabel(old_labels: &BTreeMap<String, String>, n: &Notification<'_>, now: DateTime<Utc>) -> Value {
+    json!([
+        alertmanager_alert(old_labels, n.annotations, n.starts_at, now, n.generator_url),
+        alertmanager_alert(n.labels, n.annotations, n.starts_at, n.valid_until, n.generator_url),
+    ])
+}
+
+/// Moves the `endsAt` of the firing alerts of an Alertmanager body written at `written_at` to
+/// `until`: a notification sent late (the receiver was down) must not reach Alertmanager already
+/// lapsed. Firing alerts are those written with an `endsAt` after `written_at`; a resolved one
+/// keeps its end.
+pub fn renew_firing(body: &mut Value, written_at: DateTime<Utc>, until: DateTime<Utc>) {
+    let Some(alerts) = body.as_array_mut() else {
+        return;
+    };
+    for a in alerts {
+        let firing = a["endsAt"]
+            .as_str()
+            .and_then(|e| DateTime::parse_from_rfc3339(e).ok())
+            .is_some_and(|e| e > written_at);
+        if firing {
+            a["endsAt"] = Value::String(ts(until));
+        }
+    }
+}
+
 /// The request body for `kind`.
 pub fn payload(kind: ReceiverKind, n: &Notification<'_>) -> Value {
     match kind {
-        // Alertmanager's v2 API takes a list of alerts; a firing alert carries an `endsAt` in the
-        // future (it lapses unless renewed by the next repeat), a resolved one its end.
-        ReceiverKind::Alertmanager => json!([{
-            "labels": n.labels,
-            "annotations": n.annotations,
-            "startsAt": ts(n.starts_at),
-            "endsAt": ts(n.ends_at.unwrap_or(n.valid_until)),
-            "generatorURL": n.generator_url,
-        }]),
+        // Alertmanager's v2 API takes a list of alerts.
+        ReceiverKind::Alertmanager => json!([alertmanager_alert(
+            n.labels,
+            n.annotations,
+            n.starts_at,
+            n.ends_at.unwrap_or(n.valid_until),
+            n.generator_url
+        )]),
         ReceiverKind::Webhook => json!({
             "version": "1",
             "fingerprint": n.fingerprint,
@@ -56,7 +104,7 @@ pub fn payload(kind: ReceiverKind, n: &Notification<'_>) -> Value {
         ReceiverKind::Slack => {
             let status = match n.event {
                 NotifyEvent::Firing => "FIRING",
-                NotifyEvent::Repeat => "STILL FIRING",
+                NotifyEvent::Repeat | NotifyEvent::Relabel => "STILL FIRING",
                 NotifyEvent::Resolved => "RESOLVED",
             };
             let get = |k: &str| n.labels.get(k).map(String::as_str).unwrap_or("");
@@ -185,6 +233,29 @@ mod tests {
         assert_eq!(am[0]["endsAt"], "2026-11-02T11:00:00.000Z");
         assert_eq!(am[0]["labels"]["subject"], "n001");
         assert_eq!(am[0]["generatorURL"], "http://f/x");
+        // Sent late, a firing alert's end moves ahead; a resolved one keeps its end.
+        let mut late = am.clone();
+        renew_firing(&mut late, t0, t0 + Duration::hours(5));
+        assert_eq!(late[0]["endsAt"], "2026-11-02T15:00:00.000Z");
+        let resolved = Notification {
+            event: NotifyEvent::Resolved,
+            ends_at: Some(t0),
+            ..n.clone()
+        };
+        let mut body = payload(ReceiverKind::Alertmanager, &resolved);
+        renew_firing(&mut body, t0, t0 + Duration::hours(5));
+        assert_eq!(body[0]["endsAt"], "2026-11-02T10:00:00.000Z");
+        // A relabel ends the old label set now and fires the new one; sent late, only the new
+        // one's end moves.
+        let old = BTreeMap::from([("alertname".to_string(), "lemons".to_string())]);
+        let mut relabel = alertmanager_relabel(&old, &n, t0);
+        assert_eq!(relabel[0]["labels"], json!({"alertname": "lemons"}));
+        assert_eq!(relabel[0]["endsAt"], "2026-11-02T10:00:00.000Z");
+        assert_eq!(relabel[1]["labels"]["subject"], "n001");
+        assert_eq!(relabel[1]["endsAt"], "2026-11-02T11:00:00.000Z");
+        renew_firing(&mut relabel, t0, t0 + Duration::hours(5));
+        assert_eq!(relabel[0]["endsAt"], "2026-11-02T10:00:00.000Z");
+        assert_eq!(relabel[1]["endsAt"], "2026-11-02T15:00:00.000Z");
         let wh = payload(ReceiverKind::Webhook, &n);
         assert_eq!((wh["status"].as_str(), wh["ends_at"].is_null()), (Some("firing"), true));
         let slack = payload(ReceiverKind::Slack, &n);

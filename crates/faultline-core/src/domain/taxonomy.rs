@@ -14,6 +14,37 @@ pub enum Category {
     Unknown,
 }
 
+/// Which failures a lemon-node test counts: the effective root cause's category, or all. One
+/// definition for `/v1/analytics/lemon-nodes` and the `lemon_node` alert rule, so that both
+/// default to hardware: a buggy application's failures do not make its nodes lemons.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LemonCategory {
+    #[default]
+    Hardware,
+    Platform,
+    User,
+    Unknown,
+    All,
+}
+
+impl LemonCategory {
+    /// The category counted; None: all.
+    pub fn category(self) -> Option<Category> {
+        match self {
+            LemonCategory::Hardware => Some(Category::Hardware),
+            LemonCategory::Platform => Some(Category::Platform),
+            LemonCategory::User => Some(Category::User),
+            LemonCategory::Unknown => Some(Category::Unknown),
+            LemonCategory::All => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.category().map_or("all", Category::as_str)
+    }
+}
+
 impl Category {
     pub const ALL: [Category; 4] = [
         Category::Hardware,
