@@ -77,7 +77,7 @@ pub struct GpudSyncArgs {
     #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
     pub server: String,
     /// PEM certificates (one or a bundle) to trust for an https:// server besides the host's
-    /// certificate store: a site's own certificate authority.
+    /// certificate store: a site's own certificate authority [default: none].
     #[arg(long, env = "FAULTLINE_CA_FILE")]
     pub ca_file: Option<PathBuf>,
     /// An agent (or admin) token.
@@ -111,20 +111,20 @@ pub struct MigrateArgs {
 pub struct ForecastBacktestArgs {
     #[command(flatten)]
     pub db: DatabaseSettings,
-    /// Restrict to one cluster.
-    #[arg(long)]
+    /// Restrict to one cluster [default: every cluster].
+    #[arg(long, env = "FAULTLINE_CLUSTER")]
     pub cluster: Option<String>,
     /// model, generation, cluster, all, or attribute:KEY.
-    #[arg(long, default_value = "model")]
+    #[arg(long, env = "FAULTLINE_FORECAST_BY", default_value = "model")]
     pub by: String,
     /// What counts as a failure: removal or hardware_failure.
-    #[arg(long, default_value = "removal")]
+    #[arg(long, env = "FAULTLINE_FORECAST_EVENT", default_value = "removal")]
     pub event: String,
     /// Days forecast after each origin.
-    #[arg(long, default_value_t = 91.0)]
+    #[arg(long, env = "FAULTLINE_FORECAST_HORIZON_DAYS", default_value_t = 91.0)]
     pub horizon_days: f64,
     /// The last instant of history used (RFC 3339) [default: now].
-    #[arg(long)]
+    #[arg(long, env = "FAULTLINE_FORECAST_TO")]
     pub to: Option<chrono::DateTime<chrono::Utc>>,
 }
 
@@ -134,7 +134,7 @@ pub struct SimulateArgs {
     #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
     pub server: String,
     /// PEM certificates (one or a bundle) to trust for an https:// server besides the host's
-    /// certificate store: a site's own certificate authority.
+    /// certificate store: a site's own certificate authority [default: none].
     #[arg(long, env = "FAULTLINE_CA_FILE")]
     pub ca_file: Option<PathBuf>,
     /// An admin token (an agent token sends all but the failure lifecycles, which need failures
@@ -171,7 +171,7 @@ pub struct SlurmSyncArgs {
     #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
     pub server: String,
     /// PEM certificates (one or a bundle) to trust for an https:// server besides the host's
-    /// certificate store: a site's own certificate authority.
+    /// certificate store: a site's own certificate authority [default: none].
     #[arg(long, env = "FAULTLINE_CA_FILE")]
     pub ca_file: Option<PathBuf>,
     /// An agent token (scoped to the cluster) or an admin token.
@@ -211,7 +211,7 @@ pub struct ReportArgs {
     #[arg(long, env = "FAULTLINE_SERVER", default_value = "http://127.0.0.1:8080")]
     pub server: String,
     /// PEM certificates (one or a bundle) to trust for an https:// server besides the host's
-    /// certificate store: a site's own certificate authority.
+    /// certificate store: a site's own certificate authority [default: none].
     #[arg(long, env = "FAULTLINE_CA_FILE")]
     pub ca_file: Option<PathBuf>,
     /// A reader (or admin) token.

@@ -89,6 +89,12 @@ fn checks() -> Vec<Check> {
                 .is_some_and(|g| g.iter().any(|g| g["failures"].as_u64() > Some(0)))
         }),
         ("/v1/analytics/parts-or-slots", "", |b| b["failures"].as_u64() > Some(0)),
+        ("/v1/analytics/failure-forecast", "", |b| {
+            b["groups"].as_array().is_some_and(|g| {
+                g.iter()
+                    .any(|g| g["parts_in_service"].as_u64() > Some(0) && g["expected"].as_f64() > Some(0.0))
+            })
+        }),
         ("/v1/analytics/precursors", "", |b| {
             b["precursors"]
                 .as_array()

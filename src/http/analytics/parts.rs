@@ -60,9 +60,9 @@ impl PartsQuery {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct SurvivalQuery {
-    /// Ages of installed time to read the curves at: a comma-separated list of positive numbers
-    /// of days (`d`) or years (`y`, 365.25 days), at most 20, none beyond 100 years (default
-    /// `1y,2y,3y,5y`).
+    /// Ages of installed time to read the curves at: a comma-separated list of numbers of days
+    /// (`d`) or years (`y`, 365.25 days), at most 20 (default `1y,2y,3y,5y`); an age no part of a
+    /// group reached reads no survival.
     #[param(
         max_length = 400,
         pattern = r"^ *[0-9]+(\.[0-9]+)?[dy] *(, *[0-9]+(\.[0-9]+)?[dy] *){0,19}$",

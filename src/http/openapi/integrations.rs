@@ -53,8 +53,9 @@ pub(super) fn integration_rules(schemas: &mut Value) {
             "error_id": {"description": "DCGM error code (`dcgmError_t`)", "anyOf": [i64_integer, {"type": "null"}]}
         }
     });
+    // DCGM 3.1 writes null entries between the items of its lists; the reader skips them.
     let result = json!({
-        "type": "object",
+        "type": ["object", "null"],
         "required": ["status"],
         "properties": {
             "status": {
@@ -78,10 +79,10 @@ pub(super) fn integration_rules(schemas: &mut Value) {
         "type": "object",
         "required": ["test_categories"],
         "properties": {"test_categories": {"type": "array", "items": {
-            "type": "object",
+            "type": ["object", "null"],
             "required": ["tests"],
             "properties": {"tests": {"type": "array", "items": {
-                "type": "object",
+                "type": ["object", "null"],
                 "required": ["results"],
                 "properties": {"results": {"type": "array", "items": result}}
             }}}

@@ -26,6 +26,7 @@ pub enum Condition {
         /// The failures counted: this effective root-cause category, or all; hardware by default
         /// (null too), as `/v1/analytics/lemon-nodes`.
         #[serde(default, deserialize_with = "lemon_category_or_default")]
+        #[schema(value_type = Option<LemonCategory>)]
         category: LemonCategory,
     },
     /// A GPU part or a slot fails more than chance (the parts-or-slots test at `alpha`, over all
