@@ -64,7 +64,10 @@ pub(super) fn integration_rules(schemas: &mut Value) {
                 "pattern": word(&["pass", "fail", "warn", "warning", "skip", "skipped", "not run", "notrun"])
             },
             "entity_id": {"description": "The GPU (DCGM 4, with `entity_group` GPU or none)", "allOf": [i64_integer]},
-            "warnings": {"type": ["array", "null"], "items": warning}
+            "warnings": {
+                "description": "The result's warnings (DCGM 3.3 and later), or its one warning's text (DCGM 3.0 to 3.2, which writes the warning's code beside it as the result's `error_id`)",
+                "anyOf": [{"type": "array", "items": warning}, {"type": "string"}, {"type": "null"}]
+            }
         },
         // Without `entity_id`: `gpu_ids`, else `gpu_id` (older DCGM).
         "if": {"required": ["entity_id"]},
