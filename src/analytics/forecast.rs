@@ -794,6 +794,54 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_lot_is_forecast_by_its_own_wear_out_and_a_good_lot_by_its_constant_hazard() {
+        // Two lots of 10,000 parts installed over a year: lot A with a constant hazard (shape 1,
+        // scale 4,000 d), lot B a bad lot wearing out early (shape 3, scale 700 d). Each lot is a
+        // group of its own: its fit recovers its shape, and its forecast for the 91 days after day
+        // 600 is within 5 % of the analytic expectation of its parts in service.
+        let r = Request {
+            horizon_days: 91.0,
+            interval: 0.9,
+            service_level: 0.95,
+            afr_window_days: 365.25,
+        };
+        let origin = t0() + days(600.0);
+        for (seed, shape, scale) in [(11u64, 1.0, 4_000.0), (12, 3.0, 700.0)] {
+            let parts = fleet(&mut Rng(seed), 10_000, shape, scale, 365.0);
+            let truth = WeibullFit {
+                shape,
+                scale,
+                shape_lower: shape,
+                shape_upper: shape,
+                scale_lower: scale,
+                scale_upper: scale,
+                events: 0,
+                subjects: 0,
+                covariance: [0.0; 3],
+            };
+            let analytic: f64 = parts
+                .iter()
+                .filter(|p| p.in_service_at(origin))
+                .map(|p| truth.conditional_failure(p.age_at(origin), 91.0))
+                .sum();
+            let w = forecast_at(&parts, origin, &r)
+                .into_iter()
+                .find(|f| f.method == Method::Weibull)
+                .unwrap();
+            let fit = w.weibull.unwrap();
+            assert!(
+                fit.shape_lower <= shape && shape <= fit.shape_upper,
+                "lot of shape {shape}: {fit:?}"
+            );
+            assert!(
+                (w.expected - analytic).abs() <= 0.05 * analytic,
+                "shape {shape}: {} vs {analytic}",
+                w.expected
+            );
+        }
+    }
+
+    #[test]
     fn the_backtest_uses_no_data_after_its_origin() {
         let mut rng = Rng(3);
         let mut parts = fleet(&mut rng, 500, 1.5, 900.0, 365.0);
