@@ -5,6 +5,7 @@
 //! `domain`, `classify`, `fold`, `analytics`, `logparse`. `domain` and `logparse` live in the
 //! `faultline-core` crate, which the node agent shares.
 pub use faultline_core::{domain, logparse};
+pub mod alerting;
 pub mod analytics;
 pub mod app;
 pub mod classify;

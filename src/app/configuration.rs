@@ -105,7 +105,7 @@ impl Default for RetentionSettings {
     }
 }
 
-/// Alert evaluation and delivery (`crate::app::alerting`).
+/// Alert evaluation and delivery (`crate::alerting::task`).
 #[derive(clap::Args, Clone, Debug)]
 pub struct AlertSettings {
     /// How often the alert rules are evaluated (seconds; fractions allowed).

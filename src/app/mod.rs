@@ -1,6 +1,5 @@
 //! Configuration, start-up (the one `Application::build` used by main, the benchmark and the
 //! tests) and telemetry.
-pub mod alerting;
 pub mod configuration;
 pub mod edge;
 pub mod maintenance;

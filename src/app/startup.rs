@@ -66,7 +66,7 @@ impl Application {
                 listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
             )
         });
-        let alerting = crate::app::alerting::spawn(
+        let alerting = crate::alerting::task::spawn(
             context.db.clone(),
             context.config.alerts.clone(),
             public_url.trim_end_matches('/').to_string(),

@@ -594,7 +594,7 @@ async fn alert_evaluation(db: &sqlx::PgPool, end: chrono::DateTime<Utc>) -> anyh
     let mut first = None;
     for _ in 0..IDLE_RUNS {
         let t = Instant::now();
-        let pass = crate::ingest::alerts::evaluate(db, "http://bench", chrono::Duration::minutes(4), end).await?;
+        let pass = crate::alerting::evaluation::evaluate(db, "http://bench", chrono::Duration::minutes(4), end).await?;
         samples.push(t.elapsed().as_secs_f64() * 1000.0);
         first.get_or_insert(pass);
     }

@@ -146,7 +146,7 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route_on(backend: B
         .unwrap();
     assert_eq!(res.status(), 200);
     let later = chrono::Utc::now() + chrono::Duration::minutes(2);
-    faultline::ingest::alerts::evaluate(&app.db, "http://faultline.example", chrono::Duration::minutes(4), later)
+    faultline::alerting::evaluation::evaluate(&app.db, "http://faultline.example", chrono::Duration::minutes(4), later)
         .await
         .unwrap();
     let alert_of = |cluster: &str| {

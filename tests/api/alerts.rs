@@ -982,7 +982,7 @@ async fn evaluations_and_attempts_are_recorded_only_under_the_lease_epoch_they_r
     assert_eq!(status, 200, "{v}");
     let db = &app.db;
     let evaluate = |fence| async move {
-        faultline::ingest::alerts::evaluate_fenced(
+        faultline::alerting::evaluation::evaluate_fenced(
             db,
             "http://faultline.example",
             chrono::Duration::minutes(4),

@@ -169,7 +169,7 @@ async fn evaluate_loop(
             holder: &holder,
             epoch,
         };
-        match crate::ingest::alerts::evaluate_fenced(&db, &public_url, validity, Utc::now(), Some(&fence)).await {
+        match crate::alerting::evaluation::evaluate_fenced(&db, &public_url, validity, Utc::now(), Some(&fence)).await {
             Ok(p) if p.fired + p.resolved > 0 => tracing::info!(
                 rules = p.rules,
                 fired = p.fired,
