@@ -1,0 +1,257 @@
+//! Availability and the fleet now on a fleet whose state intervals are known by construction; the
+//! figures are computed by hand in the comments.
+
+use serde_json::{Value, json};
+
+use crate::cost::csv;
+use crate::helpers::{ADMIN_TOKEN, TestApp, event, spawn_app, status_json, uuid_n};
+
+const WINDOW: &str = "from=2026-11-01T00:00:00Z&to=2026-11-04T00:00:00Z&cluster=c1";
+
+async fn post(app: &TestApp, path: &str, body: Value) -> (u16, Value) {
+    let res = app
+        .client
+        .post(app.url(path))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    status_json(res).await
+}
+
+/// n1, n2, n5: 8 GPUs since October; n3: 4 GPUs from Nov 2; n4: 8 GPUs retired Nov 3.
+/// - n1: XID 79 (hardware/gpu) Nov 1 10:00; drained by a node_drain signal 12:00-18:00 (48 GPU-h,
+///   cause the XID); GPU 0 sent for RMA Nov 2 12:00, its slot refilled Nov 3 12:00 (12 + 12 GPU-h
+///   in repair, cause the XID, 26 h earlier, within the repair's week).
+/// - n2: drained through the API Nov 2 06:00 to Nov 3 06:00 (144 + 48 GPU-h, no failure: unattributed),
+///   and again from Nov 20 (still drained now).
+/// - n5: GPU 2 removed failed Nov 3 18:00, never replaced (6 GPU-h on Nov 3; open now).
+async fn fleet(app: &TestApp) {
+    let node = |h: &str, gpus: u32, since: &str, retired: Option<&str>| {
+        json!({"hostname": h, "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": gpus,
+               "in_service_since": since, "retired_at": retired})
+    };
+    let (status, body) = app
+        .put_nodes(
+            ADMIN_TOKEN,
+            &json!({"nodes": [
+                node("n1", 8, "2026-10-01T00:00:00Z", None),
+                node("n2", 8, "2026-10-01T00:00:00Z", None),
+                node("n3", 4, "2026-11-02T00:00:00Z", None),
+                node("n4", 8, "2026-10-01T00:00:00Z", Some("2026-11-03T00:00:00Z")),
+                node("n5", 8, "2026-10-01T00:00:00Z", None),
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = app
+        .post_events(
+            ADMIN_TOKEN,
+            &json!({"events": [
+                event(&uuid_n(1), json!({"node": "n1", "occurred_at": "2026-11-01T10:00:00Z"})),
+                event(&uuid_n(2), json!({"node": "n1", "kind": "node_drain", "code": null, "occurred_at": "2026-11-01T12:00:00Z", "message": "xid 79"})),
+                event(&uuid_n(3), json!({"node": "n1", "kind": "node_resume", "code": null, "occurred_at": "2026-11-01T18:00:00Z", "message": "reset"})),
+            ]}),
+        )
+        .await;
+    assert!(status < 300, "{body}");
+    for (state, at) in [
+        ("drained", "2026-11-02T06:00:00Z"),
+        ("returned", "2026-11-03T06:00:00Z"),
+        ("drained", "2026-11-20T00:00:00Z"),
+    ] {
+        let (status, body) = post(app, "/v1/nodes/c1/n2/state", json!({"state": state, "at": at})).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let placement = |serial: &str, host: &str, index: i32, from: &str, to: Option<(&str, &str)>| {
+        let mut p = json!({"cluster": "c1", "serial": serial, "node": host, "gpu_index": index, "installed_at": from});
+        if let Some((at, why)) = to {
+            p["removed_at"] = json!(at);
+            p["end_reason"] = json!(why);
+        }
+        p
+    };
+    let parts: Vec<Value> = ["P1", "P2", "P3"]
+        .iter()
+        .map(|s| json!({"cluster": "c1", "serial": s, "model": "NVIDIA H100 80GB HBM3"}))
+        .collect();
+    let (status, body) = post(
+        app,
+        "/v1/gpus/history",
+        json!({
+            "parts": parts,
+            "placements": [
+                placement("P1", "n1", 0, "2026-10-01T00:00:00Z", Some(("2026-11-02T12:00:00Z", "rma"))),
+                placement("P2", "n1", 0, "2026-11-03T12:00:00Z", None),
+                placement("P3", "n5", 2, "2026-10-01T00:00:00Z", Some(("2026-11-03T18:00:00Z", "failed"))),
+            ],
+            "removals": [
+                {"cluster": "c1", "serial": "P1", "removed_at": "2026-11-02T12:00:00Z", "reason": "rma", "ticket": "RMA-1"},
+                {"cluster": "c1", "serial": "P3", "removed_at": "2026-11-03T18:00:00Z", "reason": "failed"},
+            ],
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["rejected"], json!([]), "{body}");
+}
+
+fn lost(point: &Value, state: &str) -> f64 {
+    point["lost_by_state"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["state"] == state)
+        .unwrap()["gpu_hours"]
+        .as_f64()
+        .unwrap()
+}
+
+fn causes(point: &Value) -> Vec<(String, String, f64)> {
+    point["lost_by_cause"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["category"].as_str().unwrap().to_string(),
+                c["component"].as_str().unwrap().to_string(),
+                c["gpu_hours"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn availability_per_day_and_cause_by_hand() {
+    let app = spawn_app().await;
+    fleet(&app).await;
+    let (status, v) = app
+        .get(ADMIN_TOKEN, &format!("/v1/analytics/availability?{WINDOW}"))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let p = v["points"].as_array().unwrap();
+    assert_eq!(p.len(), 3, "{v}");
+    let figures = |x: &Value| {
+        (
+            x["installed_gpu_hours"].as_f64().unwrap(),
+            x["available_gpu_hours"].as_f64().unwrap(),
+            x["lost_gpu_hours"].as_f64().unwrap(),
+        )
+    };
+    let c = |cat: &str, comp: &str, h: f64| (cat.to_string(), comp.to_string(), h);
+    // Nov 1: n1, n2, n4, n5 = 32 GPUs x 24 h = 768; n1 drained 6 h x 8 = 48 lost.
+    assert_eq!(p[0]["period"], "2026-11-01");
+    assert_eq!(figures(&p[0]), (768.0, 720.0, 48.0));
+    assert_eq!(p[0]["availability"].as_f64(), Some(0.9375));
+    assert_eq!(lost(&p[0], "drained"), 48.0);
+    assert_eq!(causes(&p[0]), vec![c("hardware", "gpu", 48.0)]);
+    // Nov 2: 768 + n3 4 x 24 = 864; n2 drained 18 h x 8 = 144, n1 one GPU in repair 12 h = 12.
+    assert_eq!(figures(&p[1]), (864.0, 708.0, 156.0));
+    assert_eq!((lost(&p[1], "drained"), lost(&p[1], "in_repair")), (144.0, 12.0));
+    assert_eq!(
+        causes(&p[1]),
+        vec![c("unattributed", "unknown", 144.0), c("hardware", "gpu", 12.0)]
+    );
+    // Nov 3: n4 retired: 28 GPUs x 24 = 672; n2 drained 6 h x 8 = 48, n1 repair 12, n5 repair 6.
+    assert_eq!(figures(&p[2]), (672.0, 606.0, 66.0));
+    assert_eq!((lost(&p[2], "drained"), lost(&p[2], "in_repair")), (48.0, 18.0));
+    assert_eq!(
+        causes(&p[2]),
+        vec![c("unattributed", "unknown", 54.0), c("hardware", "gpu", 12.0)]
+    );
+
+    // The week (Monday Oct 26 to Sunday Nov 1, then from Nov 2) and generation, summed.
+    let (status, v) = app
+        .get(
+            ADMIN_TOKEN,
+            &format!("/v1/analytics/availability?{WINDOW}&period=week&by=generation"),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let p = v["points"].as_array().unwrap();
+    assert_eq!(
+        (p.len(), p[1]["period"].as_str(), p[1]["key"].as_str()),
+        (2, Some("2026-11-02"), Some("hopper"))
+    );
+    assert_eq!(figures(&p[1]), (1536.0, 1314.0, 222.0));
+
+    // CSV: the day's totals row, then one row per cause.
+    let (ct, text) = csv(&app, &format!("/v1/analytics/availability?{WINDOW}")).await;
+    assert!(ct.starts_with("text/csv"), "{ct}");
+    let lines: Vec<&str> = text.split("\r\n").collect();
+    assert_eq!(
+        lines[0],
+        "period,key,installed_gpu_hours,available_gpu_hours,availability,degraded_gpu_hours,drained_gpu_hours,down_gpu_hours,in_repair_gpu_hours,category,component,lost_gpu_hours"
+    );
+    assert_eq!(lines[1], "2026-11-01,c1,768,720,0.9375,0,48,0,0,,,48");
+    assert_eq!(lines[2], "2026-11-01,c1,,,,,,,,hardware,gpu,48");
+
+    // Bad input: 400 naming the parameter.
+    let (status, v) = app.get(ADMIN_TOKEN, "/v1/analytics/availability?period=year").await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v.to_string().contains("period"), "{v}");
+}
+
+#[tokio::test]
+async fn fleet_now_lists_states_causes_and_open_repairs() {
+    let app = spawn_app().await;
+    fleet(&app).await;
+    let (status, v) = app.get(ADMIN_TOKEN, "/v1/fleet/now?cluster=c1").await;
+    assert_eq!(status, 200, "{v}");
+    // Installed now: n1 8 + n2 8 + n3 4 + n5 8 = 28 (n4 retired). Out: n2 drained (8), n5 one GPU
+    // in repair (1).
+    assert_eq!(
+        (v["installed_gpus"].as_u64(), v["out_of_service_gpus"].as_u64()),
+        (Some(28), Some(9)),
+        "{v}"
+    );
+    let state = |s: &str| {
+        let x = v["by_state"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["state"] == s)
+            .unwrap()
+            .clone();
+        (x["nodes"].as_u64().unwrap(), x["gpus"].as_u64().unwrap())
+    };
+    assert_eq!(
+        (state("drained"), state("in_repair"), state("down")),
+        ((1, 8), (1, 1), (0, 0))
+    );
+    let nodes: Vec<(&str, &str)> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["hostname"].as_str().unwrap(), n["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(nodes.len(), 2, "{v}");
+    assert!(
+        nodes.contains(&("n2", "drained")) && nodes.contains(&("n5", "in_repair")),
+        "{v}"
+    );
+    let n2 = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["hostname"] == "n2")
+        .unwrap();
+    assert_eq!(n2["since"], "2026-11-20T00:00:00Z");
+    let repairs = v["oldest_repairs"].as_array().unwrap();
+    assert_eq!(repairs.len(), 1, "{v}");
+    assert_eq!(
+        (
+            repairs[0]["hostname"].as_str(),
+            repairs[0]["gpu_index"].as_i64(),
+            repairs[0]["part"].as_str(),
+            repairs[0]["reason"].as_str()
+        ),
+        (Some("n5"), Some(2), Some("P3"), Some("failed"))
+    );
+    assert_eq!(repairs[0]["removed_at"], "2026-11-03T18:00:00Z");
+    // A token scoped to another cluster may not ask for c1.
+    let other = app.token("reader", Some("c2")).await;
+    assert_eq!(app.get(&other, "/v1/fleet/now?cluster=c1").await.0, 403);
+}
