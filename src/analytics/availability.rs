@@ -252,13 +252,12 @@ impl AvailabilityPeriod {
     pub fn spans(self, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<(NaiveDate, DateTime<Utc>, DateTime<Utc>)> {
         let mut out = Vec::new();
         let mut d = self.start_of(from);
-        while from < to {
-            let start = d.and_hms_opt(0, 0, 0).map(|x| x.and_utc()).unwrap_or(from);
-            if start >= to {
+        while let Some(start) = d.and_hms_opt(0, 0, 0).map(|x| x.and_utc()) {
+            let n = self.next(d);
+            if start >= to || n <= d {
                 break;
             }
-            let n = self.next(d);
-            let end = n.and_hms_opt(0, 0, 0).map(|x| x.and_utc()).unwrap_or(to);
+            let end = n.and_hms_opt(0, 0, 0).map_or(to, |x| x.and_utc());
             out.push((d, start.max(from), end.min(to)));
             d = n;
         }

@@ -226,7 +226,7 @@ pub struct NodeNow {
     pub cluster: String,
     pub hostname: String,
     pub state: NodeState,
-    /// Since when the node has been in this state (within the last 30 days).
+    /// Since when the node has been in this state (within the 30 days before `as_of`).
     pub since: DateTime<Utc>,
     pub gpus_out: u32,
     pub cause: Option<Cause>,
@@ -260,14 +260,14 @@ pub struct FleetNowResponse {
     pub by_cause: Vec<CauseNow>,
     /// Nodes not in service, longest in their state first.
     pub nodes: Vec<NodeNow>,
-    /// Slots still empty after a failed or RMA removal, oldest first (at most `limit`).
+    /// Slots empty at that moment after a failed or RMA removal, oldest first (at most `limit`).
     pub oldest_repairs: Vec<OpenRepair>,
     pub definitions: String,
 }
 
 const FLEET_NOW_DEFINITIONS: &str = "Each node's state now by its ledger (see /v1/analytics/availability): drained and down nodes \
 have all their GPUs out, a node only in repair its removed GPUs, a degraded node none. Causes as in the availability. The ledger \
-reads the last 30 days: a state older than that shows since 30 days ago. Open repairs: GPUs removed failed or for RMA whose slot \
+reads the 30 days before `as_of` (default now): a state older than that shows since 30 days before. Open repairs: GPUs removed failed or for RMA whose slot \
 no part has filled since.";
 
 pub async fn fleet_now(
@@ -330,10 +330,10 @@ pub async fn fleet_now(
             gpus,
         })
         .collect();
-    by_cause.sort_by(|a, b| b.gpus.cmp(&a.gpus));
+    by_cause.sort_by_key(|c| std::cmp::Reverse(c.gpus));
     let mut open: Vec<&Repair> = repairs
         .iter()
-        .filter(|r| r.refilled_at.is_none() && r.removed_at <= now)
+        .filter(|r| r.refilled_at.is_none_or(|t| t > now) && r.removed_at <= now)
         .collect();
     open.sort_by(|a, b| a.removed_at.cmp(&b.removed_at).then(a.hostname.cmp(&b.hostname)));
     let oldest_repairs = open

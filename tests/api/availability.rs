@@ -198,7 +198,9 @@ async fn availability_per_day_and_cause_by_hand() {
 async fn fleet_now_lists_states_causes_and_open_repairs() {
     let app = spawn_app().await;
     fleet(&app).await;
-    let (status, v) = app.get(ADMIN_TOKEN, "/v1/fleet/now?cluster=c1").await;
+    let (status, v) = app
+        .get(ADMIN_TOKEN, "/v1/fleet/now?cluster=c1&as_of=2026-11-25T00:00:00Z")
+        .await;
     assert_eq!(status, 200, "{v}");
     // Installed now: n1 8 + n2 8 + n3 4 + n5 8 = 28 (n4 retired). Out: n2 drained (8), n5 one GPU
     // in repair (1).
@@ -251,6 +253,38 @@ async fn fleet_now_lists_states_causes_and_open_repairs() {
         (Some("n5"), Some(2), Some("P3"), Some("failed"))
     );
     assert_eq!(repairs[0]["removed_at"], "2026-11-03T18:00:00Z");
+    // Nov 3 18:00 to Nov 25 00:00: 21 days and 6 hours.
+    assert_eq!(repairs[0]["age_hours"].as_f64(), Some(510.0));
+    assert_eq!(v["at"], "2026-11-25T00:00:00Z");
+    let n5 = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["hostname"] == "n5")
+        .unwrap();
+    assert_eq!(
+        (n5["since"].as_str(), n5["gpus_out"].as_u64()),
+        (Some("2026-11-03T18:00:00Z"), Some(1))
+    );
+    // On Nov 2 at 15:00: n1 has GPU 0 out for RMA (cause: its XID of Nov 1), n2 is drained.
+    let (status, v) = app
+        .get(ADMIN_TOKEN, "/v1/fleet/now?cluster=c1&as_of=2026-11-02T15:00:00Z")
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["out_of_service_gpus"].as_u64(), Some(9), "{v}");
+    let repairs = v["oldest_repairs"].as_array().unwrap();
+    assert_eq!(
+        (
+            repairs[0]["hostname"].as_str(),
+            repairs[0]["ticket"].as_str(),
+            repairs[0]["cause"]["category"].as_str(),
+            repairs[0]["age_hours"].as_f64()
+        ),
+        (Some("n1"), Some("RMA-1"), Some("hardware"), Some(3.0)),
+        "{v}"
+    );
+    // n4 is not retired yet: 8 + 8 + 4 + 8 + 8.
+    assert_eq!(v["installed_gpus"].as_u64(), Some(36));
     // A token scoped to another cluster may not ask for c1.
     let other = app.token("reader", Some("c2")).await;
     assert_eq!(app.get(&other, "/v1/fleet/now?cluster=c1").await.0, 403);

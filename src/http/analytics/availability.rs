@@ -112,13 +112,15 @@ pub async fn availability(
 pub struct FleetNowQuery {
     /// Restrict to one cluster.
     pub cluster: Option<String>,
+    /// The moment to state, RFC 3339 (default: now).
+    pub as_of: Option<chrono::DateTime<Utc>>,
     /// The most open repairs listed (default 20).
     #[param(minimum = 0, maximum = 1000, example = 20)]
     pub limit: Option<u32>,
 }
 
-/// GPUs out of service now, by state and cause, the nodes not in service and the oldest open
-/// repairs: what an on-call engineer opens first.
+/// GPUs out of service now (or at `as_of`), by state and cause, the nodes not in service and the
+/// oldest open repairs: what an on-call engineer opens first.
 #[utoipa::path(
     get, path = "/v1/fleet/now", tag = "analytics", params(FleetNowQuery),
     responses(
@@ -135,7 +137,7 @@ pub struct FleetNowQuery {
                                  "ticket": "RMA-4411", "removed_at": "2026-11-03T09:00:00Z", "age_hours": 171.0,
                                  "cause": {"failure_id": "6f1c2d3e-0000-4000-8000-000000000001", "category": "hardware", "component": "memory"}}],
              "definitions": "..."})),
-        (status = 400, description = "Invalid `limit`", body = ErrorBody),
+        (status = 400, description = "Invalid `limit` or `as_of`", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "Token role may not query, or the cluster is outside its scope", body = ErrorBody),
     ),
@@ -154,6 +156,12 @@ pub async fn fleet_now(
     let cluster = crate::domain::window::scoped_cluster(caller.cluster.as_deref(), q.cluster)
         .map_err(|e| ApiError::Forbidden(e.to_string()))?;
     Ok(Json(
-        queries::fleet_now(&ctx.read_db, cluster.as_deref(), Utc::now(), limit as usize).await?,
+        queries::fleet_now(
+            &ctx.read_db,
+            cluster.as_deref(),
+            q.as_of.unwrap_or_else(Utc::now),
+            limit as usize,
+        )
+        .await?,
     ))
 }
