@@ -396,6 +396,157 @@ pub fn availability(
         .collect()
 }
 
+// ---------------------------------------------------------------------------
+// The repair pipeline
+// ---------------------------------------------------------------------------
+
+/// A failure that took a node out: the node's out-of-service intervals (drained, down, in repair)
+/// whose cause it is, as stages. Hours; None where the stage did not happen or is still open.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Incident {
+    pub cluster: String,
+    pub hostname: String,
+    pub cause: Cause,
+    /// The failure's first signal.
+    pub first_at: DateTime<Utc>,
+    /// The start of its first out-of-service interval.
+    pub out_at: DateTime<Utc>,
+    /// The end of its last one; None while it lasts.
+    pub returned_at: Option<DateTime<Utc>>,
+    /// First signal -> out of service.
+    pub detect_hours: f64,
+    /// First signal -> drained (None when never drained).
+    pub drain_hours: Option<f64>,
+    /// Time in repair (a GPU removed and its slot empty); None without a repair or while open.
+    pub repair_hours: Option<f64>,
+    /// Out of service -> back (None while open).
+    pub return_hours: Option<f64>,
+    /// Hours since out of service, at the end of the window, while open.
+    pub open_hours: Option<f64>,
+    /// Open longer than the p90 of the return time of its cause.
+    pub stuck: bool,
+}
+
+fn hours_between(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
+    round6((b - a).num_milliseconds() as f64 / 3_600_000.0)
+}
+
+/// The incidents of one node's ledger, for the failures (id -> first signal) given. An interval
+/// reaching `until` is open.
+pub fn incidents(
+    cluster: &str,
+    hostname: &str,
+    segments: &[Segment],
+    first_signals: &BTreeMap<Uuid, DateTime<Utc>>,
+    until: DateTime<Utc>,
+) -> Vec<Incident> {
+    let mut by_failure: BTreeMap<Uuid, Vec<&Segment>> = BTreeMap::new();
+    for s in segments {
+        if let Some(c) = s.cause.as_ref().filter(|_| s.state.is_lost()) {
+            by_failure.entry(c.failure_id).or_default().push(s);
+        }
+    }
+    let mut out = Vec::new();
+    for (id, segs) in by_failure {
+        let Some(&first_at) = first_signals.get(&id) else {
+            continue;
+        };
+        let (Some(first), Some(last)) = (segs.first(), segs.last()) else {
+            continue;
+        };
+        let Some(cause) = first.cause.clone() else {
+            continue;
+        };
+        let open = last.end >= until;
+        let drained = segs.iter().find(|s| s.state == NodeState::Drained).map(|s| s.start);
+        let repairs: Vec<&&Segment> = segs.iter().filter(|s| s.state == NodeState::InRepair).collect();
+        let repair_open = repairs.last().is_some_and(|s| s.end >= until);
+        out.push(Incident {
+            cluster: cluster.into(),
+            hostname: hostname.into(),
+            cause,
+            first_at,
+            out_at: first.start,
+            returned_at: (!open).then_some(last.end),
+            detect_hours: hours_between(first_at, first.start),
+            drain_hours: drained.map(|d| hours_between(first_at, d)),
+            repair_hours: match (repairs.first(), repairs.last()) {
+                (Some(a), Some(b)) if !repair_open => Some(hours_between(a.start, b.end)),
+                _ => None,
+            },
+            return_hours: (!open).then(|| hours_between(first.start, last.end)),
+            open_hours: open.then(|| hours_between(first.start, until)),
+            stuck: false,
+        });
+    }
+    out
+}
+
+/// count, median, p90 and max of one stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StageStats {
+    pub count: u64,
+    pub median: Option<f64>,
+    pub p90: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl StageStats {
+    fn of(mut xs: Vec<f64>) -> Self {
+        xs.sort_by(f64::total_cmp);
+        let p = |q| super::stats::percentile(&xs, q).map(round6);
+        StageStats {
+            count: xs.len() as u64,
+            median: p(0.5),
+            p90: p(0.9),
+            max: xs.last().copied(),
+        }
+    }
+}
+
+/// The stages of a set of incidents (closed ones for repair and return).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PipelineStats {
+    /// The cause (`category/component`) or the cluster.
+    pub key: String,
+    pub incidents: u64,
+    pub open: u64,
+    pub detect_hours: StageStats,
+    pub drain_hours: StageStats,
+    pub repair_hours: StageStats,
+    pub return_hours: StageStats,
+}
+
+pub fn pipeline_stats<'a>(key: String, incidents: impl Iterator<Item = &'a Incident> + Clone) -> PipelineStats {
+    PipelineStats {
+        key,
+        incidents: incidents.clone().count() as u64,
+        open: incidents.clone().filter(|i| i.returned_at.is_none()).count() as u64,
+        detect_hours: StageStats::of(incidents.clone().map(|i| i.detect_hours).collect()),
+        drain_hours: StageStats::of(incidents.clone().filter_map(|i| i.drain_hours).collect()),
+        repair_hours: StageStats::of(incidents.clone().filter_map(|i| i.repair_hours).collect()),
+        return_hours: StageStats::of(incidents.filter_map(|i| i.return_hours).collect()),
+    }
+}
+
+/// Per cause, the stage statistics; each open incident is marked stuck when open longer than the
+/// p90 return time of its cause's closed incidents.
+pub fn pipeline(incidents: &mut [Incident]) -> Vec<PipelineStats> {
+    let key = |i: &Incident| format!("{}/{}", i.cause.category, i.cause.component);
+    let mut keys: Vec<String> = incidents.iter().map(key).collect();
+    keys.sort();
+    keys.dedup();
+    let stats: Vec<PipelineStats> = keys
+        .into_iter()
+        .map(|k| pipeline_stats(k.clone(), incidents.iter().filter(move |i| key(i) == k)))
+        .collect();
+    for i in incidents.iter_mut() {
+        let p90 = stats.iter().find(|s| s.key == key(i)).and_then(|s| s.return_hours.p90);
+        i.stuck = matches!((i.open_hours, p90), (Some(o), Some(p)) if o > p);
+    }
+    stats
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -747,5 +898,95 @@ mod tests {
             AvailabilityPeriod::Week.start_of(t("2026-11-04T10:00:00Z")),
             NaiveDate::from_ymd_opt(2026, 11, 2).unwrap()
         );
+    }
+
+    #[test]
+    fn incidents_and_their_stages() {
+        let f1 = Cause {
+            failure_id: Uuid::from_u128(1),
+            category: "hardware".into(),
+            component: "gpu".into(),
+        };
+        let f2 = Cause {
+            failure_id: Uuid::from_u128(2),
+            ..f1.clone()
+        };
+        // F1 (first signal 10:00): drained 12:00-18:00, a GPU in repair Nov 2 12:00 to Nov 3 12:00.
+        // F2 (first signal Nov 4 00:00): down from 01:00, still at the end (Nov 10).
+        let segs = vec![
+            seg(
+                NodeState::Drained,
+                "2026-11-01T12:00:00Z",
+                "2026-11-01T18:00:00Z",
+                8,
+                Some(f1.clone()),
+            ),
+            seg(
+                NodeState::InService,
+                "2026-11-01T18:00:00Z",
+                "2026-11-02T12:00:00Z",
+                0,
+                None,
+            ),
+            seg(
+                NodeState::InRepair,
+                "2026-11-02T12:00:00Z",
+                "2026-11-03T12:00:00Z",
+                1,
+                Some(f1.clone()),
+            ),
+            seg(
+                NodeState::InService,
+                "2026-11-03T12:00:00Z",
+                "2026-11-04T01:00:00Z",
+                0,
+                None,
+            ),
+            seg(
+                NodeState::Down,
+                "2026-11-04T01:00:00Z",
+                "2026-11-10T00:00:00Z",
+                8,
+                Some(f2.clone()),
+            ),
+        ];
+        let firsts = BTreeMap::from([
+            (f1.failure_id, t("2026-11-01T10:00:00Z")),
+            (f2.failure_id, t("2026-11-04T00:00:00Z")),
+        ]);
+        let mut inc = incidents("c1", "n1", &segs, &firsts, t("2026-11-10T00:00:00Z"));
+        assert_eq!(inc.len(), 2);
+        assert_eq!(
+            (
+                inc[0].detect_hours,
+                inc[0].drain_hours,
+                inc[0].repair_hours,
+                inc[0].return_hours,
+                inc[0].open_hours
+            ),
+            (2.0, Some(2.0), Some(24.0), Some(48.0), None)
+        );
+        assert_eq!(
+            (
+                inc[1].detect_hours,
+                inc[1].drain_hours,
+                inc[1].return_hours,
+                inc[1].open_hours
+            ),
+            (1.0, None, None, Some(143.0))
+        );
+        let stats = pipeline(&mut inc);
+        // One cause: return p90 = 48 h (one closed incident); the open one (143 h) is stuck.
+        assert_eq!(
+            (
+                stats.len(),
+                stats[0].incidents,
+                stats[0].open,
+                stats[0].return_hours.p90
+            ),
+            (1, 2, 1, Some(48.0))
+        );
+        assert_eq!(stats[0].detect_hours.median, Some(1.5));
+        assert!(inc[1].stuck && !inc[0].stuck);
     }
 }

@@ -10,8 +10,8 @@ use utoipa::ToSchema;
 
 use super::{Computed, computed};
 use crate::analytics::availability::{
-    self as a, AvailabilityPeriod, AvailabilityPoint, Cause, NodeFailureMark, NodeLedger, NodeState, Segment,
-    StateSource,
+    self as a, AvailabilityPeriod, AvailabilityPoint, Cause, Incident, NodeFailureMark, NodeLedger, NodeState,
+    PipelineStats, Segment, StateSource,
 };
 use crate::analytics::headline::round6;
 use crate::domain::window::Window;
@@ -378,5 +378,65 @@ pub async fn fleet_now(
         nodes: out_nodes,
         oldest_repairs,
         definitions: FLEET_NOW_DEFINITIONS.into(),
+    })
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RepairPipelineResponse {
+    pub window: Computed,
+    /// Stage statistics per cause (`category/component`).
+    pub by_cause: Vec<PipelineStats>,
+    /// Stage statistics per cluster.
+    pub by_cluster: Vec<PipelineStats>,
+    /// Every incident of the window (failure first signal inside it), oldest first.
+    pub incidents: Vec<Incident>,
+    /// The open incidents open longer than the p90 return time of their cause, oldest first.
+    pub stuck: Vec<Incident>,
+    pub definitions: String,
+}
+
+const PIPELINE_DEFINITIONS: &str = "An incident is a failure (first signal inside the window) that is the cause of at least one \
+drained, down or in-repair interval of its node's ledger (see /v1/analytics/availability). Stages in hours: detect = first signal \
+-> first such interval; drain = first signal -> drained (null if never drained); repair = first repair interval start -> last \
+repair interval end (null without one or while open); return = first interval start -> last interval end (null while open). \
+An incident still out at the window's end is open; stuck = open longer than the p90 return time of its cause's closed incidents. \
+Statistics: count, median, p90 (linear interpolation between ranks) and max.";
+
+pub async fn repair_pipeline(db: &PgPool, w: &Window) -> Result<RepairPipelineResponse, sqlx::Error> {
+    let ((nodes, _, failures), window) = tokio::try_join!(ledgers(db, w.cluster(), w.from, w.to), computed(db, w))?;
+    let mut incidents = Vec::new();
+    for n in &nodes {
+        let firsts: BTreeMap<uuid::Uuid, DateTime<Utc>> = failures
+            .get(&(n.row.cluster.clone(), n.row.hostname.clone()))
+            .into_iter()
+            .flatten()
+            .filter(|f| f.first_at >= w.from && f.first_at < w.to)
+            .map(|f| (f.cause.failure_id, f.first_at))
+            .collect();
+        incidents.extend(a::incidents(
+            &n.row.cluster,
+            &n.row.hostname,
+            &n.segments,
+            &firsts,
+            w.to,
+        ));
+    }
+    incidents.sort_by(|x, y| x.first_at.cmp(&y.first_at).then(x.hostname.cmp(&y.hostname)));
+    let by_cause = a::pipeline(&mut incidents);
+    let mut clusters: Vec<String> = incidents.iter().map(|i| i.cluster.clone()).collect();
+    clusters.sort();
+    clusters.dedup();
+    let by_cluster = clusters
+        .into_iter()
+        .map(|c| a::pipeline_stats(c.clone(), incidents.iter().filter(move |i| i.cluster == c)))
+        .collect();
+    let stuck = incidents.iter().filter(|i| i.stuck).cloned().collect();
+    Ok(RepairPipelineResponse {
+        window,
+        by_cause,
+        by_cluster,
+        incidents,
+        stuck,
+        definitions: PIPELINE_DEFINITIONS.into(),
     })
 }

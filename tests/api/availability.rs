@@ -289,3 +289,76 @@ async fn fleet_now_lists_states_causes_and_open_repairs() {
     let other = app.token("reader", Some("c2")).await;
     assert_eq!(app.get(&other, "/v1/fleet/now?cluster=c1").await.0, 403);
 }
+
+#[tokio::test]
+async fn repair_pipeline_stages_by_hand() {
+    let app = spawn_app().await;
+    fleet(&app).await;
+    // One incident: n1's XID (first signal Nov 1 10:00) drained it 12:00-18:00 and sent GPU 0 for
+    // RMA Nov 2 12:00 to Nov 3 12:00. n2's drains and n5's removal follow no failure: no incident.
+    let (status, v) = app
+        .get(ADMIN_TOKEN, &format!("/v1/analytics/repair-pipeline?{WINDOW}"))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let inc = v["incidents"].as_array().unwrap();
+    assert_eq!(inc.len(), 1, "{v}");
+    let i = &inc[0];
+    assert_eq!(
+        (
+            i["hostname"].as_str(),
+            i["cause"]["category"].as_str(),
+            i["cause"]["component"].as_str()
+        ),
+        (Some("n1"), Some("hardware"), Some("gpu"))
+    );
+    // detect 10:00 -> 12:00 = 2 h; drain the same; repair 24 h; return Nov 1 12:00 -> Nov 3 12:00 = 48 h.
+    let h = |k: &str| i[k].as_f64();
+    assert_eq!(
+        (
+            h("detect_hours"),
+            h("drain_hours"),
+            h("repair_hours"),
+            h("return_hours"),
+            h("open_hours")
+        ),
+        (Some(2.0), Some(2.0), Some(24.0), Some(48.0), None)
+    );
+    let c = &v["by_cause"][0];
+    assert_eq!(
+        (c["key"].as_str(), c["incidents"].as_u64(), c["open"].as_u64()),
+        (Some("hardware/gpu"), Some(1), Some(0))
+    );
+    assert_eq!(c["return_hours"]["p90"].as_f64(), Some(48.0));
+    assert_eq!(v["by_cluster"][0]["key"], "c1");
+    assert_eq!(v["stuck"], json!([]));
+
+    // Ending Nov 3 00:00, the repair is still open: 36 h out, no repair nor return time yet.
+    let (status, v) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/analytics/repair-pipeline?from=2026-11-01T00:00:00Z&to=2026-11-03T00:00:00Z&cluster=c1",
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let i = &v["incidents"][0];
+    assert_eq!(
+        (
+            i["repair_hours"].as_f64(),
+            i["return_hours"].as_f64(),
+            i["open_hours"].as_f64(),
+            i["stuck"].as_bool()
+        ),
+        (None, None, Some(36.0), Some(false))
+    );
+
+    let (_, text) = csv(&app, &format!("/v1/analytics/repair-pipeline?{WINDOW}")).await;
+    let lines: Vec<&str> = text.split("\r\n").collect();
+    assert_eq!(
+        lines[0],
+        "cluster,hostname,failure_id,category,component,first_at,out_at,returned_at,detect_hours,drain_hours,repair_hours,return_hours,open_hours,stuck"
+    );
+    assert!(
+        lines[1].starts_with("c1,n1,") && lines[1].ends_with(",hardware,gpu,2026-11-01T10:00:00+00:00,2026-11-01T12:00:00+00:00,2026-11-03T12:00:00+00:00,2,2,24,48,,false"),
+        "{text}"
+    );
+}

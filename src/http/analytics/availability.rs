@@ -1,4 +1,4 @@
-//! `GET /v1/analytics/availability` and `GET /v1/fleet/now`.
+//! `GET /v1/analytics/availability`, `GET /v1/analytics/repair-pipeline` and `GET /v1/fleet/now`.
 
 use axum::Json;
 use axum::extract::State;
@@ -15,7 +15,9 @@ use crate::http::caller::Caller;
 use crate::http::csv::{Csv, FormatQuery, Negotiated, o, respond, s};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::AppQuery;
-use crate::queries::availability::{self as queries, AvailabilityBy, AvailabilityResponse, FleetNowResponse};
+use crate::queries::availability::{
+    self as queries, AvailabilityBy, AvailabilityResponse, FleetNowResponse, RepairPipelineResponse,
+};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -164,4 +166,82 @@ pub async fn fleet_now(
         )
         .await?,
     ))
+}
+
+/// The repair pipeline: per incident (a failure that took a node out) the time to detect, to drain,
+/// in repair and to return; their median, p90 and max by cause and by cluster; the stuck incidents.
+///
+/// CSV: one row per incident.
+#[utoipa::path(
+    get, path = "/v1/analytics/repair-pipeline", tag = "analytics", params(WindowQuery, FormatQuery),
+    responses(
+        (status = 200, description = "Stage statistics by cause and cluster, the incidents and the stuck ones. CSV: one row per incident.",
+         content(
+             (RepairPipelineResponse = "application/json", example = json!({
+                 "window": {"from": "2026-11-01T00:00:00Z", "to": "2026-11-10T00:00:00Z", "cluster": "train-a", "catalog_version": 1, "rebuild": null},
+                 "by_cause": [{"key": "hardware/gpu", "incidents": 1, "open": 0,
+                               "detect_hours": {"count": 1, "median": 2.0, "p90": 2.0, "max": 2.0},
+                               "drain_hours": {"count": 1, "median": 2.0, "p90": 2.0, "max": 2.0},
+                               "repair_hours": {"count": 1, "median": 24.0, "p90": 24.0, "max": 24.0},
+                               "return_hours": {"count": 1, "median": 48.0, "p90": 48.0, "max": 48.0}}],
+                 "by_cluster": [],
+                 "incidents": [{"cluster": "train-a", "hostname": "h100-a-0007",
+                                "cause": {"failure_id": "6f1c2d3e-0000-4000-8000-000000000001", "category": "hardware", "component": "gpu"},
+                                "first_at": "2026-11-01T10:00:00Z", "out_at": "2026-11-01T12:00:00Z", "returned_at": "2026-11-03T12:00:00Z",
+                                "detect_hours": 2.0, "drain_hours": 2.0, "repair_hours": 24.0, "return_hours": 48.0, "open_hours": null, "stuck": false}],
+                 "stuck": [], "definitions": "..."})),
+             (String = "text/csv", example = json!("cluster,hostname,failure_id,category,component,first_at,out_at,returned_at,detect_hours,drain_hours,repair_hours,return_hours,open_hours,stuck\r\ntrain-a,h100-a-0007,6f1c2d3e-0000-4000-8000-000000000001,hardware,gpu,2026-11-01T10:00:00+00:00,2026-11-01T12:00:00+00:00,2026-11-03T12:00:00+00:00,2,2,24,48,,false\r\n"))
+         )),
+        (status = 400, description = "Invalid window", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "Token role may not query", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn repair_pipeline(
+    State(ctx): State<ApiContext>,
+    caller: Caller,
+    format: Negotiated,
+    AppQuery(wq): AppQuery<WindowQuery>,
+) -> ApiResult<Response> {
+    caller.require(Permission::Query)?;
+    let w = wq.window(&caller)?;
+    let body = queries::repair_pipeline(&ctx.read_db, &w).await?;
+    Ok(respond(format, "repair-pipeline", body, |b| {
+        let mut csv = Csv::new(&[
+            "cluster",
+            "hostname",
+            "failure_id",
+            "category",
+            "component",
+            "first_at",
+            "out_at",
+            "returned_at",
+            "detect_hours",
+            "drain_hours",
+            "repair_hours",
+            "return_hours",
+            "open_hours",
+            "stuck",
+        ]);
+        for i in &b.incidents {
+            csv.row([
+                s(&i.cluster),
+                s(&i.hostname),
+                s(i.cause.failure_id),
+                s(&i.cause.category),
+                s(&i.cause.component),
+                s(i.first_at.to_rfc3339()),
+                s(i.out_at.to_rfc3339()),
+                o(i.returned_at.map(|t| t.to_rfc3339())),
+                s(i.detect_hours),
+                o(i.drain_hours),
+                o(i.repair_hours),
+                o(i.return_hours),
+                o(i.open_hours),
+                s(i.stuck),
+            ]);
+        }
+        csv.finish()
+    }))
 }

@@ -53,6 +53,7 @@ pub fn router() -> Router<ApiContext> {
         .route("/v1/analytics/parts-or-slots", get(parts::parts_or_slots))
         .route("/v1/analytics/precursors", get(parts::precursors))
         .route("/v1/analytics/availability", get(availability::availability))
+        .route("/v1/analytics/repair-pipeline", get(availability::repair_pipeline))
         .route("/v1/fleet/now", get(availability::fleet_now))
 }
 

@@ -82,6 +82,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::analytics::job_plan::job_plan,
         http::analytics::lemon::lemon_nodes,
         http::analytics::availability::availability,
+        http::analytics::availability::repair_pipeline,
         http::analytics::availability::fleet_now,
         http::report::reliability,
         http::alerts::list_alert_rules,
