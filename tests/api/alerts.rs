@@ -39,7 +39,7 @@ fn config() -> AppConfig {
     }
 }
 
-async fn alerting_app() -> TestApp {
+pub(crate) async fn alerting_app() -> TestApp {
     let server_url = test_server_url().await.expect("a PostgreSQL server for tests");
     spawn_app_configured(TestDatabase::create(&server_url).await, config()).await
 }
@@ -188,7 +188,7 @@ impl Alertmanager {
     }
 }
 
-async fn put_rule(app: &TestApp, id: &str, body: &Value) -> (u16, Value) {
+pub(crate) async fn put_rule(app: &TestApp, id: &str, body: &Value) -> (u16, Value) {
     let res = app
         .client
         .put(app.url(&format!("/v1/alert-rules/{id}")))
@@ -200,7 +200,7 @@ async fn put_rule(app: &TestApp, id: &str, body: &Value) -> (u16, Value) {
     crate::helpers::status_json(res).await
 }
 
-async fn heartbeat(app: &TestApp, node: &str) {
+pub(crate) async fn heartbeat(app: &TestApp, node: &str) {
     let res = app
         .client
         .post(app.url("/v1/heartbeats"))
@@ -222,7 +222,7 @@ async fn keep_alive_for(app: &TestApp, node: &str, ms: u64) {
 }
 
 /// Waits until the alerts of `rule` in the API are in `state` (firing or resolved).
-async fn wait_state(app: &TestApp, rule: &str, state: &str, secs: u64) -> Value {
+pub(crate) async fn wait_state(app: &TestApp, rule: &str, state: &str, secs: u64) -> Value {
     for _ in 0..secs * 20 {
         let (status, v) = app.get(ADMIN_TOKEN, &format!("/v1/alerts?rule_id={rule}")).await;
         assert_eq!(status, 200, "{v}");

@@ -362,3 +362,56 @@ async fn repair_pipeline_stages_by_hand() {
         "{text}"
     );
 }
+
+/// Overlapping sources through the real alert loop: a node drained while a silence alert fires on it
+/// is down (down > drained); once it speaks again it is drained until returned.
+#[tokio::test]
+async fn a_drain_during_a_silence_is_down_until_the_node_speaks() {
+    use crate::alerts::{alerting_app, heartbeat, put_rule, wait_state};
+    let app = alerting_app().await;
+    let (status, body) = app
+        .put_nodes(
+            ADMIN_TOKEN,
+            &json!({"nodes": [{"hostname": "n7", "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8,
+                                "in_service_since": "2026-01-01T00:00:00Z"}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, v) = put_rule(
+        &app,
+        "quiet",
+        &json!({"condition": {"kind": "silence", "minutes": 0.05, "scope": "node"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    // Silent for 3 s after this heartbeat: the rule fires.
+    heartbeat(&app, "n7").await;
+    wait_state(&app, "quiet", "firing", 10).await;
+    let (status, v) = post(&app, "/v1/nodes/c1/n7/state", json!({"state": "drained"})).await;
+    assert_eq!(status, 201, "{v}");
+    let now = |v: &Value| {
+        let n = &v["nodes"][0];
+        (
+            n["state"].as_str().map(String::from),
+            n["gpus_out"].as_u64(),
+            v["out_of_service_gpus"].as_u64(),
+        )
+    };
+    let (status, v) = app.get(ADMIN_TOKEN, "/v1/fleet/now?cluster=c1").await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(now(&v), (Some("down".into()), Some(8), Some(8)), "{v}");
+    heartbeat(&app, "n7").await;
+    wait_state(&app, "quiet", "resolved", 10).await;
+    let (_, v) = app.get(ADMIN_TOKEN, "/v1/fleet/now?cluster=c1").await;
+    assert_eq!(now(&v), (Some("drained".into()), Some(8), Some(8)), "{v}");
+    // Speaking again keeps the silence off while the return is read.
+    heartbeat(&app, "n7").await;
+    let (status, v) = post(&app, "/v1/nodes/c1/n7/state", json!({"state": "returned"})).await;
+    assert_eq!(status, 201, "{v}");
+    let (_, v) = app.get(ADMIN_TOKEN, "/v1/fleet/now?cluster=c1").await;
+    assert_eq!(
+        (v["nodes"].as_array().map(Vec::len), v["out_of_service_gpus"].as_u64()),
+        (Some(0), Some(0)),
+        "{v}"
+    );
+}
