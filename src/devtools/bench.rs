@@ -585,6 +585,11 @@ async fn alert_evaluation(db: &sqlx::PgPool, end: chrono::DateTime<Utc>) -> anyh
             minutes: 60.0,
             window_hours: 168.0,
         },
+        Condition::AvailabilityBelow {
+            share: 0.95,
+            window_hours: 168.0,
+        },
+        Condition::StuckRepair { window_hours: 720.0 },
     ];
     for c in conditions {
         let spec: RuleSpec = serde_json::from_value(serde_json::json!({"condition": c}))?;

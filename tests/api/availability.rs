@@ -415,3 +415,53 @@ async fn a_drain_during_a_silence_is_down_until_the_node_speaks() {
         "{v}"
     );
 }
+
+/// The alert kinds on the ledger: availability below a share, and a repair stuck past its cause's
+/// p90, through the real alert loop.
+#[tokio::test]
+async fn availability_below_and_stuck_repair_alerts_fire() {
+    use crate::alerts::{alerting_app, put_rule, wait_state};
+    let app = alerting_app().await;
+    fleet(&app).await;
+    // n3 (4 GPUs): an XID 200 h ago, drained 199 h ago and returned 197 h ago (return: 2 h); another
+    // XID 50 h ago, drained 49 h ago and still out: open 49 h > p90 of 2 h, stuck.
+    let now = chrono::Utc::now();
+    let ago = |h: i64| (now - chrono::Duration::hours(h)).to_rfc3339();
+    let (status, body) = app
+        .post_events(
+            ADMIN_TOKEN,
+            &json!({"events": [
+                event(&uuid_n(50), json!({"node": "n3", "occurred_at": ago(200)})),
+                event(&uuid_n(51), json!({"node": "n3", "occurred_at": ago(50)})),
+            ]}),
+        )
+        .await;
+    assert!(status < 300, "{body}");
+    for (state, h) in [("drained", 199), ("returned", 197), ("drained", 49)] {
+        let (status, body) = post(&app, "/v1/nodes/c1/n3/state", json!({"state": state, "at": ago(h)})).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let (status, v) = put_rule(
+        &app,
+        "avail",
+        &json!({"condition": {"kind": "availability_below", "share": 0.9, "window_hours": 24}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = put_rule(&app, "stuck", &json!({"condition": {"kind": "stuck_repair"}})).await;
+    assert_eq!(status, 200, "{v}");
+    // Over the last 24 h: 28 GPUs installed (n1 8, n2 8, n3 4, n5 8); out: n2 drained (8), n3
+    // drained (4), n5 one GPU in repair (1): 15 / 28 available.
+    let a = wait_state(&app, "avail", "firing", 10).await;
+    assert_eq!(a["value"].as_f64(), Some(((15.0f64 / 28.0) * 1e6).round() / 1e6), "{a}");
+    let s = wait_state(&app, "stuck", "firing", 10).await;
+    assert!(s["subject"].as_str().unwrap().starts_with("n3/"), "{s}");
+    let (status, v) = put_rule(
+        &app,
+        "bad",
+        &json!({"condition": {"kind": "availability_below", "share": 1.5}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v.to_string().contains("condition.share"), "{v}");
+}
