@@ -1,3 +1,4 @@
+pub mod availability;
 pub mod baselines;
 pub mod concentration;
 pub mod cost;

@@ -1,5 +1,5 @@
 //! The dashboard at `/`: a small HTML page and vanilla script, embedded in the binary (no CDN, no
-//! framework), that shows the firing alerts and the reliability report for a chosen window and cluster. No token is
+//! framework), that shows the firing alerts, the fleet's state now and the reliability report for a chosen window and cluster. No token is
 //! needed to load the page; the report it fetches needs a reader token.
 
 use axum::Router;
@@ -13,6 +13,7 @@ const INDEX: &str = include_str!("dashboard/index.html");
 const SCRIPT: &str = include_str!("dashboard/dashboard.js");
 const PARTS_SCRIPT: &str = include_str!("dashboard/parts.js");
 const ALERTS_SCRIPT: &str = include_str!("dashboard/alerts.js");
+const FLEET_SCRIPT: &str = include_str!("dashboard/fleet.js");
 const STYLE: &str = include_str!("dashboard/dashboard.css");
 
 pub fn router() -> Router<ApiContext> {
@@ -29,6 +30,10 @@ pub fn router() -> Router<ApiContext> {
         .route(
             "/assets/alerts.js",
             get(|| async { asset("text/javascript; charset=utf-8", ALERTS_SCRIPT) }),
+        )
+        .route(
+            "/assets/fleet.js",
+            get(|| async { asset("text/javascript; charset=utf-8", FLEET_SCRIPT) }),
         )
         .route(
             "/assets/dashboard.css",

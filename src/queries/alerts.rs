@@ -301,5 +301,63 @@ pub async fn findings(
                 _ => Vec::new(),
             }
         }
+        Condition::AvailabilityBelow { share, window_hours } => {
+            let w: Window = span(*window_hours).window();
+            let q = window_query(cluster, w.from, w.to);
+            let answer = crate::queries::availability::availability(
+                db,
+                &w,
+                crate::queries::availability::AvailabilityBy::Cluster,
+                crate::analytics::availability::AvailabilityPeriod::Month,
+            )
+            .await?;
+            let installed: f64 = answer.points.iter().map(|p| p.installed_gpu_hours).sum();
+            let lost: f64 = answer.points.iter().map(|p| p.lost_gpu_hours).sum();
+            let available = if installed > 0.0 {
+                (installed - lost) / installed
+            } else {
+                1.0
+            };
+            if installed > 0.0 && available < *share {
+                vec![Finding {
+                    subject: cluster.to_string(),
+                    value: round(available, 6),
+                    summary: format!(
+                        "{:.2}% of {installed:.0} installed GPU-hours available over the last {window_hours} h ({lost:.1} lost), below {:.2}%",
+                        available * 100.0,
+                        share * 100.0
+                    ),
+                    link: format!("/v1/analytics/availability?{q}&period=day"),
+                    answer: format!("/v1/analytics/availability?{q}&period=day"),
+                    labels: BTreeMap::new(),
+                }]
+            } else {
+                Vec::new()
+            }
+        }
+        Condition::StuckRepair { window_hours } => {
+            let w: Window = span(*window_hours).window();
+            let q = window_query(cluster, w.from, w.to);
+            let answer = crate::queries::availability::repair_pipeline(db, &w).await?;
+            answer
+                .stuck
+                .into_iter()
+                .map(|i| Finding {
+                    subject: format!("{}/{}", i.hostname, i.cause.failure_id),
+                    value: i.open_hours.map_or(0.0, |h| round(h, 3)),
+                    summary: format!(
+                        "node {} out of service for {:.1} h since {} ({}/{}), longer than the p90 return time of its cause",
+                        i.hostname,
+                        i.open_hours.unwrap_or(0.0),
+                        ts(i.out_at),
+                        i.cause.category,
+                        i.cause.component
+                    ),
+                    link: format!("/v1/nodes/{}/{}/state", segment(cluster), segment(&i.hostname)),
+                    answer: format!("/v1/analytics/repair-pipeline?{q}"),
+                    labels: node_labels(&i.hostname),
+                })
+                .collect()
+        }
     })
 }

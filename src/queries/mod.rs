@@ -3,6 +3,7 @@
 
 pub mod alerts;
 pub mod audit;
+pub mod availability;
 pub mod baselines;
 pub mod concentration;
 pub mod decisions;

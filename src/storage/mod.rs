@@ -1,6 +1,7 @@
 //! Storage: all SQL lives here, one module per table family. No HTTP types.
 pub mod alerts;
 pub mod audit;
+pub mod availability;
 pub mod catalog;
 pub mod decisions;
 pub mod distribution;

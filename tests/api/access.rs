@@ -206,6 +206,7 @@ async fn a_scoped_reader_sees_only_its_cluster_on_every_read_route_on(backend: B
                 ("from" | "b_from", "query") => query.push((name.clone(), "2026-10-01T00:00:00Z".into())),
                 ("to" | "b_to", "query") => query.push((name.clone(), "2026-11-30T00:00:00Z".into())),
                 ("gpus", "query") => query.push((name.clone(), "16".into())),
+                ("as_of", "query") => query.push((name.clone(), "2026-11-30T00:00:00Z".into())),
                 (_, "query") if *required => panic!("{path}: fill the required parameter {name} in this test"),
                 _ => {}
             }

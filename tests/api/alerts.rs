@@ -48,7 +48,7 @@ fn config() -> AppConfig {
     }
 }
 
-async fn alerting_app() -> TestApp {
+pub(crate) async fn alerting_app() -> TestApp {
     let server_url = test_server_url().await.expect("a PostgreSQL server for tests");
     spawn_app_configured(TestDatabase::create(&server_url).await, config()).await
 }
@@ -281,7 +281,7 @@ impl Alertmanager {
     }
 }
 
-async fn put_rule(app: &TestApp, id: &str, body: &Value) -> (u16, Value) {
+pub(crate) async fn put_rule(app: &TestApp, id: &str, body: &Value) -> (u16, Value) {
     let res = app
         .client
         .put(app.url(&format!("/v1/alert-rules/{id}")))
@@ -306,7 +306,7 @@ async fn inventory(app: &TestApp, nodes: &[(&str, Option<&str>)]) {
     assert_eq!(status, 200, "{v}");
 }
 
-async fn heartbeat(app: &TestApp, node: &str) {
+pub(crate) async fn heartbeat(app: &TestApp, node: &str) {
     let res = app
         .client
         .post(app.url("/v1/heartbeats"))
@@ -328,7 +328,7 @@ async fn keep_alive_for(app: &TestApp, node: &str, ms: u64) {
 }
 
 /// Waits until the alerts of `rule` in the API are in `state` (firing or resolved).
-async fn wait_state(app: &TestApp, rule: &str, state: &str, secs: u64) -> Value {
+pub(crate) async fn wait_state(app: &TestApp, rule: &str, state: &str, secs: u64) -> Value {
     for _ in 0..secs * 20 {
         let (status, v) = app.get(ADMIN_TOKEN, &format!("/v1/alerts?rule_id={rule}")).await;
         assert_eq!(status, 200, "{v}");

@@ -7,6 +7,7 @@ mod agent_journal;
 mod agent_tls;
 mod alerts;
 mod auth;
+mod availability;
 mod body_budget;
 mod browser;
 mod citus;

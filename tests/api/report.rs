@@ -374,6 +374,9 @@ async fn the_dashboard_is_served_without_a_token() {
         ("/assets/dashboard.js", "text/javascript", "/v1/reports/reliability"),
         // The Parts panel reads the parts analytics.
         ("/assets/parts.js", "text/javascript", "'/v1/analytics/' + path"),
+        // The Fleet now panel reads /v1/fleet/now.
+        ("/", "text/html", "<section id=\"fleet-panel\""),
+        ("/assets/fleet.js", "text/javascript", "'/v1/fleet/now?'"),
         ("/assets/dashboard.css", "text/css", "#report"),
     ] {
         let res = app.client.get(app.url(path)).send().await.unwrap();

@@ -257,6 +257,54 @@ async fn synced_through_the_api(cluster: &SlurmCluster, scenario: &Scenario, dra
         .collect();
     assert_eq!(transitions, ["drained", "returned", "drained", "returned"], "{state}");
 
+    // The same intervals in the node state ledger: over one window, the drained GPU-hours of the
+    // availability are the node's out-of-service GPU-hours, each attributed to a hardware failure
+    // of the node (the reasons' XID 79 and ECC), and the repair pipeline holds the incidents.
+    let enc = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339().replace('+', "%2B");
+    let window = format!("from={}&to={}&cluster={SITE}", enc(since), enc(chrono::Utc::now()));
+    let (status, state) = app
+        .get(ADMIN_TOKEN, &format!("/v1/nodes/{SITE}/{failing}/state?{window}"))
+        .await;
+    assert_eq!(status, 200, "{state}");
+    let out = state["out_of_service_gpu_hours"].as_f64().unwrap();
+    assert!(out > 0.0, "{state}");
+    let (status, av) = app
+        .get(
+            ADMIN_TOKEN,
+            &format!("/v1/analytics/availability?{window}&period=month"),
+        )
+        .await;
+    assert_eq!(status, 200, "{av}");
+    let points = av["points"].as_array().unwrap();
+    let drained: f64 = points
+        .iter()
+        .flat_map(|p| p["lost_by_state"].as_array().unwrap())
+        .filter(|s| s["state"] == "drained")
+        .map(|s| s["gpu_hours"].as_f64().unwrap())
+        .sum();
+    let causes: Vec<&Value> = points
+        .iter()
+        .flat_map(|p| p["lost_by_cause"].as_array().unwrap())
+        .collect();
+    let by_cause: f64 = causes.iter().map(|c| c["gpu_hours"].as_f64().unwrap()).sum();
+    assert!(
+        (drained - out).abs() < 1e-5 && (by_cause - out).abs() < 1e-5,
+        "{out} {av}"
+    );
+    assert!(causes.iter().all(|c| c["category"] == "hardware"), "{av}");
+    let (status, pipeline) = app
+        .get(ADMIN_TOKEN, &format!("/v1/analytics/repair-pipeline?{window}"))
+        .await;
+    assert_eq!(status, 200, "{pipeline}");
+    let incidents = pipeline["incidents"].as_array().unwrap();
+    assert!(
+        !incidents.is_empty()
+            && incidents
+                .iter()
+                .all(|i| i["hostname"] == failing && i["returned_at"].is_string()),
+        "{pipeline}"
+    );
+
     // Job analytics answer from the records: 5 jobs, 3 failed by the scheduler (FAILED, TIMEOUT,
     // NODE_FAIL), and the job that ran on gpu-0002 until its drain began when the drain's reason
     // (GPU memory) is a failure at the job's last second.

@@ -1,6 +1,7 @@
 //! The analytics routes (reader role), one module per analysis. Each handler checks its
 //! parameters, calls its read use case in `crate::queries` and renders JSON (or CSV).
 
+pub mod availability;
 pub mod baselines;
 pub mod compare;
 pub mod concentration;
@@ -51,6 +52,9 @@ pub fn router() -> Router<ApiContext> {
         .route("/v1/analytics/failure-forecast", get(forecast::failure_forecast))
         .route("/v1/analytics/parts-or-slots", get(parts::parts_or_slots))
         .route("/v1/analytics/precursors", get(parts::precursors))
+        .route("/v1/analytics/availability", get(availability::availability))
+        .route("/v1/analytics/repair-pipeline", get(availability::repair_pipeline))
+        .route("/v1/fleet/now", get(availability::fleet_now))
 }
 
 /// The window every analysis takes. Defaults: `to` = now, `from` = `to` - 30 days.

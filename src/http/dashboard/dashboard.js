@@ -101,9 +101,10 @@
     for (const c of clusters) if (c) setCluster(c);
     $('cluster').value = current;
     status('', false);
-    // The firing alerts, then the Parts panel from the parts analytics (the report's own Parts
+    // The firing alerts, the fleet now, then the Parts panel from the parts analytics (the report's own Parts
     // section is hidden here).
     await window.FaultlineAlerts.show($('alerts-panel'), localStorage.getItem(TOKEN_KEY), current);
+    await window.FaultlineFleet.show($('fleet-panel'), localStorage.getItem(TOKEN_KEY), current);
     const [from, to] = windowBounds();
     await window.FaultlineParts.show($('parts-panel'), localStorage.getItem(TOKEN_KEY), current, from, to);
   }
@@ -143,6 +144,7 @@
     $('report').textContent = '';
     $('parts-panel').textContent = '';
     $('alerts-panel').textContent = '';
+    $('fleet-panel').textContent = '';
     status('Token forgotten.', false);
   });
   $('controls').addEventListener('submit', (e) => {

@@ -71,6 +71,22 @@ pub enum Condition {
         #[serde(default)]
         scope: SilenceScope,
     },
+    /// The share of the cluster's installed GPU-hours available over the last `window_hours` (the
+    /// node state ledger, `/v1/analytics/availability`) is below `share`. Subject: the cluster.
+    AvailabilityBelow {
+        #[schema(minimum = 0.000001, maximum = 1, example = 0.95)]
+        share: f64,
+        #[serde(default = "default_compare_hours")]
+        #[schema(minimum = 0.01, maximum = 8784, example = 168)]
+        window_hours: f64,
+    },
+    /// A repair incident of the last `window_hours` still open longer than the p90 return time of
+    /// its cause (`stuck` in `/v1/analytics/repair-pipeline`). Subject: `<node>/<failure id>`.
+    StuckRepair {
+        #[serde(default = "default_window_hours")]
+        #[schema(minimum = 0.01, maximum = 8784, example = 720)]
+        window_hours: f64,
+    },
     /// The median downtime of the failures of the last `window_hours` (those with a recorded
     /// recovery) is above `minutes`. Subject: the cluster.
     RecoverySlow {
@@ -124,6 +140,8 @@ impl Condition {
             Condition::NewFailureKind { .. } => "new_failure_kind",
             Condition::Silence { .. } => "silence",
             Condition::RecoverySlow { .. } => "recovery_slow",
+            Condition::AvailabilityBelow { .. } => "availability_below",
+            Condition::StuckRepair { .. } => "stuck_repair",
         }
     }
 }
@@ -264,6 +282,11 @@ impl RuleSpec {
                 in_range("condition.minutes", *minutes, 0.01, 527040.0)?;
                 in_range("condition.window_hours", *window_hours, 0.01, 8784.0)?;
             }
+            Condition::AvailabilityBelow { share, window_hours } => {
+                in_range("condition.share", *share, 0.000001, 1.0)?;
+                in_range("condition.window_hours", *window_hours, 0.01, 8784.0)?;
+            }
+            Condition::StuckRepair { window_hours } => in_range("condition.window_hours", *window_hours, 0.01, 8784.0)?,
         }
         in_range("repeat_interval_minutes", self.repeat_interval_minutes, 0.01, 527040.0)?;
         for (i, c) in self.clusters.iter().enumerate() {
