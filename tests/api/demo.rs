@@ -89,6 +89,16 @@ fn checks() -> Vec<Check> {
                 .is_some_and(|g| g.iter().any(|g| g["failures"].as_u64() > Some(0)))
         }),
         ("/v1/analytics/parts-or-slots", "", |b| b["failures"].as_u64() > Some(0)),
+        // Where the GPU-hours went: drains and downs of the demo's nodes, with their incidents.
+        ("/v1/analytics/availability", "period=week", |b| {
+            b["points"].as_array().is_some_and(|p| {
+                p.iter().any(|p| p["installed_gpu_hours"].as_f64() > Some(0.0))
+                    && p.iter().any(|p| p["lost_gpu_hours"].as_f64() > Some(0.0))
+            })
+        }),
+        ("/v1/analytics/repair-pipeline", "", |b| {
+            !b["incidents"].as_array().is_none_or(Vec::is_empty)
+        }),
         ("/v1/analytics/failure-forecast", "", |b| {
             b["groups"].as_array().is_some_and(|g| {
                 g.iter()
