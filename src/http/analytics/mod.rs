@@ -15,6 +15,7 @@ pub mod lemon;
 pub mod parts;
 pub mod recovery;
 pub mod stragglers;
+pub mod survival;
 pub mod timeline;
 
 use axum::Router;
@@ -47,7 +48,7 @@ pub fn router() -> Router<ApiContext> {
         .route("/v1/analytics/compare", get(compare::compare))
         .route("/v1/analytics/job-plan", get(job_plan::job_plan))
         .route("/v1/analytics/lemon-nodes", get(lemon::lemon_nodes))
-        .route("/v1/analytics/survival", get(parts::survival))
+        .route("/v1/analytics/survival", get(survival::survival))
         .route("/v1/analytics/afr", get(parts::afr))
         .route("/v1/analytics/failure-forecast", get(forecast::failure_forecast))
         .route("/v1/analytics/parts-or-slots", get(parts::parts_or_slots))

@@ -54,7 +54,7 @@ Roles: `agent` (ingest, inventory), `reader` (queries, inventory), `admin` (ever
         http::failures::lifecycle::failure_history,
         http::nodes::state::record_node_state,
         http::nodes::state::node_state,
-        http::analytics::parts::survival,
+        http::analytics::survival::survival,
         http::analytics::parts::afr,
         http::analytics::forecast::failure_forecast,
         http::analytics::parts::parts_or_slots,
