@@ -220,76 +220,45 @@ async fn apply(
             .filter(|b| b.state == AlertState::Firing.as_str())
             .map(|b| json_map(&b.labels))
             .filter(|old| *old != l);
-        match step(before.as_ref().map(current).as_ref(), true, now, repeat) {
-            Step::Nothing => {}
-            Step::Refresh if relabel_from.is_some() => {
-                let starts_at = before.map_or(now, |b| b.starts_at);
-                push(
-                    &mut cols,
-                    &fp,
-                    &f.subject,
-                    AlertState::Firing,
-                    Some(f.value),
-                    &l,
-                    &a,
-                    starts_at,
-                    None,
-                    true,
-                );
-                notes.push(Note {
-                    fingerprint: fp,
-                    event: NotifyEvent::Relabel,
-                    value: Some(f.value),
-                    labels: l,
-                    annotations: a,
-                    starts_at,
-                    ends_at: None,
-                    relabel_from,
-                });
+        // What this finding writes: its row (state, times), and the notification it owes, if any.
+        let (event, starts_at, ends_at) = match step(before.as_ref().map(current).as_ref(), true, now, repeat) {
+            Step::Nothing => continue,
+            Step::Refresh => {
+                let starts_at = before.as_ref().map_or(now, |b| b.starts_at);
+                (relabel_from.is_some().then_some(NotifyEvent::Relabel), starts_at, None)
             }
-            Step::Refresh => push(
-                &mut cols,
-                &fp,
-                &f.subject,
-                AlertState::Firing,
-                Some(f.value),
-                &l,
-                &a,
-                before.map_or(now, |b| b.starts_at),
-                None,
-                false,
-            ),
             Step::Notify {
                 event,
                 starts_at,
                 ends_at,
-            } => {
-                if event == NotifyEvent::Firing {
-                    pass.fired += 1;
-                }
-                push(
-                    &mut cols,
-                    &fp,
-                    &f.subject,
-                    AlertState::Firing,
-                    Some(f.value),
-                    &l,
-                    &a,
-                    starts_at,
-                    ends_at,
-                    true,
-                );
-                notes.push(Note {
-                    fingerprint: fp,
-                    event,
-                    value: Some(f.value),
-                    labels: l,
-                    annotations: a,
-                    starts_at,
-                    ends_at,
-                    relabel_from,
-                });
-            }
+            } => (Some(event), starts_at, ends_at),
+        };
+        if event == Some(NotifyEvent::Firing) {
+            pass.fired += 1;
+        }
+        push(
+            &mut cols,
+            &fp,
+            &f.subject,
+            AlertState::Firing,
+            Some(f.value),
+            &l,
+            &a,
+            starts_at,
+            ends_at,
+            event.is_some(),
+        );
+        if let Some(event) = event {
+            notes.push(Note {
+                fingerprint: fp,
+                event,
+                value: Some(f.value),
+                labels: l,
+                annotations: a,
+                starts_at,
+                ends_at,
+                relabel_from,
+            });
         }
     }
     // What was firing and is no longer found resolves, with its last labels and annotations.

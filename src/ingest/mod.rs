@@ -130,18 +130,26 @@ pub async fn store_events(
     locks::lock(&mut tx, LockSpace::BurstSources, &sources).await?;
     storage::alerts::seen(&mut tx, &sender_clusters, &sender_nodes, &sender_times).await?;
     let bursts = crate::fold::burst::collapse(events, crate::fold::burst::burst_gap());
+    // Each burst's identity as its key, once: it finds the stored signal a burst extends, and is
+    // stored with a new one.
+    let keys: Vec<Option<uuid::Uuid>> = bursts
+        .iter()
+        .map(|b| crate::fold::burst::identity(&b.event).map(|i| i.key()))
+        .collect();
     let targets = storage::events::extend_stored(
         &mut tx,
         &bursts,
+        &keys,
         crate::fold::burst::burst_gap(),
         crate::fold::burst::max_burst_span(),
     )
     .await?;
-    let fresh: Vec<&crate::fold::burst::Burst> = bursts
+    let fresh: Vec<(&crate::fold::burst::Burst, Option<uuid::Uuid>)> = bursts
         .iter()
+        .zip(&keys)
         .zip(&targets)
         .filter(|(_, t)| t.is_none())
-        .map(|(b, _)| b)
+        .map(|((b, k), _)| (b, *k))
         .collect();
     let stored = storage::events::insert_bursts(&mut tx, &fresh).await?.len();
     refold::after_bursts(&mut tx, &catalog, window, &bursts).await?;

@@ -35,6 +35,7 @@ pub async fn claim_ids(
 /// For each burst, the stored signal of the same identity whose span lies within `gap` of it,
 /// if any; those stored signals absorb the bursts (count added, span widened) in this one
 /// statement. Several bursts may extend the same stored signal: their counts are summed first.
+/// `keys[i]` is burst i's identity key (`fold::burst::BurstIdentity::key`; None: never merged).
 /// Returns, per burst, the id of the stored signal it was folded into. The stored row is found by
 /// (cluster, node, span end) within the partitions a span of at most `max_span` allows, and updated
 /// by its primary key (cluster, occurred_at, id). A stored signal whose span would grow beyond
@@ -42,17 +43,16 @@ pub async fn claim_ids(
 pub async fn extend_stored(
     conn: &mut PgConnection,
     bursts: &[Burst],
+    keys: &[Option<Uuid>],
     gap: Duration,
     max_span: Duration,
 ) -> Result<Vec<Option<Uuid>>, sqlx::Error> {
     let mut out = vec![None; bursts.len()];
     let candidates: Vec<(usize, &Burst, &str, Uuid)> = bursts
         .iter()
+        .zip(keys)
         .enumerate()
-        .filter_map(|(i, b)| {
-            let key = crate::fold::burst::identity(&b.event)?.key();
-            Some((i, b, b.event.node.as_deref()?, key))
-        })
+        .filter_map(|(i, (b, key))| Some((i, b, b.event.node.as_deref()?, (*key)?)))
         .collect();
     if candidates.is_empty() {
         return Ok(out);
@@ -160,13 +160,17 @@ impl<'a> BurstCols<'a> {
 
 /// Stores new bursts in one statement, in key order (overlapping batches lock keys in the same
 /// order). Ids were claimed in the ledger first, so no conflict is expected; ON CONFLICT keeps a
-/// row written before the ledger existed from failing the batch. Returns the ids inserted.
-pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result<Vec<Uuid>, sqlx::Error> {
+/// row written before the ledger existed from failing the batch. Each burst comes with its
+/// identity key, stored as `burst_key`. Returns the ids inserted.
+pub async fn insert_bursts(
+    conn: &mut PgConnection,
+    bursts: &[(&Burst, Option<Uuid>)],
+) -> Result<Vec<Uuid>, sqlx::Error> {
     if bursts.is_empty() {
         return Ok(Vec::new());
     }
-    let mut bursts: Vec<&Burst> = bursts.to_vec();
-    bursts.sort_by(|a, b| {
+    let mut bursts: Vec<(&Burst, Option<Uuid>)> = bursts.to_vec();
+    bursts.sort_by(|(a, _), (b, _)| {
         (&a.event.cluster, a.event.occurred_at, a.event.id).cmp(&(&b.event.cluster, b.event.occurred_at, b.event.id))
     });
     let n = bursts.len();
@@ -189,7 +193,7 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
     let mut repeat_count = Vec::with_capacity(n);
     let mut last_occurred_at = Vec::with_capacity(n);
     let mut burst_key = Vec::with_capacity(n);
-    for b in &bursts {
+    for (b, key) in &bursts {
         let e = &b.event;
         id.push(e.id);
         occurred_at.push(e.occurred_at);
@@ -210,7 +214,7 @@ pub async fn insert_bursts(conn: &mut PgConnection, bursts: &[&Burst]) -> Result
         repeat_count.push(b.count);
         // A single signal has no "last" time of its own.
         last_occurred_at.push((b.count > 1).then_some(b.last_at));
-        burst_key.push(crate::fold::burst::identity(e).map(|i| i.key()));
+        burst_key.push(*key);
     }
     sqlx::query_scalar!(
         "INSERT INTO events (id, occurred_at, cluster, node, gpu_index, gpu_uuid, gpu_model, job_id, job_gpus,
