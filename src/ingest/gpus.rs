@@ -333,16 +333,7 @@ fn reconcile(
         Import(usize),
     }
     let mut spans: BTreeMap<Key, Vec<(Span, Origin)>> = BTreeMap::new();
-    let span_of = |p: &PlacementRow| Span {
-        installed_at: p.installed_at,
-        removed_at: p.removed_at,
-        end_reason: p.removed_at.map(|_| {
-            p.end_reason
-                .as_deref()
-                .and_then(EndReason::parse)
-                .unwrap_or(EndReason::Other)
-        }),
-    };
+    let span_of = |p: &PlacementRow| Span::stored(p.installed_at, p.removed_at, p.end_reason.as_deref());
     let stored_rows: Vec<PlacementRow> = stored_placements
         .iter()
         .map(|p| PlacementRow {
@@ -712,16 +703,7 @@ pub async fn remove_part(db: &PgPool, actor: &Actor, r: Removal) -> Result<bool,
     let placed = storage::gpus::placements_of_parts(&mut tx, &r.cluster, std::slice::from_ref(&r.part)).await?;
     let spans: Vec<Span> = placed
         .iter()
-        .map(|p| Span {
-            installed_at: p.installed_at,
-            removed_at: p.removed_at,
-            end_reason: p.removed_at.map(|_| {
-                p.end_reason
-                    .as_deref()
-                    .and_then(EndReason::parse)
-                    .unwrap_or(EndReason::Other)
-            }),
-        })
+        .map(|p| Span::stored(p.installed_at, p.removed_at, p.end_reason.as_deref()))
         .collect();
     let at = |k: usize| {
         format!(

@@ -285,6 +285,17 @@ pub struct Span {
     pub end_reason: Option<EndReason>,
 }
 
+impl Span {
+    /// A stored placement's span: an unknown stored reason reads as `other`.
+    pub fn stored(installed_at: DateTime<Utc>, removed_at: Option<DateTime<Utc>>, end_reason: Option<&str>) -> Span {
+        Span {
+            installed_at,
+            removed_at,
+            end_reason: removed_at.map(|_| end_reason.and_then(EndReason::parse).unwrap_or(EndReason::Other)),
+        }
+    }
+}
+
 /// What a removal does to the part's placements ([`fit_removal`]); indices are into its spans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RemovalFit {
