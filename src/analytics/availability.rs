@@ -109,23 +109,66 @@ pub struct Segment {
     pub cause: Option<Cause>,
 }
 
-/// Drain marks (time, drained?) in time order as drained intervals: a drain opens one (a second
-/// drain while drained keeps the first), a return closes it.
-pub fn drained_intervals(marks: &[(DateTime<Utc>, bool)]) -> Vec<(DateTime<Utc>, Option<DateTime<Utc>>)> {
+/// One drain or return of a node, in time order: `failure` is the failure a drain was recorded
+/// with (`POST /v1/nodes/{cluster}/{hostname}/state` with `failure_id`), if any.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DrainMark {
+    pub at: DateTime<Utc>,
+    pub drained: bool,
+    pub failure: Option<Uuid>,
+}
+
+/// A drained interval, open while `end` is None, with the failure its opening drain named.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DrainedInterval {
+    pub start: DateTime<Utc>,
+    pub end: Option<DateTime<Utc>>,
+    pub failure: Option<Uuid>,
+}
+
+/// Drain marks in time order as drained intervals: a drain opens one (a second drain while
+/// drained keeps the first, and its failure when the first named none), a return closes it.
+pub fn drained_intervals(marks: &[DrainMark]) -> Vec<DrainedInterval> {
     let mut out = Vec::new();
-    let mut open: Option<DateTime<Utc>> = None;
-    for &(at, drained) in marks {
-        match (open, drained) {
-            (None, true) => open = Some(at),
-            (Some(s), false) => {
-                out.push((s, Some(at)));
+    let mut open: Option<DrainedInterval> = None;
+    for m in marks {
+        match (&mut open, m.drained) {
+            (None, true) => {
+                open = Some(DrainedInterval {
+                    start: m.at,
+                    end: None,
+                    failure: m.failure,
+                })
+            }
+            (Some(o), true) => o.failure = o.failure.or(m.failure),
+            (Some(o), false) => {
+                out.push(DrainedInterval { end: Some(m.at), ..*o });
                 open = None;
             }
-            _ => {}
+            (None, false) => {}
         }
     }
-    if let Some(s) = open {
-        out.push((s, None));
+    out.extend(open);
+    out
+}
+
+/// How long a pending row remap degrades its node: from the signal until the node is next taken
+/// out (a drain, during which sites reset the GPU and the remap takes effect) or a part of it is
+/// removed, whichever comes first; open otherwise. Overlapping periods merge.
+pub fn pending_remap_intervals(
+    pending: &[DateTime<Utc>],
+    taken_out: &[DateTime<Utc>],
+) -> Vec<(DateTime<Utc>, Option<DateTime<Utc>>)> {
+    let mut pending = pending.to_vec();
+    pending.sort();
+    let mut out: Vec<(DateTime<Utc>, Option<DateTime<Utc>>)> = Vec::new();
+    for p in pending {
+        let end = taken_out.iter().filter(|t| **t > p).min().copied();
+        match out.last_mut() {
+            // Still pending from an earlier signal: the same period.
+            Some((_, last_end)) if last_end.is_none_or(|e| e > p) => {}
+            _ => out.push((p, end)),
+        }
     }
     out
 }
@@ -585,18 +628,53 @@ mod tests {
 
     #[test]
     fn drain_marks_pair_into_intervals() {
+        let f = Uuid::from_u128(7);
+        let mark = |at: &str, drained: bool, failure: Option<Uuid>| DrainMark {
+            at: t(at),
+            drained,
+            failure,
+        };
         let m = [
-            (t("2026-11-01T00:00:00Z"), false),
-            (t("2026-11-01T02:00:00Z"), true),
-            (t("2026-11-01T03:00:00Z"), true),
-            (t("2026-11-01T05:00:00Z"), false),
-            (t("2026-11-01T07:00:00Z"), true),
+            mark("2026-11-01T00:00:00Z", false, None),
+            mark("2026-11-01T02:00:00Z", true, None),
+            mark("2026-11-01T03:00:00Z", true, Some(f)),
+            mark("2026-11-01T05:00:00Z", false, None),
+            mark("2026-11-01T07:00:00Z", true, None),
         ];
         assert_eq!(
             drained_intervals(&m),
             vec![
-                (t("2026-11-01T02:00:00Z"), Some(t("2026-11-01T05:00:00Z"))),
-                (t("2026-11-01T07:00:00Z"), None)
+                DrainedInterval {
+                    start: t("2026-11-01T02:00:00Z"),
+                    end: Some(t("2026-11-01T05:00:00Z")),
+                    failure: Some(f)
+                },
+                DrainedInterval {
+                    start: t("2026-11-01T07:00:00Z"),
+                    end: None,
+                    failure: None
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pending_remap_lasts_until_the_node_is_next_taken_out() {
+        let p = |s: &str| t(s);
+        // Pending at 01:00 and again at 02:00 (one period), drained at 04:00; pending again at
+        // 06:00 with nothing after: open.
+        assert_eq!(
+            pending_remap_intervals(
+                &[
+                    p("2026-11-01T02:00:00Z"),
+                    p("2026-11-01T01:00:00Z"),
+                    p("2026-11-01T06:00:00Z")
+                ],
+                &[p("2026-11-01T00:30:00Z"), p("2026-11-01T04:00:00Z")],
+            ),
+            vec![
+                (p("2026-11-01T01:00:00Z"), Some(p("2026-11-01T04:00:00Z"))),
+                (p("2026-11-01T06:00:00Z"), None)
             ]
         );
     }

@@ -31,6 +31,44 @@ pub struct Subject {
     pub event: bool,
 }
 
+/// A stretch of one subject's time at risk in one group, for covariates that change over a
+/// subject's life (a part moved between racks): at risk at ages t with `entry` < t <= `exit`
+/// (from age 0 inclusive when `entry` is 0), ending at `exit` in the event or censored. A subject
+/// that changes group has consecutive spells, the event (if any) on its last one; [`Subject`] is
+/// the spell (0, duration].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spell {
+    pub entry: f64,
+    pub exit: f64,
+    pub event: bool,
+}
+
+impl From<&Subject> for Spell {
+    fn from(s: &Subject) -> Self {
+        Spell {
+            entry: 0.0,
+            exit: s.duration,
+            event: s.event,
+        }
+    }
+}
+
+impl Spell {
+    fn usable(&self) -> bool {
+        self.exit.is_finite() && self.exit >= 0.0 && self.entry.is_finite() && self.entry >= 0.0 && {
+            // A later spell of no length has no time at risk.
+            self.entry < self.exit || self.entry == 0.0
+        }
+    }
+}
+
+/// Spells at risk at t: exits >= t minus later entries >= t (both sorted).
+fn at_risk(exits: &[f64], entries: &[f64], t: f64) -> u64 {
+    let leaving = exits.len() - exits.partition_point(|e| *e < t);
+    let entering = entries.len() - entries.partition_point(|e| *e < t);
+    (leaving - entering) as u64
+}
+
 /// The Kaplan-Meier estimate at one distinct time with an event or a censoring; it holds from
 /// `time` until the next step's time.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
@@ -114,20 +152,38 @@ fn log_log_band(s: f64, greenwood_sum: f64, z: f64) -> (f64, f64) {
 /// Subjects with a negative or non-finite duration are left out (not counted in `subjects`). The
 /// estimate is computed as a running product (lifelines sums logarithms; the two agree to rounding).
 pub fn kaplan_meier(subjects: &[Subject], confidence: f64) -> KaplanMeier {
+    let spells: Vec<Spell> = subjects.iter().map(Spell::from).collect();
+    kaplan_meier_spells(&spells, confidence)
+}
+
+/// [`kaplan_meier`] over spells (left-truncated at their entry): the risk set at t holds the
+/// spells with entry < t <= exit, so a subject that moved into the group counts from its move.
+/// A step is kept at every distinct exit and every later entry (entries change who is at risk,
+/// not the estimate). `subjects` counts the usable spells.
+pub fn kaplan_meier_spells(spells: &[Spell], confidence: f64) -> KaplanMeier {
     // + 0.0 turns -0.0 into 0.0, so the sort and the tie test agree on time zero.
-    let mut obs: Vec<(f64, bool)> = subjects
+    let mut obs: Vec<(f64, bool)> = spells
         .iter()
-        .filter(|s| s.duration.is_finite() && s.duration >= 0.0)
-        .map(|s| (s.duration + 0.0, s.event))
+        .filter(|s| s.usable())
+        .map(|s| (s.exit + 0.0, s.event))
         .collect();
     obs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let exits: Vec<f64> = obs.iter().map(|o| o.0).collect();
+    let mut entries: Vec<f64> = spells
+        .iter()
+        .filter(|s| s.usable() && s.entry > 0.0)
+        .map(|s| s.entry)
+        .collect();
+    entries.sort_by(f64::total_cmp);
+    let mut times: Vec<f64> = exits.iter().chain(&entries).copied().collect();
+    times.sort_by(f64::total_cmp);
+    times.dedup();
     let z = two_sided_z(confidence);
     let mut steps = Vec::new();
-    let mut at_risk = obs.len() as u64;
     let (mut s, mut greenwood) = (1.0_f64, 0.0_f64);
     let mut i = 0;
-    while i < obs.len() {
-        let time = obs[i].0;
+    for time in times {
+        let at_risk = at_risk(&exits, &entries, time);
         let (mut events, mut censored) = (0_u64, 0_u64);
         while i < obs.len() && obs[i].0 == time {
             if obs[i].1 {
@@ -155,7 +211,6 @@ pub fn kaplan_meier(subjects: &[Subject], confidence: f64) -> KaplanMeier {
             lower,
             upper,
         });
-        at_risk -= events + censored;
     }
     let first_at_or_below_half = |value: fn(&KmStep) -> f64| steps.iter().find(|st| value(st) <= 0.5).map(|st| st.time);
     KaplanMeier {
@@ -225,16 +280,31 @@ pub struct LogRank {
 /// freedom, p-value 1. When V is singular (e.g. a group has nobody at risk at any failure time) the
 /// statistic uses a generalised inverse, as lifelines' pseudo-inverse does.
 pub fn log_rank(groups: &[&[Subject]]) -> LogRank {
-    let usable = |s: &&Subject| s.duration.is_finite() && s.duration >= 0.0;
-    let mut obs: Vec<(f64, bool, usize)> = Vec::new();
-    let mut k = 0;
+    let spells: Vec<Vec<Spell>> = groups.iter().map(|g| g.iter().map(Spell::from).collect()).collect();
+    let sets: Vec<&[Spell]> = spells.iter().map(Vec::as_slice).collect();
+    log_rank_spells(&sets)
+}
+
+/// [`log_rank`] over spells: at each failure time each group's risk set is its spells with
+/// entry < t <= exit.
+pub fn log_rank_spells(groups: &[&[Spell]]) -> LogRank {
+    // Per non-empty group: sorted exits, sorted later entries, and the failure times.
+    let mut sets: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
+    let mut failures: Vec<(f64, usize)> = Vec::new();
     for group in groups {
-        let before = obs.len();
-        obs.extend(group.iter().filter(usable).map(|s| (s.duration + 0.0, s.event, k)));
-        if obs.len() > before {
-            k += 1;
+        let usable: Vec<&Spell> = group.iter().filter(|s| s.usable()).collect();
+        if usable.is_empty() {
+            continue;
         }
+        let g = sets.len();
+        let mut exits: Vec<f64> = usable.iter().map(|s| s.exit + 0.0).collect();
+        let mut entries: Vec<f64> = usable.iter().filter(|s| s.entry > 0.0).map(|s| s.entry).collect();
+        exits.sort_by(f64::total_cmp);
+        entries.sort_by(f64::total_cmp);
+        failures.extend(usable.iter().filter(|s| s.event).map(|s| (s.exit + 0.0, g)));
+        sets.push((exits, entries));
     }
+    let k = sets.len();
     if k < 2 {
         return LogRank {
             statistic: 0.0,
@@ -242,46 +312,35 @@ pub fn log_rank(groups: &[&[Subject]]) -> LogRank {
             p_value: 1.0,
         };
     }
-    obs.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut at_risk = vec![0_u64; k];
-    for &(_, _, g) in &obs {
-        at_risk[g] += 1;
-    }
+    failures.sort_by(|a, b| a.0.total_cmp(&b.0));
     let m = k - 1;
     let mut o_minus_e = vec![0.0_f64; m];
     let mut cov = vec![vec![0.0_f64; m]; m];
-    let (mut deaths, mut removed) = (vec![0_u64; k], vec![0_u64; k]);
+    let mut deaths = vec![0_u64; k];
     let mut i = 0;
-    while i < obs.len() {
-        let time = obs[i].0;
+    while i < failures.len() {
+        let time = failures[i].0;
         deaths.iter_mut().for_each(|x| *x = 0);
-        removed.iter_mut().for_each(|x| *x = 0);
-        while i < obs.len() && obs[i].0 == time {
-            let (_, event, g) = obs[i];
-            removed[g] += 1;
-            deaths[g] += u64::from(event);
+        while i < failures.len() && failures[i].0 == time {
+            deaths[failures[i].1] += 1;
             i += 1;
         }
+        let at: Vec<u64> = sets.iter().map(|(x, e)| at_risk(x, e, time)).collect();
         let d = deaths.iter().sum::<u64>() as f64;
-        if d > 0.0 {
-            let n = at_risk.iter().sum::<u64>() as f64;
-            let factor = if n > 1.0 {
-                d * (n - d) / (n * n * (n - 1.0))
-            } else {
-                0.0
-            };
-            for j in 0..m {
-                let nj = at_risk[j] as f64;
-                o_minus_e[j] += deaths[j] as f64 - nj * d / n;
-                for l in 0..m {
-                    let nl = at_risk[l] as f64;
-                    let delta = if j == l { n } else { 0.0 };
-                    cov[j][l] += factor * nj * (delta - nl);
-                }
+        let n = at.iter().sum::<u64>() as f64;
+        let factor = if n > 1.0 {
+            d * (n - d) / (n * n * (n - 1.0))
+        } else {
+            0.0
+        };
+        for j in 0..m {
+            let nj = at[j] as f64;
+            o_minus_e[j] += deaths[j] as f64 - nj * d / n;
+            for l in 0..m {
+                let nl = at[l] as f64;
+                let delta = if j == l { n } else { 0.0 };
+                cov[j][l] += factor * nj * (delta - nl);
             }
-        }
-        for (r, x) in at_risk.iter_mut().zip(&removed) {
-            *r -= x;
         }
     }
     let statistic = quadratic_form_psd(cov, o_minus_e).max(0.0);
@@ -787,5 +846,61 @@ mod tests {
         assert_eq!(r.degrees_of_freedom, 1);
         close(r.statistic, stat, 1e-9);
         close(r.p_value, p, 1e-9);
+    }
+
+    fn spell(entry: f64, exit: f64, event: bool) -> Spell {
+        Spell { entry, exit, event }
+    }
+
+    #[test]
+    fn a_spell_is_at_risk_only_after_it_entered() {
+        // A part failing at 2 and one censored at 5 were in the group from age 0; a third moved
+        // in at 3 and out at 4. At 2 two are at risk (the third had not entered): S(2) = 1/2,
+        // where counting the third from 0 would give 2/3. At 3 the mover is not yet at risk
+        // (entry < t), at 3.5 it is.
+        let km = kaplan_meier_spells(
+            &[spell(0.0, 2.0, true), spell(0.0, 5.0, false), spell(3.0, 4.0, false)],
+            0.95,
+        );
+        let at: Vec<(f64, u64, u64, u64)> = km
+            .steps
+            .iter()
+            .map(|s| (s.time, s.at_risk, s.events, s.censored))
+            .collect();
+        assert_eq!(at, [(2.0, 2, 1, 0), (3.0, 1, 0, 0), (4.0, 2, 0, 1), (5.0, 1, 0, 1)]);
+        assert_eq!(km.survival_at(2.0).unwrap().0, 0.5);
+        assert_eq!(km.steps[0].variance, 0.25 * 0.5);
+        assert_eq!((km.at_risk_at(3.0), km.at_risk_at(3.5)), (1, 2));
+        // Spells from 0 are subjects: the same curve as kaplan_meier.
+        let subjects = [
+            Subject {
+                duration: 1.0,
+                event: true,
+            },
+            Subject {
+                duration: 2.0,
+                event: false,
+            },
+            Subject {
+                duration: 2.0,
+                event: true,
+            },
+        ];
+        let spells: Vec<Spell> = subjects.iter().map(Spell::from).collect();
+        assert_eq!(kaplan_meier(&subjects, 0.95), kaplan_meier_spells(&spells, 0.95));
+    }
+
+    #[test]
+    fn log_rank_over_spells_by_hand() {
+        // A: fails at 2. B: censored at 5, and a part that moved in at 1 failing at 3.
+        // t=2: n_A 1, n_B 2, d 1: O-E = 1 - 1/3, V = 1*2/(9*2) * 1*(3-1) = 2/9.
+        // t=3: n_A 0, n_B 2, d 1 (B): O-E += 0, V += 0. Statistic (2/3)^2 / (2/9) = 2,
+        // p = P(chi2_1 > 2) = erfc(1).
+        let a = [spell(0.0, 2.0, true)];
+        let b = [spell(0.0, 5.0, false), spell(1.0, 3.0, true)];
+        let r = log_rank_spells(&[&a, &b]);
+        close(r.statistic, 2.0, 1e-12);
+        assert_eq!(r.degrees_of_freedom, 1);
+        close(r.p_value, 0.157_299_207_050_285_13, 1e-12);
     }
 }

@@ -52,6 +52,7 @@ impl Application {
         crate::app::maintenance::spawn(db.clone(), config.retention.clone());
         let listener = TcpListener::bind(addr).await?;
         let context = api_context(config, db, replica);
+        crate::queries::gpus::spawn_warm_lives(context.read_db.clone());
         crate::ingest::rebuild::spawn(
             context.db.clone(),
             context.catalog.clone(),

@@ -55,11 +55,12 @@ pub async fn ledgers(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Ledgers, sqlx::Error> {
-    let (inventory, transitions, alerts, repairs) = tokio::try_join!(
+    let (inventory, transitions, alerts, repairs, remaps) = tokio::try_join!(
         nodes::service_periods(db, cluster),
         lifecycle::transitions(db, from, to, cluster, None),
         store::state_alerts(db, cluster, from, to),
         store::repairs(db, cluster, from, to),
+        store::pending_remaps(db, cluster, to),
     )?;
     let mut sources: HashMap<NodeKey, Vec<StateSource>> = HashMap::new();
     let mut push = |cluster: &str, host: &str, s: StateSource| {
@@ -75,16 +76,25 @@ pub async fn ledgers(
         gpus,
         cause: None,
     };
-    let mut marks: BTreeMap<NodeKey, Vec<(DateTime<Utc>, bool)>> = BTreeMap::new();
+    let mut marks: BTreeMap<NodeKey, Vec<a::DrainMark>> = BTreeMap::new();
     for t in transitions {
-        marks
-            .entry((t.cluster, t.hostname))
-            .or_default()
-            .push((t.at, t.state == "drained"));
+        marks.entry((t.cluster, t.hostname)).or_default().push(a::DrainMark {
+            at: t.at,
+            drained: t.state == "drained",
+            failure: t.failure_id,
+        });
     }
-    for ((c, h), m) in &marks {
-        for (start, end) in a::drained_intervals(m) {
-            push(c, h, source(NodeState::Drained, start, end, 0));
+    // When a node was taken out: what ends a pending row remap.
+    let mut taken_out: HashMap<NodeKey, Vec<DateTime<Utc>>> = HashMap::new();
+    let mut named: Vec<(NodeKey, a::DrainedInterval)> = Vec::new();
+    for (key, m) in &marks {
+        for d in a::drained_intervals(m) {
+            taken_out.entry(key.clone()).or_default().push(d.start);
+            if d.failure.is_some() {
+                named.push((key.clone(), d));
+            } else {
+                push(&key.0, &key.1, source(NodeState::Drained, d.start, d.end, 0));
+            }
         }
     }
     for al in &alerts {
@@ -100,11 +110,28 @@ pub async fn ledgers(
         push(&al.cluster, host, source(state, al.starts_at, al.ends_at, 0));
     }
     for r in &repairs {
+        taken_out
+            .entry((r.cluster.clone(), r.hostname.clone()))
+            .or_default()
+            .push(r.removed_at);
         push(
             &r.cluster,
             &r.hostname,
             source(NodeState::InRepair, r.removed_at, r.refilled_at, 1),
         );
+    }
+    let mut pending: BTreeMap<NodeKey, Vec<DateTime<Utc>>> = BTreeMap::new();
+    for r in remaps {
+        pending.entry((r.cluster, r.hostname)).or_default().push(r.at);
+    }
+    for (key, at) in &pending {
+        let out = taken_out.get(key).map_or(&[][..], |v| v.as_slice());
+        for (start, end) in a::pending_remap_intervals(at, out) {
+            // Ended before the window: nothing to say about it.
+            if end.is_none_or(|e| e > from) {
+                push(&key.0, &key.1, source(NodeState::Degraded, start, end, 0));
+            }
+        }
     }
     for n in &inventory {
         if let Some(at) = n.retired_at {
@@ -116,25 +143,52 @@ pub async fn ledgers(
         .values()
         .flatten()
         .map(|s| s.start)
+        .chain(named.iter().map(|(_, d)| d.start))
         .min()
         .unwrap_or(from)
         .min(from)
         - Duration::hours(a::REPAIR_CAUSE_LOOKBACK_HOURS);
-    let keys: Vec<&NodeKey> = sources.keys().collect();
+    let mut keys: Vec<&NodeKey> = sources.keys().chain(named.iter().map(|(k, _)| k)).collect();
+    keys.sort();
+    keys.dedup();
     let (clusters, hosts): (Vec<&str>, Vec<&str>) = keys.iter().map(|(c, h)| (c.as_str(), h.as_str())).unzip();
+    let (named_clusters, named_ids): (Vec<&str>, Vec<uuid::Uuid>) = named
+        .iter()
+        .filter_map(|((c, _), d)| Some((c.as_str(), d.failure?)))
+        .unzip();
+    let (of_nodes, of_drains) = tokio::try_join!(
+        failure_stats::of_nodes(db, earliest, to, &clusters, &hosts),
+        failure_stats::by_ids(db, &named_clusters, &named_ids),
+    )?;
+    let mark = |f: &failure_stats::NodeFailure| NodeFailureMark {
+        first_at: f.first_at,
+        cause: Cause {
+            failure_id: f.id,
+            category: f.category.clone(),
+            component: f.component.clone(),
+        },
+    };
     let mut failures: HashMap<NodeKey, Vec<NodeFailureMark>> = HashMap::new();
-    for f in failure_stats::of_nodes(db, earliest, to, &clusters, &hosts).await? {
+    for f in &of_nodes {
         failures
-            .entry((f.cluster, f.root_node))
+            .entry((f.cluster.clone(), f.root_node.clone()))
             .or_default()
-            .push(NodeFailureMark {
-                first_at: f.first_at,
-                cause: Cause {
-                    failure_id: f.id,
-                    category: f.category,
-                    component: f.component,
-                },
-            });
+            .push(mark(f));
+    }
+    // A drain recorded with its failure takes that failure as its cause, and the failure counts
+    // as one of the drained node's (for its incident) wherever its root node was.
+    let by_id: HashMap<uuid::Uuid, NodeFailureMark> = of_drains.iter().map(|f| (f.id, mark(f))).collect();
+    for (key, d) in named {
+        let found = d.failure.and_then(|id| by_id.get(&id));
+        if let Some(m) = found {
+            let of_node = failures.entry(key.clone()).or_default();
+            if !of_node.iter().any(|x| x.cause.failure_id == m.cause.failure_id) {
+                of_node.push(m.clone());
+            }
+        }
+        let mut s = source(NodeState::Drained, d.start, d.end, 0);
+        s.cause = found.map(|m| m.cause.clone());
+        sources.entry(key).or_default().push(s);
     }
     let out = inventory
         .into_iter()
@@ -154,7 +208,7 @@ pub async fn ledgers(
     Ok((out, repairs, failures))
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AvailabilityResponse {
     pub window: Computed,
     /// cluster | generation | group
@@ -169,9 +223,10 @@ pub struct AvailabilityResponse {
 const AVAILABILITY_DEFINITIONS: &str = "Installed GPU-hours: GPUs x hours between a node's service start and its retirement, inside \
 the period and window. Lost GPU-hours: GPUs x hours of drained, down (silent) and in-repair intervals of each node's state ledger \
 (all the node's GPUs while drained or down; the removed GPUs only while just in repair). Available = installed - lost; availability = \
-available / installed. Degraded GPU-hours (a part or lemon alert firing) count as available and are listed apart. Overlapping sources \
-resolve by precedence retired > in_repair > down > drained > degraded > in_service; the cause of an interval is the latest failure of \
-the node within 24 h before it opened (7 days for a repair), else unattributed. Periods are UTC days, ISO weeks from Monday or \
+available / installed. Degraded GPU-hours (a part or lemon alert firing, a row remap pending until the node is next drained or a part removed) count as \
+available and are listed apart. Overlapping sources \
+resolve by precedence retired > in_repair > down > drained > degraded > in_service; the cause of an interval is the failure its drain was \
+recorded with, else the latest failure of the node within 24 h before it opened (7 days for a repair), else unattributed. Periods are UTC days, ISO weeks from Monday or \
 calendar months; the first and last may be partial. Figures are exact sums over the ledger, not estimates.";
 
 pub async fn availability(
@@ -181,6 +236,16 @@ pub async fn availability(
     period: AvailabilityPeriod,
 ) -> Result<AvailabilityResponse, sqlx::Error> {
     let ((nodes, _, _), window) = tokio::try_join!(ledgers(db, w.cluster(), w.from, w.to), computed(db, w))?;
+    Ok(availability_of(nodes, window, w, by, period))
+}
+
+fn availability_of(
+    nodes: Vec<LedgerNode>,
+    window: Computed,
+    w: &Window,
+    by: AvailabilityBy,
+    period: AvailabilityPeriod,
+) -> AvailabilityResponse {
     let ledgers: Vec<NodeLedger> = nodes
         .into_iter()
         .map(|n| NodeLedger {
@@ -195,13 +260,28 @@ pub async fn availability(
             segments: n.segments,
         })
         .collect();
-    Ok(AvailabilityResponse {
+    AvailabilityResponse {
         window,
         by: by.as_str().into(),
         period: period.as_str().into(),
         points: a::availability(&ledgers, period, w.from, w.to),
         definitions: AVAILABILITY_DEFINITIONS.into(),
-    })
+    }
+}
+
+/// Availability by cluster and the repair pipeline over one window, from one read of the ledgers
+/// (the report shows both).
+pub async fn availability_and_pipeline(
+    db: &PgPool,
+    w: &Window,
+    period: AvailabilityPeriod,
+) -> Result<(AvailabilityResponse, RepairPipelineResponse), sqlx::Error> {
+    let ((nodes, _, failures), window) = tokio::try_join!(ledgers(db, w.cluster(), w.from, w.to), computed(db, w))?;
+    let pipeline = pipeline_of(&nodes, &failures, window.clone(), w);
+    Ok((
+        availability_of(nodes, window, w, AvailabilityBy::Cluster, period),
+        pipeline,
+    ))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -381,7 +461,7 @@ pub async fn fleet_now(
     })
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RepairPipelineResponse {
     pub window: Computed,
     /// Stage statistics per cause (`category/component`).
@@ -404,8 +484,17 @@ Statistics: count, median, p90 (linear interpolation between ranks) and max.";
 
 pub async fn repair_pipeline(db: &PgPool, w: &Window) -> Result<RepairPipelineResponse, sqlx::Error> {
     let ((nodes, _, failures), window) = tokio::try_join!(ledgers(db, w.cluster(), w.from, w.to), computed(db, w))?;
+    Ok(pipeline_of(&nodes, &failures, window, w))
+}
+
+fn pipeline_of(
+    nodes: &[LedgerNode],
+    failures: &HashMap<NodeKey, Vec<NodeFailureMark>>,
+    window: Computed,
+    w: &Window,
+) -> RepairPipelineResponse {
     let mut incidents = Vec::new();
-    for n in &nodes {
+    for n in nodes {
         let firsts: BTreeMap<uuid::Uuid, DateTime<Utc>> = failures
             .get(&(n.row.cluster.clone(), n.row.hostname.clone()))
             .into_iter()
@@ -431,12 +520,12 @@ pub async fn repair_pipeline(db: &PgPool, w: &Window) -> Result<RepairPipelineRe
         .map(|c| a::pipeline_stats(c.clone(), incidents.iter().filter(move |i| i.cluster == c)))
         .collect();
     let stuck = incidents.iter().filter(|i| i.stuck).cloned().collect();
-    Ok(RepairPipelineResponse {
+    RepairPipelineResponse {
         window,
         by_cause,
         by_cluster,
         incidents,
         stuck,
         definitions: PIPELINE_DEFINITIONS.into(),
-    })
+    }
 }

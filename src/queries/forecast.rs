@@ -9,7 +9,7 @@ use sqlx::PgPool;
 use utoipa::ToSchema;
 
 use super::gpus::fleet_lives;
-use super::parts::{PartEvent, PartGrouping, event_times};
+use super::parts::{NodeLabels, PartEvent, PartGrouping, event_times};
 use crate::analytics::forecast::{self, BacktestOrigin, Method, MethodForecast, MethodScore, PartHistory, Request};
 
 /// Backtest origins: the quarter starts of this many years before the forecast's origin.
@@ -72,14 +72,20 @@ pub async fn failure_forecast(
     cluster: Option<&str>,
     q: &ForecastRequest,
 ) -> Result<ForecastAnswer, sqlx::Error> {
-    let lives = fleet_lives(db, cluster, q.to, q.event == PartEvent::HardwareFailure).await?;
+    let (lives, labels) = tokio::try_join!(
+        fleet_lives(db, cluster, q.to, q.event == PartEvent::HardwareFailure),
+        NodeLabels::for_grouping(db, cluster, &q.by),
+    )?;
     let mut grouped: BTreeMap<String, Vec<PartHistory>> = BTreeMap::new();
     for life in &lives {
-        grouped.entry(q.by.group_of(life)).or_default().push(PartHistory {
-            intervals: life.intervals.clone(),
-            events: event_times(life, q.event, q.to).collect(),
-            age_at_first_sight: 0.0,
-        });
+        grouped
+            .entry(q.by.group_of(life, &labels))
+            .or_default()
+            .push(PartHistory {
+                intervals: life.intervals.clone(),
+                events: event_times(life, q.event, q.to).collect(),
+                age_at_first_sight: 0.0,
+            });
     }
     let origins = forecast::quarter_origins(
         q.to - Duration::days(366 * BACKTEST_YEARS),

@@ -2,18 +2,18 @@
 //! annualised failure rates, parts-or-slots, precursors. Each loads the fleet's parts once and
 //! hands plain numbers (days) to the pure code in `analytics`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
-use super::gpus::{Fleet, PartLife, fleet_lives};
+use super::gpus::{Fleet, PartLife, Place, fleet_lives};
 use crate::analytics::part_life::age_days_at;
 use crate::analytics::parts::{self, PartsOrSlots};
 use crate::analytics::precursors::{self, PartHistory, PrecursorLift, PrecursorSignal};
-use crate::analytics::survival::{self, Afr, DAYS_PER_YEAR, KaplanMeier, LogRank, Subject};
+use crate::analytics::survival::{self, Afr, DAYS_PER_YEAR, KaplanMeier, LogRank, Spell, Subject};
 use crate::domain::part::RemovalReason;
 use crate::storage;
 
@@ -28,6 +28,66 @@ pub enum PartGrouping {
     Cluster,
     /// A site attribute (`attribute:lot`); parts without it form the group `(none)`.
     Attribute(String),
+    /// Where the part served at the time: a time-varying grouping (see [`Location`]).
+    Where(Location),
+}
+
+/// Where a part served: the node of each placement, that node's rack or group label (as the
+/// inventory holds them), or the slot (the placement's GPU index). A part that moved counts its
+/// installed time, and its event, in the group of the placement where each happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    Node,
+    Rack,
+    NodeGroup,
+    Slot,
+}
+
+impl Location {
+    const ALL: [(Location, &'static str); 4] = [
+        (Location::Node, "node"),
+        (Location::Rack, "rack"),
+        (Location::NodeGroup, "node_group"),
+        (Location::Slot, "slot"),
+    ];
+
+    fn name(self) -> &'static str {
+        Self::ALL.iter().find(|(l, _)| *l == self).map_or("node", |(_, n)| n)
+    }
+}
+
+/// Rack and group label of each inventory node, by (cluster, hostname).
+#[derive(Debug, Default)]
+pub struct NodeLabels(HashMap<(String, String), (Option<String>, Option<String>)>);
+
+impl NodeLabels {
+    /// Loaded only for a grouping by where parts served.
+    pub async fn for_grouping(db: &PgPool, cluster: Option<&str>, by: &PartGrouping) -> Result<Self, sqlx::Error> {
+        if !matches!(by, PartGrouping::Where(Location::Rack | Location::NodeGroup)) {
+            return Ok(Self::default());
+        }
+        // A part may have served in another cluster than its current one: every cluster's nodes.
+        let _ = cluster;
+        Ok(NodeLabels(
+            storage::nodes::labels(db, None)
+                .await?
+                .into_iter()
+                .map(|n| ((n.cluster, n.hostname), (n.rack, n.group_label)))
+                .collect(),
+        ))
+    }
+
+    /// The group of a placement.
+    pub fn key(&self, location: Location, place: &Place) -> String {
+        let labels = || self.0.get(&(place.cluster.clone(), place.hostname.clone()));
+        let none = || "(none)".to_string();
+        match location {
+            Location::Node => format!("{}/{}", place.cluster, place.hostname),
+            Location::Rack => labels().and_then(|l| l.0.clone()).unwrap_or_else(none),
+            Location::NodeGroup => labels().and_then(|l| l.1.clone()).unwrap_or_else(none),
+            Location::Slot => place.gpu_index.map_or_else(none, |i| i.to_string()),
+        }
+    }
 }
 
 impl PartGrouping {
@@ -37,10 +97,13 @@ impl PartGrouping {
             "generation" => Some(PartGrouping::Generation),
             "model" => Some(PartGrouping::Model),
             "cluster" => Some(PartGrouping::Cluster),
-            _ => s
-                .strip_prefix("attribute:")
-                .filter(|k| !k.trim().is_empty() && k.len() <= 256)
-                .map(|k| PartGrouping::Attribute(k.to_string())),
+            _ => match Location::ALL.iter().find(|(_, n)| *n == s) {
+                Some((l, _)) => Some(PartGrouping::Where(*l)),
+                None => s
+                    .strip_prefix("attribute:")
+                    .filter(|k| !k.trim().is_empty() && k.len() <= 256)
+                    .map(|k| PartGrouping::Attribute(k.to_string())),
+            },
         }
     }
 
@@ -51,10 +114,12 @@ impl PartGrouping {
             PartGrouping::Model => "model".into(),
             PartGrouping::Cluster => "cluster".into(),
             PartGrouping::Attribute(k) => format!("attribute:{k}"),
+            PartGrouping::Where(l) => l.name().into(),
         }
     }
 
-    pub(crate) fn group_of(&self, life: &PartLife) -> String {
+    /// The part's group; for a grouping by where it served, the place it serves now (else its last).
+    pub(crate) fn group_of(&self, life: &PartLife, labels: &NodeLabels) -> String {
         match self {
             PartGrouping::All => "all".into(),
             PartGrouping::Generation => life.generation.clone(),
@@ -65,6 +130,10 @@ impl PartGrouping {
                 Some(v) if !v.is_null() => v.to_string(),
                 _ => "(none)".into(),
             },
+            PartGrouping::Where(l) => life
+                .places
+                .last()
+                .map_or_else(|| "(none)".into(), |p| labels.key(*l, p)),
         }
     }
 }
@@ -259,6 +328,46 @@ pub struct SurvivalAnswer {
     pub log_rank: Option<LogRank>,
 }
 
+/// The part's spells by where it served, cut at its subject's end (see [`subject`]): one spell
+/// per run of consecutive placements in one group, from its age entering to its age leaving; the
+/// spell in which the subject ends carries the event. Installed time is counted once where
+/// placements overlap ([`age_days_at`]).
+fn spells(
+    life: &PartLife,
+    event: PartEvent,
+    definition: LifeDefinition,
+    now: DateTime<Utc>,
+    key: impl Fn(&Place) -> String,
+) -> Vec<(String, Spell)> {
+    let end = subject(life, event, definition, now);
+    let mut out: Vec<(String, Spell)> = Vec::new();
+    for p in life.places.iter().filter(|p| p.interval.from <= now) {
+        let entry = age_days_at(&life.intervals, p.interval.from);
+        if entry > end.duration || (entry == end.duration && !out.is_empty()) {
+            break;
+        }
+        let exit = age_days_at(&life.intervals, p.interval.to.map_or(now, |t| t.min(now))).min(end.duration);
+        let k = key(p);
+        match out.last_mut() {
+            Some((last, s)) if *last == k && s.exit >= entry => s.exit = s.exit.max(exit),
+            _ => out.push((
+                k,
+                Spell {
+                    entry,
+                    exit,
+                    event: false,
+                },
+            )),
+        }
+    }
+    if end.event
+        && let Some((_, s)) = out.iter_mut().rev().find(|(_, s)| s.exit == end.duration)
+    {
+        s.event = true;
+    }
+    out
+}
+
 pub async fn survival(
     db: &PgPool,
     cluster: Option<&str>,
@@ -268,24 +377,35 @@ pub async fn survival(
     options: &SurvivalOptions,
     now: DateTime<Utc>,
 ) -> Result<SurvivalAnswer, sqlx::Error> {
-    let lives = fleet_lives(db, cluster, now, event == PartEvent::HardwareFailure).await?;
-    let mut grouped: BTreeMap<String, Vec<Subject>> = BTreeMap::new();
+    let (lives, labels) = tokio::try_join!(
+        fleet_lives(db, cluster, now, event == PartEvent::HardwareFailure),
+        NodeLabels::for_grouping(db, cluster, by),
+    )?;
+    let mut grouped: BTreeMap<String, Vec<Spell>> = BTreeMap::new();
+    let mut parts_of: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
     for life in lives.iter().filter(|l| installed_by(l, now)) {
-        grouped
-            .entry(by.group_of(life))
-            .or_default()
-            .push(subject(life, event, options.life, now));
+        let of_life: Vec<(String, Spell)> = match by {
+            PartGrouping::Where(l) => spells(life, event, options.life, now, |p| labels.key(*l, p)),
+            _ => vec![(
+                by.group_of(life, &labels),
+                Spell::from(&subject(life, event, options.life, now)),
+            )],
+        };
+        for (group, spell) in of_life {
+            parts_of.entry(group.clone()).or_default().insert(&life.part);
+            grouped.entry(group).or_default().push(spell);
+        }
     }
     let groups: Vec<SurvivalGroup> = grouped
         .iter()
-        .map(|(group, subjects)| {
-            let curve = survival::kaplan_meier(subjects, confidence);
+        .map(|(group, spells)| {
+            let curve = survival::kaplan_meier_spells(spells, confidence);
             let at_ages = options
                 .ages
                 .iter()
                 .map(|age| {
                     let t = age.days;
-                    let reached = subjects.iter().any(|s| s.duration >= t);
+                    let reached = spells.iter().any(|s| s.exit >= t);
                     let at = reached.then(|| curve.survival_at(t)).flatten();
                     SurvivalAt {
                         age: age.label.clone(),
@@ -299,7 +419,7 @@ pub async fn survival(
                 .collect();
             SurvivalGroup {
                 group: group.clone(),
-                parts: curve.subjects,
+                parts: parts_of.get(group).map_or(0, |p| p.len() as u64),
                 events: curve.events,
                 median_days: curve.median,
                 median_lower_days: curve.median_lower,
@@ -310,8 +430,8 @@ pub async fn survival(
         })
         .collect();
     let log_rank = (grouped.len() >= 2).then(|| {
-        let sets: Vec<&[Subject]> = grouped.values().map(Vec::as_slice).collect();
-        survival::log_rank(&sets)
+        let sets: Vec<&[Spell]> = grouped.values().map(Vec::as_slice).collect();
+        survival::log_rank_spells(&sets)
     });
     Ok(SurvivalAnswer {
         cluster: cluster.map(str::to_string),
@@ -352,13 +472,34 @@ pub async fn afr(
     confidence: f64,
     now: DateTime<Utc>,
 ) -> Result<AfrAnswer, sqlx::Error> {
-    let lives = fleet_lives(db, cluster, now, event == PartEvent::HardwareFailure).await?;
-    let mut grouped: BTreeMap<String, (u64, u64, f64)> = BTreeMap::new();
+    let (lives, labels) = tokio::try_join!(
+        fleet_lives(db, cluster, now, event == PartEvent::HardwareFailure),
+        NodeLabels::for_grouping(db, cluster, by),
+    )?;
+    // (parts, failures, installed days) per group.
+    let mut grouped: BTreeMap<String, (BTreeSet<&str>, u64, f64)> = BTreeMap::new();
     for life in lives.iter().filter(|l| installed_by(l, now)) {
-        let g = grouped.entry(by.group_of(life)).or_default();
-        g.0 += 1;
-        g.1 += events(life, event, now);
-        g.2 += life.installed_days;
+        match by {
+            // Each placement's installed time and the events inside it (from < t <= to) go to
+            // the group of that placement.
+            PartGrouping::Where(l) => {
+                for p in life.places.iter().filter(|p| p.interval.from < now) {
+                    let to = p.interval.to.map_or(now, |t| t.min(now));
+                    let g = grouped.entry(labels.key(*l, p)).or_default();
+                    g.0.insert(&life.part);
+                    g.1 += event_times(life, event, now)
+                        .filter(|t| *t > p.interval.from && *t <= to)
+                        .count() as u64;
+                    g.2 += (to - p.interval.from).num_milliseconds().max(0) as f64 / 86_400_000.0;
+                }
+            }
+            _ => {
+                let g = grouped.entry(by.group_of(life, &labels)).or_default();
+                g.0.insert(&life.part);
+                g.1 += events(life, event, now);
+                g.2 += life.installed_days;
+            }
+        }
     }
     Ok(AfrAnswer {
         cluster: cluster.map(str::to_string),
@@ -370,7 +511,7 @@ pub async fn afr(
             .into_iter()
             .map(|(group, (parts, failures, days))| AfrGroup {
                 group,
-                parts,
+                parts: parts.len() as u64,
                 afr: survival::annualised_failure_rate(failures, days, confidence),
             })
             .collect(),

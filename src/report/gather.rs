@@ -54,6 +54,7 @@ pub async fn gather(db: &PgPool, w: &Window) -> Result<ReportData, sqlx::Error> 
         worst_nodes: queries::report::worst_nodes(db, w, WORST_NODES).await?,
         baselines: queries::baselines::rows(db, w).await?,
         parts: Some(super::parts::gather(db, w).await?),
+        availability: Some(super::availability::gather(db, w).await?),
         clusters,
         window,
         health: None,

@@ -3,6 +3,7 @@
 //! (HTML with inline SVG, an HTML fragment for the dashboard, Markdown). The renderers format every
 //! number through [`fmt`], so the HTML and Markdown forms cannot disagree.
 
+pub mod availability;
 pub mod gather;
 pub mod health;
 pub mod html;
@@ -46,6 +47,8 @@ pub struct ReportData {
     pub health: Option<health::FleetHealth>,
     /// Survival, AFR, parts-or-slots and precursors of the GPU parts; None when not gathered.
     pub parts: Option<parts::PartsFigures>,
+    /// Availability per period and the repair pipeline; None when not gathered.
+    pub availability: Option<availability::AvailabilityFigures>,
 }
 
 #[derive(Debug, Clone)]
@@ -558,6 +561,7 @@ mod tests {
             baselines: vec![],
             health: None,
             parts: None,
+            availability: None,
         }
     }
 

@@ -51,6 +51,7 @@ pub fn sections(d: &ReportData) -> Vec<Section> {
         causes(d),
         timeline(d),
         recovery(d),
+        super::availability::section(d),
         worst_nodes(d),
         super::health::section(d),
         baselines(d),

@@ -243,7 +243,11 @@ fn vertical_bars(frame: &Frame, series: &[Series], bars: &[Bar], stacked: bool) 
             format!(
                 "{}: {}",
                 b.label,
-                b.values.iter().map(|v| short_number(*v)).collect::<Vec<_>>().join("/")
+                b.values
+                    .iter()
+                    .map(|v| if v.is_finite() { short_number(*v) } else { "n/a".into() })
+                    .collect::<Vec<_>>()
+                    .join("/")
             )
         })
         .collect::<Vec<_>>()
@@ -293,8 +297,10 @@ fn vertical_bars(frame: &Frame, series: &[Series], bars: &[Bar], stacked: bool) 
         } else {
             let n = b.values.len().max(1) as f64;
             let w = bar_w / n;
-            for (k, v) in b.values.iter().enumerate() {
-                let v = if v.is_finite() { v.max(0.0) } else { 0.0 };
+            for (k, raw) in b.values.iter().enumerate() {
+                // A value that is not a number is one the bar does not have (n/a), not a zero.
+                let missing = !raw.is_finite();
+                let v = if missing { 0.0 } else { raw.max(0.0) };
                 let bxk = bx + w * k as f64;
                 let name = series.get(k).map_or("", |s| s.name.as_str());
                 let note = b.notes.get(k).map(|n| format!(" ({n})")).unwrap_or_default();
@@ -306,10 +312,14 @@ fn vertical_bars(frame: &Frame, series: &[Series], bars: &[Bar], stacked: bool) 
                     ww = (w - 2.0).max(1.0),
                     h = (base - y(v)).max(0.0),
                     c = series.get(k).map_or(palette::GREY, |s| s.color),
-                    t = escape(&format!("{}, {name}: {}{note}", b.label, short_number(v))),
+                    t = escape(&format!(
+                        "{}, {name}: {}{note}",
+                        b.label,
+                        if missing { "n/a".into() } else { short_number(v) }
+                    )),
                     cx = bxk + w / 2.0 - 1.0,
                     ty = y(v) - 4.0,
-                    lv = short_number(v),
+                    lv = if missing { "n/a".into() } else { short_number(v) },
                 );
             }
         }

@@ -90,3 +90,36 @@ pub async fn repairs(
     .fetch_all(db)
     .await
 }
+
+/// A pending row remap signalled on a node (`row_remap` with status `pending` from the logs, or the
+/// agent's `remapped_rows_pending` counter turning on).
+#[derive(Debug, Clone)]
+pub struct PendingRemap {
+    pub cluster: String,
+    pub hostname: String,
+    pub at: DateTime<Utc>,
+}
+
+/// Pending row remaps signalled before `to` (index on (kind, occurred_at) of both event tables).
+pub async fn pending_remaps(
+    db: &PgPool,
+    cluster: Option<&str>,
+    to: DateTime<Utc>,
+) -> Result<Vec<PendingRemap>, sqlx::Error> {
+    sqlx::query_as!(
+        PendingRemap,
+        r#"SELECT cluster AS "cluster!", node AS "hostname!", occurred_at AS "at!"
+           FROM (SELECT cluster, node, occurred_at, attributes FROM events
+                 WHERE kind = 'row_remap' AND occurred_at < $2
+                 UNION ALL
+                 SELECT cluster, node, occurred_at, attributes FROM events_archive
+                 WHERE kind = 'row_remap' AND occurred_at < $2) AS e
+           WHERE node IS NOT NULL AND ($1::text IS NULL OR cluster = $1)
+             AND (attributes->>'status' = 'pending' OR attributes->>'counter' = 'remapped_rows_pending')
+           ORDER BY 1, 2, 3"#,
+        cluster,
+        to,
+    )
+    .fetch_all(db)
+    .await
+}

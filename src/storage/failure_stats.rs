@@ -158,6 +158,22 @@ pub async fn of_nodes(
     .await
 }
 
+/// The failures of the given (cluster, id)s (e.g. named by a drain), wherever their root node.
+pub async fn by_ids(db: &PgPool, clusters: &[&str], ids: &[Uuid]) -> Result<Vec<NodeFailure>, sqlx::Error> {
+    sqlx::query_as!(
+        NodeFailure,
+        r#"SELECT f.cluster AS "cluster!", COALESCE(f.root_node, '') AS "root_node!", f.id AS "id!", f.first_at AS "first_at!",
+                  f.effective_category AS "category!", f.effective_component AS "component!",
+                  f.root_kind AS "root_kind!", f.root_code, f.job_id, f.resolution
+           FROM failures_effective f JOIN UNNEST($1::text[], $2::uuid[]) AS k(cluster, id)
+                ON f.cluster = k.cluster AND f.id = k.id"#,
+        clusters as &[&str],
+        ids as &[Uuid],
+    )
+    .fetch_all(db)
+    .await
+}
+
 #[derive(Debug)]
 pub struct DayCategoryCount {
     pub day: NaiveDate,

@@ -433,6 +433,8 @@ pub struct TransitionRow {
     pub reason: Option<String>,
     /// `api` (POST .../state) or `event` (node_drain / node_resume signals).
     pub source: String,
+    /// The failure a drain was recorded with (API only).
+    pub failure_id: Option<Uuid>,
 }
 
 /// Transitions relevant to [from, to): each node's last one before `from` (its state entering the
@@ -448,10 +450,11 @@ pub async fn transitions(
     sqlx::query_as!(
         TransitionRow,
         r#"WITH t AS (
-             SELECT cluster, hostname, state, at, reason, 'api' AS source FROM node_state_changes
+             SELECT cluster, hostname, state, at, reason, 'api' AS source, failure_id FROM node_state_changes
              WHERE at < $2 AND ($3::text IS NULL OR cluster = $3) AND ($4::text IS NULL OR hostname = $4)
              UNION ALL
-             SELECT cluster, node, CASE kind WHEN 'node_drain' THEN 'drained' ELSE 'returned' END, occurred_at, message, 'event'
+             SELECT cluster, node, CASE kind WHEN 'node_drain' THEN 'drained' ELSE 'returned' END, occurred_at, message, 'event',
+                    NULL::uuid
              FROM (SELECT cluster, node, kind, occurred_at, message FROM events WHERE kind IN ('node_drain', 'node_resume')
                    UNION ALL
                    SELECT cluster, node, kind, occurred_at, message FROM events_archive
@@ -463,8 +466,8 @@ pub async fn transitions(
              SELECT DISTINCT ON (cluster, hostname) * FROM t WHERE at < $1 ORDER BY cluster, hostname, at DESC
          )
          SELECT cluster AS "cluster!", hostname AS "hostname!", state AS "state!", at AS "at!", reason,
-                source AS "source!" FROM before
-         UNION ALL SELECT cluster, hostname, state, at, reason, source FROM t WHERE at >= $1
+                source AS "source!", failure_id FROM before
+         UNION ALL SELECT cluster, hostname, state, at, reason, source, failure_id FROM t WHERE at >= $1
          ORDER BY 1, 2, 4, 3"#,
         from,
         to,

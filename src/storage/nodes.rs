@@ -138,3 +138,22 @@ pub async fn inventory_version(db: &PgPool) -> Result<i64, sqlx::Error> {
         .fetch_one(db)
         .await
 }
+
+/// A node's labels, for grouping by where a part served.
+#[derive(Debug, Clone)]
+pub struct NodeLabels {
+    pub cluster: String,
+    pub hostname: String,
+    pub rack: Option<String>,
+    pub group_label: Option<String>,
+}
+
+pub async fn labels(db: &PgPool, cluster: Option<&str>) -> Result<Vec<NodeLabels>, sqlx::Error> {
+    sqlx::query_as!(
+        NodeLabels,
+        r#"SELECT cluster, hostname, rack, group_label FROM nodes WHERE ($1::text IS NULL OR cluster = $1)"#,
+        cluster,
+    )
+    .fetch_all(db)
+    .await
+}

@@ -465,3 +465,115 @@ async fn availability_below_and_stuck_repair_alerts_fire() {
     assert_eq!(status, 400, "{v}");
     assert!(v.to_string().contains("condition.share"), "{v}");
 }
+
+/// A drain recorded with its failure takes that failure as its cause, even when the failure's root
+/// was another node and a later failure of the drained node is within the attribution window; a
+/// pending row remap (the logs' `status: pending` and the agent's counter) degrades its node until
+/// the node is next drained.
+#[tokio::test]
+async fn a_drain_names_its_cause_and_a_pending_remap_degrades_until_the_next_drain() {
+    let app = spawn_app().await;
+    let node = |h: &str| {
+        json!({"hostname": h, "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8,
+               "in_service_since": "2026-10-01T00:00:00Z"})
+    };
+    let (status, body) = app
+        .put_nodes(ADMIN_TOKEN, &json!({"nodes": [node("m1"), node("m2")]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let remap = |id: u32, host: &str, at: &str, attributes: Value| {
+        event(
+            &uuid_n(id),
+            json!({"node": host, "kind": "row_remap", "code": null, "gpu_index": 3, "occurred_at": at,
+                   "message": "row remapping pending", "attributes": attributes}),
+        )
+    };
+    let (status, body) = app
+        .post_events(
+            ADMIN_TOKEN,
+            &json!({"events": [
+                event(&uuid_n(21), json!({"node": "m2", "occurred_at": "2026-11-01T08:00:00Z"})),
+                event(&uuid_n(22), json!({"node": "m1", "occurred_at": "2026-11-01T11:00:00Z"})),
+                remap(23, "m1", "2026-11-02T00:00:00Z", json!({"status": "pending"})),
+                remap(24, "m2", "2026-11-02T20:00:00Z", json!({"counter": "remapped_rows_pending", "value": true})),
+            ]}),
+        )
+        .await;
+    assert!(status < 300, "{body}");
+    let (status, v) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/failures?cluster=c1&from=2026-11-01T00:00:00Z&to=2026-11-01T12:00:00Z",
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let of_m2 = v["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["root_node"] == "m2")
+        .unwrap_or_else(|| panic!("{v}"))["id"]
+        .clone();
+    for (state, at, failure) in [
+        ("drained", "2026-11-01T12:00:00Z", of_m2.clone()),
+        ("returned", "2026-11-01T18:00:00Z", Value::Null),
+        ("drained", "2026-11-02T06:00:00Z", Value::Null),
+        ("returned", "2026-11-02T12:00:00Z", Value::Null),
+    ] {
+        let (status, body) = post(
+            &app,
+            "/v1/nodes/c1/m1/state",
+            json!({"state": state, "at": at, "failure_id": failure}),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let window = "from=2026-11-01T00:00:00Z&to=2026-11-03T00:00:00Z&cluster=c1";
+    // The first drain's incident is m2's failure (first signal 08:00): detect and drain 4 h, back 6 h
+    // after it went out.
+    let (status, v) = app
+        .get(ADMIN_TOKEN, &format!("/v1/analytics/repair-pipeline?{window}"))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let incident = v["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["cause"]["failure_id"] == of_m2)
+        .unwrap_or_else(|| panic!("no incident of the named failure: {v}"));
+    assert_eq!(
+        (
+            incident["hostname"].as_str(),
+            incident["detect_hours"].as_f64(),
+            incident["drain_hours"].as_f64(),
+            incident["return_hours"].as_f64()
+        ),
+        (Some("m1"), Some(4.0), Some(4.0), Some(6.0)),
+        "{v}"
+    );
+    // Nov 2: 2 nodes x 8 GPUs x 24 h = 384 installed; m1 drained 06:00-12:00 = 48 lost; degraded:
+    // m1 pending 00:00 until its drain at 06:00 (8 x 6 = 48), m2 pending from 20:00 to the window's
+    // end (8 x 4 = 32): 80.
+    let (status, v) = app
+        .get(ADMIN_TOKEN, &format!("/v1/analytics/availability?{window}"))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let p = &v["points"][1];
+    assert_eq!(p["period"], "2026-11-02", "{v}");
+    assert_eq!(
+        (
+            p["installed_gpu_hours"].as_f64(),
+            p["lost_gpu_hours"].as_f64(),
+            p["degraded_gpu_hours"].as_f64()
+        ),
+        (Some(384.0), Some(48.0), Some(80.0)),
+        "{v}"
+    );
+    // Nov 1: only the named drain, 12:00-18:00 = 48 lost, degraded nothing.
+    let p = &v["points"][0];
+    assert_eq!(
+        (p["lost_gpu_hours"].as_f64(), p["degraded_gpu_hours"].as_f64()),
+        (Some(48.0), Some(0.0)),
+        "{v}"
+    );
+}

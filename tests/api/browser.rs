@@ -22,13 +22,15 @@ use crate::helpers::{ADMIN_TOKEN, spawn_app};
 
 /// Every chart the report draws for a fleet with failures and GPU parts (recovery has no data on
 /// this server).
-const CHARTS: [&str; 11] = [
+const CHARTS: [&str; 13] = [
     "failure-mix",
     "mtbf",
     "root-causes",
     "hardware-components",
     "timeline",
     "recovery",
+    "availability",
+    "repair-pipeline",
     "worst-nodes",
     "fleet-health",
     "baselines",
@@ -387,6 +389,44 @@ fn assert_clean(observed: &Observed, allowed: &[&str], page: &str) {
     assert!(foreign.is_empty(), "{page}: requests to other hosts: {foreign:#?}");
 }
 
+/// The first failure with a root node takes that node out for five hours, an hour after its first
+/// signal (a drain recorded with the failure): the repair pipeline has an incident to draw.
+async fn drain_after_a_failure(app: &crate::helpers::TestApp) {
+    let (status, v) = app
+        .get(
+            ADMIN_TOKEN,
+            "/v1/failures?from=2026-10-02T00:00:00Z&to=2026-10-20T00:00:00Z&limit=50",
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let f = v["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["root_node"].is_string())
+        .unwrap_or_else(|| panic!("no failure with a root node: {v}"));
+    let first: chrono::DateTime<chrono::Utc> = f["first_at"].as_str().unwrap().parse().unwrap();
+    let path = format!(
+        "/v1/nodes/{}/{}/state",
+        f["cluster"].as_str().unwrap(),
+        f["root_node"].as_str().unwrap()
+    );
+    for (state, at, failure) in [
+        ("drained", first + chrono::Duration::hours(1), f["id"].clone()),
+        ("returned", first + chrono::Duration::hours(6), Value::Null),
+    ] {
+        let res = app
+            .client
+            .post(app.url(&path))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"state": state, "at": at, "failure_id": failure}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+    }
+}
+
 #[tokio::test]
 async fn the_report_and_the_dashboard_render_every_chart_in_a_real_browser() {
     let Some(chromium) = find_chromium() else {
@@ -401,6 +441,7 @@ async fn the_report_and_the_dashboard_render_every_chart_in_a_real_browser() {
     client.put_nodes(&fleet.nodes, 1000).await.unwrap();
     client.post_events(&fleet.events, 5000, 1, false).await.unwrap();
     crate::report_parts::load_parts_history(&app, "train-a").await;
+    drain_after_a_failure(&app).await;
     let reader = app.token("reader", None).await;
 
     // The simulated 28 days from 2026-10-01: the report as a file, opened offline.

@@ -222,6 +222,7 @@ async fn the_demo_fleet_shows_data_in_every_analysis_and_every_report_section() 
             "Root causes",
             "Failures over time",
             "Downtime by recovery phase",
+            "Availability and repairs",
             "Worst nodes",
             "Fleet health",
             "This fleet beside the published baselines",

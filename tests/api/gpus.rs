@@ -1005,3 +1005,145 @@ async fn survival_reads_any_ages_by_first_or_final_failure() {
     let (status, _) = app.get(ADMIN_TOKEN, "/v1/analytics/afr?life=final_failure").await;
     assert_eq!(status, 400, "the AFR counts every failure: no life definition");
 }
+
+/// Survival and AFR by where a part served: a part that moved from rack A to rack B counts its
+/// installed time in each and its failure in B, entering B's risk set only from its move.
+#[tokio::test]
+async fn survival_and_afr_by_rack_count_each_placement_where_it_happened() {
+    let app = spawn_app().await;
+    let node = |h: &str, rack: &str| {
+        json!({"hostname": h, "cluster": "c1", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8, "rack": rack,
+               "in_service_since": "2024-01-01T00:00:00Z"})
+    };
+    let (status, body) = app
+        .put_nodes(
+            ADMIN_TOKEN,
+            &json!({"nodes": [node("ra1", "A"), node("ra2", "A"), node("rb1", "B")]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let pl = |serial: &str, host: &str, index: i32, from: &str, to: Option<(&str, Option<&str>)>| {
+        let mut p = json!({"cluster": "c1", "serial": serial, "node": host, "gpu_index": index,
+                           "installed_at": format!("{from}T00:00:00Z")});
+        if let Some((to, why)) = to {
+            p["removed_at"] = json!(format!("{to}T00:00:00Z"));
+            if let Some(why) = why {
+                p["end_reason"] = json!(why);
+            }
+        }
+        p
+    };
+    let h100 = |serial: &str| json!({"cluster": "c1", "serial": serial, "model": "NVIDIA H100 80GB HBM3"});
+    // M1: rack A for 100 days, then rack B until it failed 50 days later (age 150). M2: rack B,
+    // failed at 60. M3 (rack A) and M4 (rack B): a year in service, censored at 365.
+    let import = json!({
+        "parts": [h100("M1"), h100("M2"), h100("M3"), h100("M4")],
+        "placements": [
+            pl("M1", "ra1", 0, "2025-01-01", Some(("2025-04-11", Some("moved")))),
+            pl("M1", "rb1", 1, "2025-04-11", Some(("2025-05-31", Some("failed")))),
+            pl("M2", "rb1", 2, "2025-01-01", Some(("2025-03-02", Some("failed")))),
+            pl("M3", "ra2", 0, "2025-01-01", None),
+            pl("M4", "rb1", 3, "2025-01-01", None),
+        ]
+    });
+    let (status, body) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["rejected"], json!([]), "{body}");
+    let (status, s) = app
+        .get(ADMIN_TOKEN, "/v1/analytics/survival?by=rack&to=2026-01-01T00:00:00Z")
+        .await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["by"], "rack");
+    let steps = |g: &Value| -> Vec<(f64, u64, u64, u64, f64)> {
+        g["curve"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|st| {
+                (
+                    st["time"].as_f64().unwrap(),
+                    st["at_risk"].as_u64().unwrap(),
+                    st["events"].as_u64().unwrap(),
+                    st["censored"].as_u64().unwrap(),
+                    st["survival"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let (a, b) = (&s["groups"][0], &s["groups"][1]);
+    assert_eq!((a["group"].as_str(), b["group"].as_str()), (Some("A"), Some("B")));
+    // A: M1 (0, 100] censored by its move, M3 (0, 365]: no event.
+    assert_eq!((a["parts"].as_u64(), a["events"].as_u64()), (Some(2), Some(0)));
+    assert_eq!(steps(a), [(100.0, 2, 0, 1, 1.0), (365.0, 1, 0, 1, 1.0)]);
+    // B: M2 (0, 60] event, M1 (100, 150] event, M4 (0, 365]. At 60: M2 and M4 at risk (M1 not yet
+    // in B): S = 1/2. At 100 M1 enters (a step with nobody leaving, M4 alone at risk just then);
+    // at 150: M1 and M4: S = 1/2 x 1/2 = 1/4.
+    assert_eq!((b["parts"].as_u64(), b["events"].as_u64()), (Some(3), Some(2)));
+    assert_eq!(
+        steps(b),
+        [
+            (60.0, 2, 1, 0, 0.5),
+            (100.0, 1, 0, 0, 0.5),
+            (150.0, 2, 1, 0, 0.25),
+            (365.0, 1, 0, 1, 0.25)
+        ]
+    );
+    // Log-rank A vs B: t=60 n_A 2, n_B 2, d 1: O-E_A = -1/2, V = 1/16 x 2 x 2 = 1/4; t=150 n_A 1,
+    // n_B 2: O-E_A -= 1/3, V += 1/9 x 1 x 2 = 2/9. Statistic (5/6)^2 / (17/36) = 25/17.
+    let lr = &s["log_rank"];
+    assert!((lr["statistic"].as_f64().unwrap() - 25.0 / 17.0).abs() < 1e-12, "{lr}");
+    assert!(
+        (lr["p_value"].as_f64().unwrap() - 0.225_252_906_360_653_15).abs() < 1e-12,
+        "{lr}"
+    );
+
+    // AFR: A 465 part-days, no failure; B 50 + 60 + 365 = 475 part-days, 2 failures.
+    let (status, v) = app
+        .get(ADMIN_TOKEN, "/v1/analytics/afr?by=rack&to=2026-01-01T00:00:00Z")
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let g = &v["groups"];
+    assert_eq!(
+        (
+            g[0]["parts"].as_u64(),
+            g[0]["failures"].as_u64(),
+            g[0]["part_years"].as_f64()
+        ),
+        (Some(2), Some(0), Some(465.0 / 365.25)),
+        "{v}"
+    );
+    assert_eq!(
+        (
+            g[1]["parts"].as_u64(),
+            g[1]["failures"].as_u64(),
+            g[1]["part_years"].as_f64()
+        ),
+        (Some(3), Some(2), Some(475.0 / 365.25)),
+        "{v}"
+    );
+    assert!(
+        (g[1]["rate_per_year"].as_f64().unwrap() - 2.0 * 365.25 / 475.0).abs() < 1e-12,
+        "{v}"
+    );
+
+    // By slot: M1's failure is slot 1's (rb1/1), its first 100 days slot 0's.
+    let (status, s) = app
+        .get(ADMIN_TOKEN, "/v1/analytics/survival?by=slot&to=2026-01-01T00:00:00Z")
+        .await;
+    assert_eq!(status, 200, "{s}");
+    let slots: Vec<(&str, u64, u64)> = s["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["group"].as_str().unwrap(),
+                g["parts"].as_u64().unwrap(),
+                g["events"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(slots, [("0", 2, 0), ("1", 1, 1), ("2", 1, 1), ("3", 1, 0)]);
+    let (status, e) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?by=shelf").await;
+    assert_eq!(status, 400, "{e}");
+}

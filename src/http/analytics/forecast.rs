@@ -23,8 +23,12 @@ use crate::queries::parts::{PartEvent, PartGrouping};
 pub struct ForecastQuery {
     /// Restrict to one cluster (a scoped token always reads its own).
     pub cluster: Option<String>,
-    /// model (default), generation, cluster, all, or `attribute:KEY` (a site attribute, e.g. `attribute:lot`).
-    #[param(max_length = 266, pattern = r"^(?:generation|model|cluster|all|attribute:.*\S.*)$")]
+    /// model (default), generation, cluster, all, `attribute:KEY` (a site attribute, e.g. `attribute:lot`),
+    /// or where the part serves now: `node`, `rack`, `node_group` or `slot`.
+    #[param(
+        max_length = 266,
+        pattern = r"^(?:generation|model|cluster|all|node|rack|node_group|slot|attribute:.*\S.*)$"
+    )]
     pub by: Option<String>,
     /// What counts as a failure: `removal` (a removal as failed or RMA; default) or
     /// `hardware_failure` (a hard failure resolved to the part).
@@ -50,7 +54,7 @@ impl ForecastQuery {
         let by = self.by.as_deref().unwrap_or("model");
         let grouping = PartGrouping::parse(by).ok_or_else(|| {
             bad(format!(
-                "by '{by}' is not generation, model, cluster, all or attribute:KEY"
+                "by '{by}' is not generation, model, cluster, all, attribute:KEY, node, rack, node_group or slot"
             ))
         })?;
         let horizon_days = self.horizon_days.unwrap_or(91.0);

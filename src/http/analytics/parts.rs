@@ -22,8 +22,14 @@ use crate::queries::parts::{self as qp, PartEvent, PartGrouping};
 pub struct PartsQuery {
     /// Restrict to one cluster (a scoped token always reads its own).
     pub cluster: Option<String>,
-    /// generation (default), model, cluster, all, or `attribute:KEY` (a site attribute, e.g. `attribute:lot`).
-    #[param(max_length = 266, pattern = r"^(?:generation|model|cluster|all|attribute:.*\S.*)$")]
+    /// generation (default), model, cluster, all, `attribute:KEY` (a site attribute, e.g. `attribute:lot`),
+    /// or where the part served at the time: `node`, `rack`, `node_group` (the node's group label) or
+    /// `slot` (GPU index); a part that moved counts its installed time and its event in the group of
+    /// the placement where each happened (survival and AFR).
+    #[param(
+        max_length = 266,
+        pattern = r"^(?:generation|model|cluster|all|node|rack|node_group|slot|attribute:.*\S.*)$"
+    )]
     pub by: Option<String>,
     /// What ends a part's life: `removal` (its first removal as failed or RMA; default) or
     /// `hardware_failure` (its first hard failure: hardware root cause, not transient, critical or high severity).
@@ -40,7 +46,7 @@ impl PartsQuery {
         let by = self.by.as_deref().unwrap_or("generation");
         let grouping = PartGrouping::parse(by).ok_or_else(|| {
             bad(format!(
-                "by '{by}' is not generation, model, cluster, all or attribute:KEY"
+                "by '{by}' is not generation, model, cluster, all, attribute:KEY, node, rack, node_group or slot"
             ))
         })?;
         let confidence = self.confidence.unwrap_or(0.95);
