@@ -1016,3 +1016,256 @@ fn the_generated_sections_catch_drift() {
     let unknown = format!("{GENERATED_BEGIN}nope -->\nx\n{GENERATED_END}\n");
     assert_eq!(regenerate(&unknown).1, ["unknown generated section nope"]);
 }
+
+/// The JSON of a shell block's here-document (`<<'JSON'` ... `JSON`).
+fn heredoc(block: &str) -> Option<String> {
+    let start = block.find("<<'JSON'\n")? + "<<'JSON'\n".len();
+    let end = block[start..].find("\nJSON")? + start;
+    Some(block[start..end].to_string())
+}
+
+/// Whether `actual` is what `shown` shows: objects with the same keys, lists of the same length,
+/// strings equal or, where the page shortens one with `...`, starting with what it shows.
+fn shows(actual: &Value, shown: &Value) -> bool {
+    match (actual, shown) {
+        (Value::Object(a), Value::Object(s)) => {
+            a.len() == s.len() && s.iter().all(|(k, v)| a.get(k).is_some_and(|av| shows(av, v)))
+        }
+        (Value::Array(a), Value::Array(s)) => a.len() == s.len() && a.iter().zip(s).all(|(a, s)| shows(a, s)),
+        (Value::String(a), Value::String(s)) => match s.strip_suffix("...") {
+            Some(prefix) => a.starts_with(prefix),
+            None => a == s,
+        },
+        _ => actual == shown,
+    }
+}
+
+/// docs/parts.md's worked history import: the JSON body of its `curl`, posted to a real server,
+/// answers what the page shows (counts, refusals and warnings; shortened messages by their start).
+#[tokio::test]
+async fn the_worked_history_import_of_the_parts_page_answers_as_shown() {
+    let text = std::fs::read_to_string(root().join("docs/parts.md")).unwrap();
+    let (_, fences) = split_fences(&text);
+    let at = fences
+        .iter()
+        .position(|f| f.lang == "sh" && f.lines.iter().any(|l| l.contains("/v1/gpus/history")))
+        .expect("a curl to /v1/gpus/history in parts.md");
+    let body = heredoc(&fences[at].lines.join("\n")).expect("the body as a here-document");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    let shown = fences[at + 1..]
+        .iter()
+        .find(|f| f.lang == "json")
+        .expect("the answer shown after it");
+    let shown: Value = serde_json::from_str(&shown.lines.join("\n")).unwrap();
+
+    let app = crate::helpers::spawn_app().await;
+    let res = app
+        .client
+        .post(app.url("/v1/gpus/history"))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let answer: Value = res.json().await.unwrap();
+    assert!(shows(&answer, &shown), "the import answered\n{answer:#}\nthe page shows\n{shown:#}");
+    // What the page says after it: A closed as failed on 2021-01-01, B failed, C not created.
+    let (status, a) = app.get(crate::helpers::ADMIN_TOKEN, "/v1/gpus/A?cluster=c1").await;
+    assert_eq!(status, 200, "{a:#}");
+    assert!(a.to_string().contains("2021-01-01"), "{a:#}");
+    let (status, c) = app.get(crate::helpers::ADMIN_TOKEN, "/v1/gpus/C?cluster=c1").await;
+    assert_eq!(status, 404, "{c:#}");
+
+    // Sent again: nothing is written.
+    let again: Value = app
+        .client
+        .post(app.url("/v1/gpus/history"))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["written"], serde_json::json!({"parts": 0, "placements": 0, "removals": 0}), "{again:#}");
+}
+
+#[test]
+fn shows_compares_an_answer_with_what_a_page_shows() {
+    let answer = serde_json::json!({"n": 1, "list": [{"message": "node 'x' is not known; kept"}]});
+    assert!(shows(&answer, &serde_json::json!({"n": 1, "list": [{"message": "node 'x' is not..."}]})));
+    assert!(!shows(&answer, &serde_json::json!({"n": 1})));
+    assert!(!shows(&answer, &serde_json::json!({"n": 2, "list": [{"message": "node 'x' is not..."}]})));
+    assert!(!shows(&answer, &serde_json::json!({"n": 1, "list": []})));
+    assert_eq!(heredoc("curl -d @- <<'JSON'\n{\"a\": 1}\nJSON\n").as_deref(), Some("{\"a\": 1}"));
+}
+
+/// The node agent's command line, read from the built `faultline-agent`'s `--help`: the flags of
+/// each subcommand (its own and the global ones; `""` for none given), long and short.
+struct AgentCli {
+    flags: HashMap<String, BTreeSet<String>>,
+}
+
+impl AgentCli {
+    fn read() -> AgentCli {
+        let binary = Path::new(env!("CARGO_BIN_EXE_faultline")).with_file_name("faultline-agent");
+        assert!(
+            binary.exists(),
+            "{} is missing: build the workspace (cargo build --workspace, or cargo nextest run from the root)",
+            binary.display()
+        );
+        let help = |args: &[&str]| -> String {
+            let out = std::process::Command::new(&binary).args(args).arg("--help").output().unwrap();
+            assert!(out.status.success(), "faultline-agent {args:?} --help: {out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let top = help(&[]);
+        let mut flags = HashMap::new();
+        flags.insert(String::new(), help_flags(&top));
+        for sub in help_subcommands(&top) {
+            let text = help(&[sub.as_str()]);
+            flags.insert(sub, help_flags(&text));
+        }
+        AgentCli { flags }
+    }
+
+    /// What is wrong with `words` (the words after `faultline-agent`): a subcommand it does not
+    /// have, a flag the subcommand does not take.
+    fn problem(&self, words: &[String]) -> Option<String> {
+        // A first word that is neither a flag nor a subcommand.
+        if let Some(w) = words.first().filter(|w| !w.starts_with('-') && !self.flags.contains_key(*w)) {
+            return Some(format!("no subcommand {w}"));
+        }
+        let sub = words.first().filter(|w| self.flags.contains_key(*w));
+        let known = &self.flags[sub.map_or("", |s| s.as_str())];
+        for w in words.iter().filter(|w| w.starts_with('-') && *w != "-") {
+            let name = w.split('=').next().unwrap();
+            if !known.contains(name) {
+                return Some(format!("no flag {name} (faultline-agent {})", sub.map_or("", |s| s.as_str())));
+            }
+        }
+        None
+    }
+}
+
+/// The flags (`--name`, `-n`) a clap `--help` lists.
+fn help_flags(help: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in help.lines().map(str::trim_start).filter(|l| l.starts_with('-')) {
+        let spec = line.split("  ").next().unwrap_or("");
+        for word in spec.split([',', ' ']) {
+            let word = word.split(['=', '<', '[']).next().unwrap_or("");
+            if word.starts_with('-') && word.len() > 1 {
+                out.insert(word.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The subcommands a clap `--help` lists under `Commands:` (but `help`).
+fn help_subcommands(help: &str) -> Vec<String> {
+    let Some(at) = help.find("Commands:") else { return Vec::new() };
+    help[at..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(String::from)
+        .collect()
+}
+
+/// Every `faultline-agent ...` command line of `text`: in any code block (shell, a unit's
+/// `ExecStart=`), and in inline code (`faultline-agent status [--json]`); the words after the
+/// program's name, up to a pipe, `;`, `&&` or a comment. Option brackets are dropped.
+fn agent_command_lines(text: &str) -> Vec<(usize, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut in_fence = false;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+            continue;
+        }
+        let pieces: Vec<String> = if in_fence {
+            vec![line.to_string()]
+        } else {
+            line.split('`').skip(1).step_by(2).map(String::from).collect()
+        };
+        for piece in pieces {
+            let mut rest = piece.as_str();
+            while let Some(at) = rest.find("faultline-agent") {
+                let prefix = &rest[..at];
+                let after = &rest[at + "faultline-agent".len()..];
+                rest = after;
+                // The program run, not a path or a name (`crates/faultline-agent`,
+                // `faultline-agent.service`, `cargo build -p faultline-agent`): at the start of a
+                // command, after a directory (`target/release/`), `sudo`, `exec` or assignments.
+                let dir_start = prefix.rfind(|c: char| c.is_whitespace() || c == '=').map_or(0, |i| i + 1);
+                let dir = &prefix[dir_start..];
+                let before = prefix[..dir_start].trim_end();
+                let previous = before.rsplit(char::is_whitespace).next().unwrap_or("");
+                let starts_command = previous.is_empty()
+                    || ["sudo", "exec", "$", "|", "&&", ";", "ExecStart="].contains(&previous)
+                    || previous.ends_with("ExecStart=")
+                    || previous.contains('=') && !previous.starts_with('-');
+                if !(dir.is_empty() || dir.ends_with('/')) || !starts_command || !after.starts_with(' ') {
+                    continue;
+                }
+                let command = strip_comment(after);
+                let command = split_commands(&command).into_iter().next().unwrap_or_default();
+                let words: Vec<String> = shell_words(&command)
+                    .into_iter()
+                    .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
+                    .filter(|w| !w.is_empty() && w != "...")
+                    .collect();
+                out.push((i + 1, words));
+            }
+        }
+    }
+    out
+}
+
+/// Every `faultline-agent ...` command the docs show takes only flags (and subcommands) the agent
+/// has, and every flag of agent.md's flag table is one of them.
+#[test]
+fn every_agent_command_of_the_docs_uses_real_flags() {
+    let cli = AgentCli::read();
+    assert!(cli.flags[""].contains("--server") && cli.flags.contains_key("status"), "{:?}", cli.flags);
+    let mut broken = Vec::new();
+    let mut seen = 0;
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (n, words) in agent_command_lines(&text) {
+            seen += 1;
+            if let Some(problem) = cli.problem(&words) {
+                broken.push(format!("{}:{n}: `faultline-agent {}`: {problem}", file.display(), words.join(" ")));
+            }
+        }
+    }
+    assert!(seen >= 3, "the docs show agent commands ({seen})");
+    // The flag table of agent.md names only real flags.
+    let agent_md = std::fs::read_to_string(root().join("docs/agent.md")).unwrap();
+    for (n, line) in agent_md.lines().enumerate().filter(|(_, l)| l.starts_with("| `--")) {
+        let cell = line.split('|').nth(1).unwrap();
+        for flag in cell.split('`').skip(1).step_by(2) {
+            if !cli.flags[""].contains(flag) {
+                broken.push(format!("docs/agent.md:{}: {flag} is not a flag of faultline-agent", n + 1));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "agent commands that do not work:\n{}", broken.join("\n"));
+
+    // The check catches a flag and a subcommand that do not exist.
+    let page = "Run `faultline-agent --oneshot --no-such-flag`.\n\n```sh\nsudo faultline-agent stauts --json\n\
+                faultline-agent status --json --state-dir /x # fine\n```\n\
+                See `crates/faultline-agent`, `faultline-agent.service`, `cargo build -p faultline-agent --release`.\n";
+    let found: Vec<Option<String>> = agent_command_lines(page).iter().map(|(_, w)| cli.problem(w)).collect();
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(found[0].as_deref().is_some_and(|p| p.contains("--no-such-flag")), "{found:?}");
+    assert!(found[1].as_deref().is_some_and(|p| p.contains("stauts")), "{found:?}");
+    assert_eq!(found[2], None);
+}
