@@ -1059,6 +1059,24 @@ async fn the_worked_history_import_of_the_parts_page_answers_as_shown() {
     let shown: Value = serde_json::from_str(&shown.lines.join("\n")).unwrap();
 
     let app = crate::helpers::spawn_app().await;
+    // The node inventory the page sets up first (the `-d` body of its `PUT /v1/nodes`).
+    let nodes = fences[..at]
+        .iter()
+        .rev()
+        .find(|f| f.lang == "sh" && f.lines.iter().any(|l| l.contains("/v1/nodes") && l.contains("-X PUT")))
+        .expect("the inventory step before the import");
+    let words = shell_words(&nodes.lines.join(" "));
+    let body_at = words.iter().position(|w| w == "-d").expect("a -d body") + 1;
+    let nodes: Value = serde_json::from_str(&words[body_at]).unwrap();
+    let res = app
+        .client
+        .put(app.url("/v1/nodes"))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        .json(&nodes)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
     let res = app
         .client
         .post(app.url("/v1/gpus/history"))

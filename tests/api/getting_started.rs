@@ -235,12 +235,12 @@ async fn the_getting_started_walkthrough_runs_as_written() {
         let (n, rest) = part.split_once('\n').unwrap();
         outputs[n.parse::<usize>().unwrap()] = rest.trim().to_string();
     }
-    let output_of = |needle: &str| -> &str {
+    let output_of = |needle: &str| -> String {
         let i = shell
             .iter()
             .position(|b| b.text.contains(needle))
             .unwrap_or_else(|| panic!("no block runs {needle}"));
-        &outputs[i]
+        outputs[i].clone()
     };
 
     // A `json` block right after a command block, introduced as its answer, is what it printed.
@@ -272,7 +272,7 @@ async fn the_getting_started_walkthrough_runs_as_written() {
         output_of("Accept: text/markdown")
     );
     // The kernel log sent through /v1/logs: three lines, one of them a signal.
-    let logs: Value = serde_json::from_str(output_of("journalctl -k")).unwrap();
+    let logs: Value = serde_json::from_str(&output_of("journalctl -k")).unwrap();
     assert_eq!(
         (logs["lines"].as_u64(), logs["signals"].as_u64(), logs["unmatched"].as_u64()),
         (Some(3), Some(1), Some(2)),
@@ -280,7 +280,7 @@ async fn the_getting_started_walkthrough_runs_as_written() {
     );
     // The failure the events step sent is on the page the next step lists, with the one from the
     // kernel log above it (newest first).
-    let listed: Value = serde_json::from_str(output_of("/v1/failures?")).unwrap();
+    let listed: Value = serde_json::from_str(&output_of("/v1/failures?")).unwrap();
     let failures = listed["failures"].as_array().unwrap();
     assert_eq!(failures.len(), 2, "{listed:#}");
     assert_eq!(failures[1]["root_signal"], "0d9e4c1a-6f3b-4a53-9b8e-3c2f1d7a5e10", "{listed:#}");
