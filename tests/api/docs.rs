@@ -241,7 +241,8 @@ fn shell_words(line: &str) -> Vec<String> {
     words
 }
 
-/// The commands of a shell block: `\` continuations joined; in a `console` block only the lines
+/// The commands of a shell block: `\` continuations and quoted words over several lines joined;
+/// in a `console` block only the lines
 /// after a `$ ` prompt (the others are output); comments (`# ...`) dropped; each line cut at `&&`,
 /// `||`, `|`, `;` and a trailing `&` into the commands it runs.
 fn commands(fence: &Fence) -> Vec<(usize, String)> {
@@ -266,6 +267,11 @@ fn commands(fence: &Fence) -> Vec<(usize, String)> {
             pending = Some((start, joined.trim_end().to_string()));
             continue;
         }
+        // A quoted word that goes on over the next lines (a JSON body written out).
+        if quote_open(&strip_comment(&text)) {
+            pending = Some((start, text));
+            continue;
+        }
         text = strip_comment(&text);
         for part in split_commands(&text) {
             if !part.is_empty() {
@@ -273,7 +279,31 @@ fn commands(fence: &Fence) -> Vec<(usize, String)> {
             }
         }
     }
+    // A block that ends inside a continuation or a quote: what it has is still a command.
+    if let Some((start, text)) = pending {
+        out.extend(split_commands(&strip_comment(&text)).into_iter().map(|p| (start, p)));
+    }
     out
+}
+
+/// Whether `line` ends inside a quoted word.
+fn quote_open(line: &str) -> bool {
+    let mut quote: Option<char> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') => {
+                chars.next();
+            }
+            (None, '\\') => {
+                chars.next();
+            }
+            (None, '\'' | '"') => quote = Some(c),
+            _ => {}
+        }
+    }
+    quote.is_some()
 }
 
 /// `line` without a shell comment (a `#` at the start of a word, outside quotes).
@@ -1286,4 +1316,113 @@ fn every_agent_command_of_the_docs_uses_real_flags() {
     assert!(found[0].as_deref().is_some_and(|p| p.contains("--no-such-flag")), "{found:?}");
     assert!(found[1].as_deref().is_some_and(|p| p.contains("stauts")), "{found:?}");
     assert_eq!(found[2], None);
+}
+
+/// A request a `curl` of the docs sends with a JSON body written out on its command line.
+struct DocRequest {
+    at: String,
+    method: String,
+    path_and_query: String,
+    content_type: String,
+    body: String,
+}
+
+/// Every `curl` of the docs' shell blocks that sends a literal JSON body (`-d '{...}'`) to one of
+/// our routes.
+fn json_requests() -> Vec<DocRequest> {
+    let mut out = Vec::new();
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let (_, fences) = split_fences(&text);
+        for fence in fences.iter().filter(|f| ["sh", "bash", "shell", "console"].contains(&f.lang.as_str())) {
+            for (n, command) in commands(fence) {
+                let words = shell_words(&command);
+                if words.first().map(String::as_str) != Some("curl") {
+                    continue;
+                }
+                let Some(body) = words
+                    .windows(2)
+                    .find(|w| ["-d", "--data", "--data-raw", "--data-binary", "--json"].contains(&w[0].as_str()))
+                    .map(|w| w[1].clone())
+                    .filter(|b| b.starts_with('{') || b.starts_with('['))
+                else {
+                    continue;
+                };
+                let Some((method, path)) = curl_request(&words) else { continue };
+                if !path.starts_with("/v1/") {
+                    continue;
+                }
+                let url = words
+                    .iter()
+                    .find(|w| w.contains(&path) && !w.starts_with('-'))
+                    .cloned()
+                    .unwrap_or_default();
+                let query = url.split_once('?').map(|(_, q)| format!("?{q}")).unwrap_or_default();
+                let content_type = words
+                    .windows(2)
+                    .filter(|w| w[0] == "-H" || w[0] == "--header")
+                    .find_map(|w| {
+                        w[1].split_once(':')
+                            .filter(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+                            .map(|(_, v)| v.trim().to_string())
+                    })
+                    .unwrap_or_else(|| "application/json".into());
+                out.push(DocRequest {
+                    at: format!("{}:{n}", file.display()),
+                    method,
+                    path_and_query: format!("{path}{query}"),
+                    content_type,
+                    body,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Every JSON body the docs send with `curl` is one the server takes: sent to a real server (the
+/// admin token, a fresh database, in page order), each answers 2xx, or 404 where it names a failure
+/// or part this database does not hold, never 400, 415 or 422 (a field, a shape or a value the
+/// route does not take).
+#[tokio::test]
+async fn every_json_body_the_docs_send_is_accepted() {
+    let requests = json_requests();
+    let pages: BTreeSet<String> = requests
+        .iter()
+        .map(|r| r.at.split(":").next().unwrap().rsplit("docs/").next().unwrap().to_string())
+        .collect();
+    for page in [
+        "getting-started.md",
+        "ingest/events.md",
+        "ingest/inventory-and-jobs.md",
+        "ingest/nvsentinel.md",
+        "ingest/lifecycles.md",
+        "alerts.md",
+        "parts.md",
+    ] {
+        assert!(pages.contains(page), "no JSON body sent from {page}: {pages:?}");
+    }
+    let app = crate::helpers::spawn_app().await;
+    let mut refused = Vec::new();
+    for r in &requests {
+        let method = reqwest::Method::from_bytes(r.method.as_bytes()).unwrap();
+        let res = app
+            .client
+            .request(method, app.url(&r.path_and_query))
+            .bearer_auth(crate::helpers::ADMIN_TOKEN)
+            .header("Content-Type", &r.content_type)
+            .body(r.body.clone())
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let text = res.text().await.unwrap();
+        let names_a_stored_thing = r.path_and_query.starts_with("/v1/failures/") || r.path_and_query.starts_with("/v1/gpus/");
+        let fine = (200..300).contains(&status) && !text.contains("\"rejected\":[{")
+            || status == 404 && names_a_stored_thing;
+        if !fine {
+            refused.push(format!("{}: {} {} -> {status} {text}", r.at, r.method, r.path_and_query));
+        }
+    }
+    assert!(refused.is_empty(), "bodies the server refuses:\n{}", refused.join("\n"));
 }
