@@ -69,7 +69,9 @@ fn block(lines: &[(usize, String)], at: &mut usize, indent: usize) -> Value {
     let mut map = Map::new();
     while *at < lines.len() && lines[*at].0 == indent {
         let line = lines[*at].1.clone();
-        let (key, rest) = line.split_once(':').unwrap_or_else(|| panic!("not a mapping entry: {line}"));
+        let (key, rest) = line
+            .split_once(':')
+            .unwrap_or_else(|| panic!("not a mapping entry: {line}"));
         *at += 1;
         let value = if !rest.trim().is_empty() {
             scalar(rest)
@@ -101,9 +103,8 @@ fn root() -> PathBuf {
 
 #[test]
 fn the_yaml_reader_reads_what_the_compose_file_uses() {
-    let v = parse(
-        "a:\n  b: 'x: y'  # c\n  list:\n    - one\n    - \"two\"\n  flow: [p, q]\n  same:\n  - s\nd: ${X:?y}\n",
-    );
+    let v =
+        parse("a:\n  b: 'x: y'  # c\n  list:\n    - one\n    - \"two\"\n  flow: [p, q]\n  same:\n  - s\nd: ${X:?y}\n");
     assert_eq!(
         v,
         serde_json::json!({"a": {"b": "x: y", "list": ["one", "two"], "flow": ["p", "q"], "same": ["s"]}, "d": "${X:?y}"})
@@ -197,7 +198,15 @@ fn the_compose_citus_profile_matches_the_documented_setup() {
         )
     );
     // Published beside the plain set-up's port.
-    let ports = |s: &str| services[s]["ports"][0].as_str().unwrap().split(':').next().unwrap().to_string();
+    let ports = |s: &str| {
+        services[s]["ports"][0]
+            .as_str()
+            .unwrap()
+            .split(':')
+            .next()
+            .unwrap()
+            .to_string()
+    };
     assert_ne!(ports("faultline"), ports("faultline-citus"));
 
     // Every variable it sets is one the binary reads, and the page documents each, with the port.
@@ -209,8 +218,14 @@ fn the_compose_citus_profile_matches_the_documented_setup() {
         .expect("docs/scaling.md has a 'Docker Compose with Citus' section");
     let section = section.split("\n## ").next().unwrap();
     for name in env.keys() {
-        assert!(known.contains(name), "faultline-citus sets {name}, which faultline does not read");
-        assert!(section.contains(&format!("`{name}`")), "the page does not document {name}");
+        assert!(
+            known.contains(name),
+            "faultline-citus sets {name}, which faultline does not read"
+        );
+        assert!(
+            section.contains(&format!("`{name}`")),
+            "the page does not document {name}"
+        );
     }
     assert!(section.contains(url), "the page names the coordinator's URL {url}");
     assert!(
@@ -221,7 +236,10 @@ fn the_compose_citus_profile_matches_the_documented_setup() {
     // And documents no variable the service does not set.
     for word in section.split('`').skip(1).step_by(2) {
         if (word.starts_with("FAULTLINE_") || word == "DATABASE_URL") && !word.contains(' ') {
-            assert!(env.contains_key(word), "the page names {word}, which faultline-citus does not set");
+            assert!(
+                env.contains_key(word),
+                "the page names {word}, which faultline-citus does not set"
+            );
         }
     }
 }

@@ -1117,7 +1117,10 @@ async fn the_worked_history_import_of_the_parts_page_answers_as_shown() {
         .unwrap();
     assert_eq!(res.status(), 200);
     let answer: Value = res.json().await.unwrap();
-    assert!(shows(&answer, &shown), "the import answered\n{answer:#}\nthe page shows\n{shown:#}");
+    assert!(
+        shows(&answer, &shown),
+        "the import answered\n{answer:#}\nthe page shows\n{shown:#}"
+    );
     // What the page says after it: A closed as failed on 2021-01-01, B failed, C not created.
     let (status, a) = app.get(crate::helpers::ADMIN_TOKEN, "/v1/gpus/A?cluster=c1").await;
     assert_eq!(status, 200, "{a:#}");
@@ -1137,17 +1140,30 @@ async fn the_worked_history_import_of_the_parts_page_answers_as_shown() {
         .json()
         .await
         .unwrap();
-    assert_eq!(again["written"], serde_json::json!({"parts": 0, "placements": 0, "removals": 0}), "{again:#}");
+    assert_eq!(
+        again["written"],
+        serde_json::json!({"parts": 0, "placements": 0, "removals": 0}),
+        "{again:#}"
+    );
 }
 
 #[test]
 fn shows_compares_an_answer_with_what_a_page_shows() {
     let answer = serde_json::json!({"n": 1, "list": [{"message": "node 'x' is not known; kept"}]});
-    assert!(shows(&answer, &serde_json::json!({"n": 1, "list": [{"message": "node 'x' is not..."}]})));
+    assert!(shows(
+        &answer,
+        &serde_json::json!({"n": 1, "list": [{"message": "node 'x' is not..."}]})
+    ));
     assert!(!shows(&answer, &serde_json::json!({"n": 1})));
-    assert!(!shows(&answer, &serde_json::json!({"n": 2, "list": [{"message": "node 'x' is not..."}]})));
+    assert!(!shows(
+        &answer,
+        &serde_json::json!({"n": 2, "list": [{"message": "node 'x' is not..."}]})
+    ));
     assert!(!shows(&answer, &serde_json::json!({"n": 1, "list": []})));
-    assert_eq!(heredoc("curl -d @- <<'JSON'\n{\"a\": 1}\nJSON\n").as_deref(), Some("{\"a\": 1}"));
+    assert_eq!(
+        heredoc("curl -d @- <<'JSON'\n{\"a\": 1}\nJSON\n").as_deref(),
+        Some("{\"a\": 1}")
+    );
 }
 
 /// The node agent's command line, read from the built `faultline-agent`'s `--help`: the flags of
@@ -1165,7 +1181,11 @@ impl AgentCli {
             binary.display()
         );
         let help = |args: &[&str]| -> String {
-            let out = std::process::Command::new(&binary).args(args).arg("--help").output().unwrap();
+            let out = std::process::Command::new(&binary)
+                .args(args)
+                .arg("--help")
+                .output()
+                .unwrap();
             assert!(out.status.success(), "faultline-agent {args:?} --help: {out:?}");
             String::from_utf8(out.stdout).unwrap()
         };
@@ -1183,7 +1203,10 @@ impl AgentCli {
     /// have, a flag the subcommand does not take.
     fn problem(&self, words: &[String]) -> Option<String> {
         // A first word that is neither a flag nor a subcommand.
-        if let Some(w) = words.first().filter(|w| !w.starts_with('-') && !self.flags.contains_key(*w)) {
+        if let Some(w) = words
+            .first()
+            .filter(|w| !w.starts_with('-') && !self.flags.contains_key(*w))
+        {
             return Some(format!("no subcommand {w}"));
         }
         let sub = words.first().filter(|w| self.flags.contains_key(*w));
@@ -1191,7 +1214,10 @@ impl AgentCli {
         for w in words.iter().filter(|w| w.starts_with('-') && *w != "-") {
             let name = w.split('=').next().unwrap();
             if !known.contains(name) {
-                return Some(format!("no flag {name} (faultline-agent {})", sub.map_or("", |s| s.as_str())));
+                return Some(format!(
+                    "no flag {name} (faultline-agent {})",
+                    sub.map_or("", |s| s.as_str())
+                ));
             }
         }
         None
@@ -1215,7 +1241,9 @@ fn help_flags(help: &str) -> BTreeSet<String> {
 
 /// The subcommands a clap `--help` lists under `Commands:` (but `help`).
 fn help_subcommands(help: &str) -> Vec<String> {
-    let Some(at) = help.find("Commands:") else { return Vec::new() };
+    let Some(at) = help.find("Commands:") else {
+        return Vec::new();
+    };
     help[at..]
         .lines()
         .skip(1)
@@ -1252,7 +1280,9 @@ fn agent_command_lines(text: &str) -> Vec<(usize, Vec<String>)> {
                 // The program run, not a path or a name (`crates/faultline-agent`,
                 // `faultline-agent.service`, `cargo build -p faultline-agent`): at the start of a
                 // command, after a directory (`target/release/`), `sudo`, `exec` or assignments.
-                let dir_start = prefix.rfind(|c: char| c.is_whitespace() || c == '=').map_or(0, |i| i + 1);
+                let dir_start = prefix
+                    .rfind(|c: char| c.is_whitespace() || c == '=')
+                    .map_or(0, |i| i + 1);
                 let dir = &prefix[dir_start..];
                 let before = prefix[..dir_start].trim_end();
                 let previous = before.rsplit(char::is_whitespace).next().unwrap_or("");
@@ -1282,7 +1312,11 @@ fn agent_command_lines(text: &str) -> Vec<(usize, Vec<String>)> {
 #[test]
 fn every_agent_command_of_the_docs_uses_real_flags() {
     let cli = AgentCli::read();
-    assert!(cli.flags[""].contains("--server") && cli.flags.contains_key("status"), "{:?}", cli.flags);
+    assert!(
+        cli.flags[""].contains("--server") && cli.flags.contains_key("status"),
+        "{:?}",
+        cli.flags
+    );
     let mut broken = Vec::new();
     let mut seen = 0;
     for file in markdown_files() {
@@ -1290,7 +1324,11 @@ fn every_agent_command_of_the_docs_uses_real_flags() {
         for (n, words) in agent_command_lines(&text) {
             seen += 1;
             if let Some(problem) = cli.problem(&words) {
-                broken.push(format!("{}:{n}: `faultline-agent {}`: {problem}", file.display(), words.join(" ")));
+                broken.push(format!(
+                    "{}:{n}: `faultline-agent {}`: {problem}",
+                    file.display(),
+                    words.join(" ")
+                ));
             }
         }
     }
@@ -1301,11 +1339,18 @@ fn every_agent_command_of_the_docs_uses_real_flags() {
         let cell = line.split('|').nth(1).unwrap();
         for flag in cell.split('`').skip(1).step_by(2) {
             if !cli.flags[""].contains(flag) {
-                broken.push(format!("docs/agent.md:{}: {flag} is not a flag of faultline-agent", n + 1));
+                broken.push(format!(
+                    "docs/agent.md:{}: {flag} is not a flag of faultline-agent",
+                    n + 1
+                ));
             }
         }
     }
-    assert!(broken.is_empty(), "agent commands that do not work:\n{}", broken.join("\n"));
+    assert!(
+        broken.is_empty(),
+        "agent commands that do not work:\n{}",
+        broken.join("\n")
+    );
 
     // The check catches a flag and a subcommand that do not exist.
     let page = "Run `faultline-agent --oneshot --no-such-flag`.\n\n```sh\nsudo faultline-agent stauts --json\n\
@@ -1313,7 +1358,10 @@ fn every_agent_command_of_the_docs_uses_real_flags() {
                 See `crates/faultline-agent`, `faultline-agent.service`, `cargo build -p faultline-agent --release`.\n";
     let found: Vec<Option<String>> = agent_command_lines(page).iter().map(|(_, w)| cli.problem(w)).collect();
     assert_eq!(found.len(), 3, "{found:?}");
-    assert!(found[0].as_deref().is_some_and(|p| p.contains("--no-such-flag")), "{found:?}");
+    assert!(
+        found[0].as_deref().is_some_and(|p| p.contains("--no-such-flag")),
+        "{found:?}"
+    );
     assert!(found[1].as_deref().is_some_and(|p| p.contains("stauts")), "{found:?}");
     assert_eq!(found[2], None);
 }
@@ -1334,7 +1382,10 @@ fn json_requests() -> Vec<DocRequest> {
     for file in markdown_files() {
         let text = std::fs::read_to_string(&file).unwrap();
         let (_, fences) = split_fences(&text);
-        for fence in fences.iter().filter(|f| ["sh", "bash", "shell", "console"].contains(&f.lang.as_str())) {
+        for fence in fences
+            .iter()
+            .filter(|f| ["sh", "bash", "shell", "console"].contains(&f.lang.as_str()))
+        {
             for (n, command) in commands(fence) {
                 let words = shell_words(&command);
                 if words.first().map(String::as_str) != Some("curl") {
@@ -1348,7 +1399,9 @@ fn json_requests() -> Vec<DocRequest> {
                 else {
                     continue;
                 };
-                let Some((method, path)) = curl_request(&words) else { continue };
+                let Some((method, path)) = curl_request(&words) else {
+                    continue;
+                };
                 if !path.starts_with("/v1/") {
                     continue;
                 }
@@ -1389,7 +1442,15 @@ async fn every_json_body_the_docs_send_is_accepted() {
     let requests = json_requests();
     let pages: BTreeSet<String> = requests
         .iter()
-        .map(|r| r.at.split(":").next().unwrap().rsplit("docs/").next().unwrap().to_string())
+        .map(|r| {
+            r.at.split(":")
+                .next()
+                .unwrap()
+                .rsplit("docs/")
+                .next()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     for page in [
         "getting-started.md",
@@ -1417,11 +1478,15 @@ async fn every_json_body_the_docs_send_is_accepted() {
             .unwrap();
         let status = res.status().as_u16();
         let text = res.text().await.unwrap();
-        let names_a_stored_thing = r.path_and_query.starts_with("/v1/failures/") || r.path_and_query.starts_with("/v1/gpus/");
-        let fine = (200..300).contains(&status) && !text.contains("\"rejected\":[{")
-            || status == 404 && names_a_stored_thing;
+        let names_a_stored_thing =
+            r.path_and_query.starts_with("/v1/failures/") || r.path_and_query.starts_with("/v1/gpus/");
+        let fine =
+            (200..300).contains(&status) && !text.contains("\"rejected\":[{") || status == 404 && names_a_stored_thing;
         if !fine {
-            refused.push(format!("{}: {} {} -> {status} {text}", r.at, r.method, r.path_and_query));
+            refused.push(format!(
+                "{}: {} {} -> {status} {text}",
+                r.at, r.method, r.path_and_query
+            ));
         }
     }
     assert!(refused.is_empty(), "bodies the server refuses:\n{}", refused.join("\n"));

@@ -80,7 +80,10 @@ fn holds(actual: &Value, shown: &Value) -> bool {
 fn holds_compares_what_is_shown() {
     let actual = serde_json::json!({"a": 1, "b": [{"k": "x", "n": 2}, {"k": "y"}], "c": null});
     assert!(holds(&actual, &serde_json::json!({"a": 1})));
-    assert!(holds(&actual, &serde_json::json!({"b": [{"k": "y"}, {"k": "x", "n": 2}]})));
+    assert!(holds(
+        &actual,
+        &serde_json::json!({"b": [{"k": "y"}, {"k": "x", "n": 2}]})
+    ));
     assert!(!holds(&actual, &serde_json::json!({"a": 2})));
     assert!(!holds(&actual, &serde_json::json!({"b": [{"k": "z"}]})));
     assert!(!holds(&actual, &serde_json::json!({"d": null})));
@@ -105,7 +108,13 @@ fn write_host_journal(dir: &Path) {
             3,
             "NVRM: Xid (PCI:0000:5d:00): 79, pid=1234, name=python, GPU has fallen off the bus.",
         ),
-        JournalEntry::kernel(&boot, at + 2_000_000, 3_602_000_000, 6, "mlx5_core 0000:0c:00.0: link up"),
+        JournalEntry::kernel(
+            &boot,
+            at + 2_000_000,
+            3_602_000_000,
+            6,
+            "mlx5_core 0000:0c:00.0: link up",
+        ),
     ];
     write_journal(&dir.join("kernel.journal"), &entries).unwrap();
 }
@@ -161,7 +170,10 @@ async fn the_getting_started_walkthrough_runs_as_written() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_faultline")).parent().unwrap().to_path_buf();
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_faultline"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let path = std::env::join_paths(
         [shims.clone(), bin_dir]
             .into_iter()
@@ -274,7 +286,11 @@ async fn the_getting_started_walkthrough_runs_as_written() {
     // The kernel log sent through /v1/logs: three lines, one of them a signal.
     let logs: Value = serde_json::from_str(&output_of("journalctl -k")).unwrap();
     assert_eq!(
-        (logs["lines"].as_u64(), logs["signals"].as_u64(), logs["unmatched"].as_u64()),
+        (
+            logs["lines"].as_u64(),
+            logs["signals"].as_u64(),
+            logs["unmatched"].as_u64()
+        ),
         (Some(3), Some(1), Some(2)),
         "{logs}"
     );
@@ -283,7 +299,10 @@ async fn the_getting_started_walkthrough_runs_as_written() {
     let listed: Value = serde_json::from_str(&output_of("/v1/failures?")).unwrap();
     let failures = listed["failures"].as_array().unwrap();
     assert_eq!(failures.len(), 2, "{listed:#}");
-    assert_eq!(failures[1]["root_signal"], "0d9e4c1a-6f3b-4a53-9b8e-3c2f1d7a5e10", "{listed:#}");
+    assert_eq!(
+        failures[1]["root_signal"], "0d9e4c1a-6f3b-4a53-9b8e-3c2f1d7a5e10",
+        "{listed:#}"
+    );
     assert_eq!(failures[0]["root_kind"], "xid", "{listed:#}");
     assert_eq!(failures[0]["root_code"], 79, "{listed:#}");
 
