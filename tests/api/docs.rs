@@ -556,6 +556,17 @@ fn broken_commands(file: &Path, text: &str, openapi: &Value) -> Vec<String> {
             }
         }
     }
+    // A systemd unit's command line (`ExecStart=/usr/local/bin/faultline slurm sync ...`).
+    for fence in fences.iter().filter(|f| ["ini", "systemd"].contains(&f.lang.as_str())) {
+        for (i, line) in fence.lines.iter().enumerate() {
+            let Some(command) = line.trim().strip_prefix("ExecStart=") else {
+                continue;
+            };
+            if let Some(problem) = command_problem(command.trim_start_matches(['-', '@', '+', '!']), openapi) {
+                broken.push(format!("{}:{}: {problem}", file.display(), fence.first_line + i));
+            }
+        }
+    }
     broken
 }
 
@@ -734,6 +745,9 @@ fn the_doc_checks_catch_broken_links_and_commands() {
                  curl -s http://127.0.0.1:8080/healthz\n\
                  curl https://example.com/elsewhere\n\
                  ```\n\
+                 ```ini\n\
+                 ExecStart=/usr/local/bin/faultline slurm sync --folow 300\n\
+                 ```\n\
                  ```console\n\
                  $ faultline nope\n\
                  faultline nope (output, not a command)\n\
@@ -746,6 +760,7 @@ fn the_doc_checks_catch_broken_links_and_commands() {
         "has no DELETE",
         "no route /dashboard",
         "`faultline nope`",
+        "--folow",
     ];
     assert_eq!(broken.len(), expect.len(), "{broken:#?}");
     for (b, e) in broken.iter().zip(expect) {
