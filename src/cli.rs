@@ -70,7 +70,7 @@ pub enum GpudCommand {
 #[derive(clap::Args)]
 pub struct GpudSyncArgs {
     /// gpud's local API, plain HTTP (gpud's HTTPS port has a self-signed certificate: put a
-    /// forwarder in front of it, see docs/ingest.md).
+    /// forwarder in front of it, see docs/ingest/gpud.md).
     #[arg(long, env = "FAULTLINE_GPUD_URL", default_value = "http://127.0.0.1:15133")]
     pub url: String,
     /// Base URL of the Faultline server, http:// or https://.

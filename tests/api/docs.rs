@@ -241,7 +241,8 @@ fn shell_words(line: &str) -> Vec<String> {
     words
 }
 
-/// The commands of a shell block: `\` continuations joined; in a `console` block only the lines
+/// The commands of a shell block: `\` continuations and quoted words over several lines joined;
+/// in a `console` block only the lines
 /// after a `$ ` prompt (the others are output); comments (`# ...`) dropped; each line cut at `&&`,
 /// `||`, `|`, `;` and a trailing `&` into the commands it runs.
 fn commands(fence: &Fence) -> Vec<(usize, String)> {
@@ -266,6 +267,11 @@ fn commands(fence: &Fence) -> Vec<(usize, String)> {
             pending = Some((start, joined.trim_end().to_string()));
             continue;
         }
+        // A quoted word that goes on over the next lines (a JSON body written out).
+        if quote_open(&strip_comment(&text)) {
+            pending = Some((start, text));
+            continue;
+        }
         text = strip_comment(&text);
         for part in split_commands(&text) {
             if !part.is_empty() {
@@ -273,7 +279,31 @@ fn commands(fence: &Fence) -> Vec<(usize, String)> {
             }
         }
     }
+    // A block that ends inside a continuation or a quote: what it has is still a command.
+    if let Some((start, text)) = pending {
+        out.extend(split_commands(&strip_comment(&text)).into_iter().map(|p| (start, p)));
+    }
     out
+}
+
+/// Whether `line` ends inside a quoted word.
+fn quote_open(line: &str) -> bool {
+    let mut quote: Option<char> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') => {
+                chars.next();
+            }
+            (None, '\\') => {
+                chars.next();
+            }
+            (None, '\'' | '"') => quote = Some(c),
+            _ => {}
+        }
+    }
+    quote.is_some()
 }
 
 /// `line` without a shell comment (a `#` at the start of a word, outside quotes).
@@ -526,6 +556,17 @@ fn broken_commands(file: &Path, text: &str, openapi: &Value) -> Vec<String> {
             }
         }
     }
+    // A systemd unit's command line (`ExecStart=/usr/local/bin/faultline slurm sync ...`).
+    for fence in fences.iter().filter(|f| ["ini", "systemd"].contains(&f.lang.as_str())) {
+        for (i, line) in fence.lines.iter().enumerate() {
+            let Some(command) = line.trim().strip_prefix("ExecStart=") else {
+                continue;
+            };
+            if let Some(problem) = command_problem(command.trim_start_matches(['-', '@', '+', '!']), openapi) {
+                broken.push(format!("{}:{}: {problem}", file.display(), fence.first_line + i));
+            }
+        }
+    }
     broken
 }
 
@@ -704,6 +745,9 @@ fn the_doc_checks_catch_broken_links_and_commands() {
                  curl -s http://127.0.0.1:8080/healthz\n\
                  curl https://example.com/elsewhere\n\
                  ```\n\
+                 ```ini\n\
+                 ExecStart=/usr/local/bin/faultline slurm sync --folow 300\n\
+                 ```\n\
                  ```console\n\
                  $ faultline nope\n\
                  faultline nope (output, not a command)\n\
@@ -716,6 +760,7 @@ fn the_doc_checks_catch_broken_links_and_commands() {
         "has no DELETE",
         "no route /dashboard",
         "`faultline nope`",
+        "--folow",
     ];
     assert_eq!(broken.len(), expect.len(), "{broken:#?}");
     for (b, e) in broken.iter().zip(expect) {
@@ -1015,4 +1060,449 @@ fn the_generated_sections_catch_drift() {
     assert_eq!(fixed, page);
     let unknown = format!("{GENERATED_BEGIN}nope -->\nx\n{GENERATED_END}\n");
     assert_eq!(regenerate(&unknown).1, ["unknown generated section nope"]);
+}
+
+/// The JSON of a shell block's here-document (`<<'JSON'` ... `JSON`).
+fn heredoc(block: &str) -> Option<String> {
+    let start = block.find("<<'JSON'\n")? + "<<'JSON'\n".len();
+    let end = block[start..].find("\nJSON")? + start;
+    Some(block[start..end].to_string())
+}
+
+/// Whether `actual` is what `shown` shows: objects with the same keys, lists of the same length,
+/// strings equal or, where the page shortens one with `...`, starting with what it shows.
+fn shows(actual: &Value, shown: &Value) -> bool {
+    match (actual, shown) {
+        (Value::Object(a), Value::Object(s)) => {
+            a.len() == s.len() && s.iter().all(|(k, v)| a.get(k).is_some_and(|av| shows(av, v)))
+        }
+        (Value::Array(a), Value::Array(s)) => a.len() == s.len() && a.iter().zip(s).all(|(a, s)| shows(a, s)),
+        (Value::String(a), Value::String(s)) => match s.strip_suffix("...") {
+            Some(prefix) => a.starts_with(prefix),
+            None => a == s,
+        },
+        _ => actual == shown,
+    }
+}
+
+/// docs/parts.md's worked history import: the JSON body of its `curl`, posted to a real server,
+/// answers what the page shows (counts, refusals and warnings; shortened messages by their start).
+#[tokio::test]
+async fn the_worked_history_import_of_the_parts_page_answers_as_shown() {
+    let text = std::fs::read_to_string(root().join("docs/parts.md")).unwrap();
+    let (_, fences) = split_fences(&text);
+    let at = fences
+        .iter()
+        .position(|f| f.lang == "sh" && f.lines.iter().any(|l| l.contains("/v1/gpus/history")))
+        .expect("a curl to /v1/gpus/history in parts.md");
+    let body = heredoc(&fences[at].lines.join("\n")).expect("the body as a here-document");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    let shown = fences[at + 1..]
+        .iter()
+        .find(|f| f.lang == "json")
+        .expect("the answer shown after it");
+    let shown: Value = serde_json::from_str(&shown.lines.join("\n")).unwrap();
+
+    let app = crate::helpers::spawn_app().await;
+    // The node inventory the page sets up first (the `-d` body of its `PUT /v1/nodes`).
+    let nodes = fences[..at]
+        .iter()
+        .rev()
+        .find(|f| f.lang == "sh" && f.lines.iter().any(|l| l.contains("/v1/nodes") && l.contains("-X PUT")))
+        .expect("the inventory step before the import");
+    let words = shell_words(&nodes.lines.join(" "));
+    let body_at = words.iter().position(|w| w == "-d").expect("a -d body") + 1;
+    let nodes: Value = serde_json::from_str(&words[body_at]).unwrap();
+    let res = app
+        .client
+        .put(app.url("/v1/nodes"))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        .json(&nodes)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let res = app
+        .client
+        .post(app.url("/v1/gpus/history"))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let answer: Value = res.json().await.unwrap();
+    assert!(
+        shows(&answer, &shown),
+        "the import answered\n{answer:#}\nthe page shows\n{shown:#}"
+    );
+    // What the page says after it: A closed as failed on 2021-01-01, B failed, C not created.
+    let (status, a) = app.get(crate::helpers::ADMIN_TOKEN, "/v1/gpus/A?cluster=c1").await;
+    assert_eq!(status, 200, "{a:#}");
+    assert!(a.to_string().contains("2021-01-01"), "{a:#}");
+    let (status, c) = app.get(crate::helpers::ADMIN_TOKEN, "/v1/gpus/C?cluster=c1").await;
+    assert_eq!(status, 404, "{c:#}");
+
+    // Sent again: nothing is written.
+    let again: Value = app
+        .client
+        .post(app.url("/v1/gpus/history"))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        again["written"],
+        serde_json::json!({"parts": 0, "placements": 0, "removals": 0}),
+        "{again:#}"
+    );
+}
+
+#[test]
+fn shows_compares_an_answer_with_what_a_page_shows() {
+    let answer = serde_json::json!({"n": 1, "list": [{"message": "node 'x' is not known; kept"}]});
+    assert!(shows(
+        &answer,
+        &serde_json::json!({"n": 1, "list": [{"message": "node 'x' is not..."}]})
+    ));
+    assert!(!shows(&answer, &serde_json::json!({"n": 1})));
+    assert!(!shows(
+        &answer,
+        &serde_json::json!({"n": 2, "list": [{"message": "node 'x' is not..."}]})
+    ));
+    assert!(!shows(&answer, &serde_json::json!({"n": 1, "list": []})));
+    assert_eq!(
+        heredoc("curl -d @- <<'JSON'\n{\"a\": 1}\nJSON\n").as_deref(),
+        Some("{\"a\": 1}")
+    );
+}
+
+/// The node agent's command line, read from the built `faultline-agent`'s `--help`: the flags of
+/// each subcommand (its own and the global ones; `""` for none given), long and short.
+struct AgentCli {
+    flags: HashMap<String, BTreeSet<String>>,
+}
+
+impl AgentCli {
+    fn read() -> AgentCli {
+        let binary = Path::new(env!("CARGO_BIN_EXE_faultline")).with_file_name("faultline-agent");
+        assert!(
+            binary.exists(),
+            "{} is missing: build the workspace (cargo build --workspace, or cargo nextest run from the root)",
+            binary.display()
+        );
+        let help = |args: &[&str]| -> String {
+            let out = std::process::Command::new(&binary)
+                .args(args)
+                .arg("--help")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "faultline-agent {args:?} --help: {out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let top = help(&[]);
+        let mut flags = HashMap::new();
+        flags.insert(String::new(), help_flags(&top));
+        for sub in help_subcommands(&top) {
+            let text = help(&[sub.as_str()]);
+            flags.insert(sub, help_flags(&text));
+        }
+        AgentCli { flags }
+    }
+
+    /// What is wrong with `words` (the words after `faultline-agent`): a subcommand it does not
+    /// have, a flag the subcommand does not take.
+    fn problem(&self, words: &[String]) -> Option<String> {
+        // A first word that is neither a flag nor a subcommand.
+        if let Some(w) = words
+            .first()
+            .filter(|w| !w.starts_with('-') && !self.flags.contains_key(*w))
+        {
+            return Some(format!("no subcommand {w}"));
+        }
+        let sub = words.first().filter(|w| self.flags.contains_key(*w));
+        let known = &self.flags[sub.map_or("", |s| s.as_str())];
+        for w in words.iter().filter(|w| w.starts_with('-') && *w != "-") {
+            let name = w.split('=').next().unwrap();
+            if !known.contains(name) {
+                return Some(format!(
+                    "no flag {name} (faultline-agent {})",
+                    sub.map_or("", |s| s.as_str())
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// The flags (`--name`, `-n`) a clap `--help` lists.
+fn help_flags(help: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in help.lines().map(str::trim_start).filter(|l| l.starts_with('-')) {
+        let spec = line.split("  ").next().unwrap_or("");
+        for word in spec.split([',', ' ']) {
+            let word = word.split(['=', '<', '[']).next().unwrap_or("");
+            if word.starts_with('-') && word.len() > 1 {
+                out.insert(word.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The subcommands a clap `--help` lists under `Commands:` (but `help`).
+fn help_subcommands(help: &str) -> Vec<String> {
+    let Some(at) = help.find("Commands:") else {
+        return Vec::new();
+    };
+    help[at..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(String::from)
+        .collect()
+}
+
+/// Every `faultline-agent ...` command line of `text`: in any code block (shell, a unit's
+/// `ExecStart=`), and in inline code (`faultline-agent status [--json]`); the words after the
+/// program's name, up to a pipe, `;`, `&&` or a comment. Option brackets are dropped.
+fn agent_command_lines(text: &str) -> Vec<(usize, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut in_fence = false;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+            continue;
+        }
+        let pieces: Vec<String> = if in_fence {
+            vec![line.to_string()]
+        } else {
+            line.split('`').skip(1).step_by(2).map(String::from).collect()
+        };
+        for piece in pieces {
+            let mut rest = piece.as_str();
+            while let Some(at) = rest.find("faultline-agent") {
+                let prefix = &rest[..at];
+                let after = &rest[at + "faultline-agent".len()..];
+                rest = after;
+                // The program run, not a path or a name (`crates/faultline-agent`,
+                // `faultline-agent.service`, `cargo build -p faultline-agent`): at the start of a
+                // command, after a directory (`target/release/`), `sudo`, `exec` or assignments.
+                let dir_start = prefix
+                    .rfind(|c: char| c.is_whitespace() || c == '=')
+                    .map_or(0, |i| i + 1);
+                let dir = &prefix[dir_start..];
+                let before = prefix[..dir_start].trim_end();
+                let previous = before.rsplit(char::is_whitespace).next().unwrap_or("");
+                let starts_command = previous.is_empty()
+                    || ["sudo", "exec", "$", "|", "&&", ";", "ExecStart="].contains(&previous)
+                    || previous.ends_with("ExecStart=")
+                    || previous.contains('=') && !previous.starts_with('-');
+                if !(dir.is_empty() || dir.ends_with('/')) || !starts_command || !after.starts_with(' ') {
+                    continue;
+                }
+                let command = strip_comment(after);
+                let command = split_commands(&command).into_iter().next().unwrap_or_default();
+                let words: Vec<String> = shell_words(&command)
+                    .into_iter()
+                    .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
+                    .filter(|w| !w.is_empty() && w != "...")
+                    .collect();
+                out.push((i + 1, words));
+            }
+        }
+    }
+    out
+}
+
+/// Every `faultline-agent ...` command the docs show takes only flags (and subcommands) the agent
+/// has, and every flag of agent.md's flag table is one of them.
+#[test]
+fn every_agent_command_of_the_docs_uses_real_flags() {
+    let cli = AgentCli::read();
+    assert!(
+        cli.flags[""].contains("--server") && cli.flags.contains_key("status"),
+        "{:?}",
+        cli.flags
+    );
+    let mut broken = Vec::new();
+    let mut seen = 0;
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (n, words) in agent_command_lines(&text) {
+            seen += 1;
+            if let Some(problem) = cli.problem(&words) {
+                broken.push(format!(
+                    "{}:{n}: `faultline-agent {}`: {problem}",
+                    file.display(),
+                    words.join(" ")
+                ));
+            }
+        }
+    }
+    assert!(seen >= 3, "the docs show agent commands ({seen})");
+    // The flag table of agent.md names only real flags.
+    let agent_md = std::fs::read_to_string(root().join("docs/agent.md")).unwrap();
+    for (n, line) in agent_md.lines().enumerate().filter(|(_, l)| l.starts_with("| `--")) {
+        let cell = line.split('|').nth(1).unwrap();
+        for flag in cell.split('`').skip(1).step_by(2) {
+            if !cli.flags[""].contains(flag) {
+                broken.push(format!(
+                    "docs/agent.md:{}: {flag} is not a flag of faultline-agent",
+                    n + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "agent commands that do not work:\n{}",
+        broken.join("\n")
+    );
+
+    // The check catches a flag and a subcommand that do not exist.
+    let page = "Run `faultline-agent --oneshot --no-such-flag`.\n\n```sh\nsudo faultline-agent stauts --json\n\
+                faultline-agent status --json --state-dir /x # fine\n```\n\
+                See `crates/faultline-agent`, `faultline-agent.service`, `cargo build -p faultline-agent --release`.\n";
+    let found: Vec<Option<String>> = agent_command_lines(page).iter().map(|(_, w)| cli.problem(w)).collect();
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(
+        found[0].as_deref().is_some_and(|p| p.contains("--no-such-flag")),
+        "{found:?}"
+    );
+    assert!(found[1].as_deref().is_some_and(|p| p.contains("stauts")), "{found:?}");
+    assert_eq!(found[2], None);
+}
+
+/// A request a `curl` of the docs sends with a JSON body written out on its command line.
+struct DocRequest {
+    at: String,
+    method: String,
+    path_and_query: String,
+    content_type: String,
+    body: String,
+}
+
+/// Every `curl` of the docs' shell blocks that sends a literal JSON body (`-d '{...}'`) to one of
+/// our routes.
+fn json_requests() -> Vec<DocRequest> {
+    let mut out = Vec::new();
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let (_, fences) = split_fences(&text);
+        for fence in fences
+            .iter()
+            .filter(|f| ["sh", "bash", "shell", "console"].contains(&f.lang.as_str()))
+        {
+            for (n, command) in commands(fence) {
+                let words = shell_words(&command);
+                if words.first().map(String::as_str) != Some("curl") {
+                    continue;
+                }
+                let Some(body) = words
+                    .windows(2)
+                    .find(|w| ["-d", "--data", "--data-raw", "--data-binary", "--json"].contains(&w[0].as_str()))
+                    .map(|w| w[1].clone())
+                    .filter(|b| b.starts_with('{') || b.starts_with('['))
+                else {
+                    continue;
+                };
+                let Some((method, path)) = curl_request(&words) else {
+                    continue;
+                };
+                if !path.starts_with("/v1/") {
+                    continue;
+                }
+                let url = words
+                    .iter()
+                    .find(|w| w.contains(&path) && !w.starts_with('-'))
+                    .cloned()
+                    .unwrap_or_default();
+                let query = url.split_once('?').map(|(_, q)| format!("?{q}")).unwrap_or_default();
+                let content_type = words
+                    .windows(2)
+                    .filter(|w| w[0] == "-H" || w[0] == "--header")
+                    .find_map(|w| {
+                        w[1].split_once(':')
+                            .filter(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+                            .map(|(_, v)| v.trim().to_string())
+                    })
+                    .unwrap_or_else(|| "application/json".into());
+                out.push(DocRequest {
+                    at: format!("{}:{n}", file.display()),
+                    method,
+                    path_and_query: format!("{path}{query}"),
+                    content_type,
+                    body,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Every JSON body the docs send with `curl` is one the server takes: sent to a real server (the
+/// admin token, a fresh database, in page order), each answers 2xx, or 404 where it names a failure
+/// or part this database does not hold, never 400, 415 or 422 (a field, a shape or a value the
+/// route does not take).
+#[tokio::test]
+async fn every_json_body_the_docs_send_is_accepted() {
+    let requests = json_requests();
+    let pages: BTreeSet<String> = requests
+        .iter()
+        .map(|r| {
+            r.at.split(":")
+                .next()
+                .unwrap()
+                .rsplit("docs/")
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for page in [
+        "getting-started.md",
+        "ingest/events.md",
+        "ingest/inventory-and-jobs.md",
+        "ingest/nvsentinel.md",
+        "ingest/lifecycles.md",
+        "alerts.md",
+        "parts.md",
+    ] {
+        assert!(pages.contains(page), "no JSON body sent from {page}: {pages:?}");
+    }
+    let app = crate::helpers::spawn_app().await;
+    let mut refused = Vec::new();
+    for r in &requests {
+        let method = reqwest::Method::from_bytes(r.method.as_bytes()).unwrap();
+        let res = app
+            .client
+            .request(method, app.url(&r.path_and_query))
+            .bearer_auth(crate::helpers::ADMIN_TOKEN)
+            .header("Content-Type", &r.content_type)
+            .body(r.body.clone())
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let text = res.text().await.unwrap();
+        let names_a_stored_thing =
+            r.path_and_query.starts_with("/v1/failures/") || r.path_and_query.starts_with("/v1/gpus/");
+        let fine =
+            (200..300).contains(&status) && !text.contains("\"rejected\":[{") || status == 404 && names_a_stored_thing;
+        if !fine {
+            refused.push(format!(
+                "{}: {} {} -> {status} {text}",
+                r.at, r.method, r.path_and_query
+            ));
+        }
+    }
+    assert!(refused.is_empty(), "bodies the server refuses:\n{}", refused.join("\n"));
 }
