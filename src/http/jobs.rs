@@ -89,7 +89,7 @@ pub async fn upsert_jobs(
 /// the failures folded under it.
 #[utoipa::path(
     get, path = "/v1/jobs/{cluster}/{job_id}", tag = "failures",
-    params(("cluster" = String, Path, description = "Cluster"), ("job_id" = String, Path, description = "The scheduler's job id")),
+    params(("cluster" = String, Path, description = "Cluster", example = "c1"), ("job_id" = String, Path, description = "The scheduler's job id")),
     responses(
         (status = 200, description = "The job", body = crate::queries::jobs::JobView),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),

@@ -86,6 +86,29 @@ async fn schemathesis_finds_no_failure() {
     };
     let server_url = test_server_url().await.expect("a PostgreSQL server for tests");
     let app = spawn_app_on(&server_url, Limits::default(), edge).await;
+    // The node and the part the document's path examples name, so that the operations on one
+    // node or part are reached past their 404.
+    let (status, body) = app
+        .put_nodes(
+            ADMIN_TOKEN,
+            &serde_json::json!({"nodes": [{"hostname": "gpu-node-001", "cluster": "c1",
+                "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let res = app
+        .client
+        .post(app.url("/v1/gpus/history"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&serde_json::json!({
+            "parts": [{"cluster": "c1", "serial": "1650123456789", "model": "NVIDIA H100 80GB HBM3"}],
+            "placements": [{"cluster": "c1", "serial": "1650123456789", "node": "gpu-node-001", "gpu_index": 0,
+                            "installed_at": "2026-01-01T00:00:00Z"}]
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
     let report = tempdir("schemathesis");
     let out = run(
         "schemathesis",

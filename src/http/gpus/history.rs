@@ -250,7 +250,7 @@ pub struct RemovalResponse {
 /// opens and its history is kept.
 #[utoipa::path(
     post, path = "/v1/gpus/{part}/removals", tag = "parts", request_body = RemovalRequest,
-    params(("part" = crate::domain::event::Text, Path, description = "The part's serial, else its UUID")),
+    params(("part" = crate::domain::event::Text, Path, description = "The part's serial, else its UUID", example = "1650123456789")),
     responses(
         (status = 201, description = "Removal recorded", body = RemovalResponse),
         (status = 400, description = "Body is not a valid removal", body = ErrorBody),

@@ -167,7 +167,7 @@ pub struct OneNodeGpus {
 /// `application/json`: `{"observed_at": ..., "gpus": [...]}`. Diffed as in `PUT /v1/gpus/inventory`.
 #[utoipa::path(
     put, path = "/v1/nodes/{cluster}/{hostname}/gpus", tag = "parts",
-    params(("cluster" = crate::domain::event::Text, Path, description = "Cluster"), ("hostname" = crate::domain::event::Text, Path, description = "Hostname")),
+    params(("cluster" = crate::domain::event::Text, Path, description = "Cluster", example = "c1"), ("hostname" = crate::domain::event::Text, Path, description = "Hostname", example = "gpu-node-001")),
     request_body(content(
         (OneNodeGpus = "application/json"),
         (String = "application/xml")

@@ -126,7 +126,7 @@ pub struct ScopeQuery {
 /// does not).
 #[utoipa::path(
     get, path = "/v1/gpus/{part}", tag = "parts",
-    params(("part" = String, Path, description = "The part's serial, or a UUID it had"), ScopeQuery),
+    params(("part" = String, Path, description = "The part's serial, or a UUID it had", example = "1650123456789"), ScopeQuery),
     responses(
         (status = 200, description = "The part's timeline", body = GpuTimeline),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
@@ -160,7 +160,7 @@ pub struct NodeSlots {
 /// A node's GPU slots over time: which part sat in which slot, when, and why it left.
 #[utoipa::path(
     get, path = "/v1/nodes/{cluster}/{hostname}/gpus", tag = "parts",
-    params(("cluster" = String, Path, description = "Cluster"), ("hostname" = String, Path, description = "Hostname")),
+    params(("cluster" = String, Path, description = "Cluster", example = "c1"), ("hostname" = String, Path, description = "Hostname", example = "gpu-node-001")),
     responses(
         (status = 200, description = "The node's placements (empty when none were reported)", body = NodeSlots),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),

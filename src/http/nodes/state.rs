@@ -119,7 +119,7 @@ async fn node_state_view(
 /// return. The answer is the node's state over the 30 days before the transition.
 #[utoipa::path(
     post, path = "/v1/nodes/{cluster}/{hostname}/state", tag = "inventory", request_body = NodeStateInput,
-    params(("cluster" = String, Path, description = "Cluster"), ("hostname" = String, Path, description = "Hostname in the inventory")),
+    params(("cluster" = String, Path, description = "Cluster", example = "c1"), ("hostname" = String, Path, description = "Hostname in the inventory", example = "gpu-node-001")),
     responses(
         (status = 201, description = "Transition recorded; the node's state and out-of-service time", body = NodeStateView),
         (status = 400, description = "Body is not a valid transition", body = ErrorBody),
@@ -182,7 +182,7 @@ pub async fn record_node_state(
 /// A node's service state, its transitions and out-of-service time in the window.
 #[utoipa::path(
     get, path = "/v1/nodes/{cluster}/{hostname}/state", tag = "inventory",
-    params(("cluster" = String, Path, description = "Cluster"), ("hostname" = String, Path, description = "Hostname in the inventory"), WindowQuery),
+    params(("cluster" = String, Path, description = "Cluster", example = "c1"), ("hostname" = String, Path, description = "Hostname in the inventory", example = "gpu-node-001"), WindowQuery),
     responses(
         (status = 200, description = "State at the end of the window, transitions and out-of-service hours in it", body = NodeStateView),
         (status = 400, description = "Invalid window", body = ErrorBody),
