@@ -2,37 +2,10 @@
 
 They teach the generator what the OpenAPI document does not say about the Faultline API, so that
 a case schemathesis calls "valid" is one the server must accept. Every rule JSON Schema can state is
-in the document (`http::openapi::schema_rules`); these stay here because no schema can state them:
-
-- windows: `from` must not be after `to` (each defaulting as the server does: `to` = now,
-  `from` = `to` - 30 days), and no window is longer than 3,660 days;
-- a job's `end` is not before its `start`, a node's `retired_at` not before its
-  `in_service_since` (comparisons of two values);
-- `cursor` is an opaque token the server issued on an earlier page, never a made-up string;
-- timestamps relative to now: signals (and a sync cursor's position) at most 24 h ahead, a token's `expires_at` in the future and
-  at most ten years away;
-- a log body's cluster: records need a `cluster` unless the query names one (text/plain always
-  needs the query's), and a `message_field` the query names must hold a string in every record;
-- an integral float (36.0) is an integer to JSON Schema, not to serde: it is sent as the integer;
-- NDJSON bodies are sent one JSON value per line;
-- a node's GPUs: no part (serial, else UUID), index or PCI bus id twice in one node (uniqueness of a
-  property across array items); a placement's `removed_at` not before its `installed_at`, and an
-  `end_reason` only with a `removed_at` (null or absent alike);
-- an XML GPU set is an `nvidia-smi -q -x` report: which XML document is no JSON schema's to say;
-- a Kubernetes body's objects are free-form (any Kubernetes object may come): the route reads an
-  Event (`kind` Event, or an `involvedObject` / `regarding` with a `name`), a Node or a Pod (with
-  `metadata.name`) or a node's `conditions` (with `node` or `nodeName`), and refuses the others, so
-  a body none of whose objects is one of these is refused whole (422, "every object invalid");
-- a DCGM report's `at` query parameter, like the signals' times, at most 24 h ahead;
-- an alert rule: its id is 1 to 100 of `[A-Za-z0-9_.-]`, only a webhook receiver has a `secret`,
-  label and annotation names are `[A-Za-z_][A-Za-z0-9_]*` (at most 100) and no label is one
-  Faultline sets (`alertname`, `cluster`, `subject`, `condition`): keys of a map and a property
-  that depends on another's value.
-
-And one answer that is no failure: a batch answered 200 with an invalid item in `rejected` (the
-others stored, as documented) is not "invalid request accepted".
-
-Each of these is also documented on the operations (400 / 422 descriptions).
+in the document (`http::openapi::schema_rules`); the rules no schema can state are listed in
+docs/api.md ("What no schema can state"), each taught here by a function named for it. Besides: an
+integral float (36.0) is an integer to JSON Schema, not to serde, so it is sent as the integer, and
+NDJSON bodies are sent one JSON value per line.
 """
 
 import json
