@@ -8,7 +8,9 @@
 //!     placements, 6,000 removals) with 6,000 hard failures sent as XID 79 signals through
 //!     `/v1/events` naming node and GPU index inside the placements; then
 //!     `GET /v1/analytics/survival` by generation, model, cluster and `attribute:lot`, timed, with
-//!     the time of each read `Fleet::load` makes beside it (the SQL against the Rust part).
+//!     the time of each read `Fleet::load` makes beside it (the SQL against the Rust part); the
+//!     first answer after a write; and the first answer after a start, straight away and a second
+//!     later (each start with nothing kept, as a new process).
 
 use std::time::Instant;
 
@@ -427,6 +429,7 @@ async fn history(opts: &PartsBenchOptions, rows: &mut Vec<String>) -> anyhow::Re
         percentile(&times, 0.95)
     ));
     app.server.abort();
+    app.db.close().await;
     // A new process: nothing kept. The server builds the lives at start, in the background; a read
     // right after the start waits for that build, one a second later finds them built.
     for (label, pause) in [("straight after a start", 0u64), ("1 s after a start", 1_000)] {
@@ -442,6 +445,7 @@ async fn history(opts: &PartsBenchOptions, rows: &mut Vec<String>) -> anyhow::Re
             res.bytes().await?;
             times.push(t.elapsed().as_secs_f64() * 1e3);
             app.server.abort();
+            app.db.close().await;
         }
         times.sort_by(f64::total_cmp);
         rows.push(format!(
