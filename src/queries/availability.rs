@@ -138,26 +138,33 @@ pub async fn ledgers(
             push(&n.cluster, &n.hostname, source(NodeState::Retired, at, None, 0));
         }
     }
-    // Failures early enough to be the cause of the earliest source.
-    let earliest = sources
-        .values()
-        .flatten()
-        .map(|s| s.start)
-        .chain(named.iter().map(|(_, d)| d.start))
-        .min()
-        .unwrap_or(from)
-        .min(from)
-        - Duration::hours(a::REPAIR_CAUSE_LOOKBACK_HOURS);
-    let mut keys: Vec<&NodeKey> = sources.keys().chain(named.iter().map(|(k, _)| k)).collect();
+    // Each source's cause candidate: its node's latest failure within the lookback before it
+    // began. These are all `attribute` can pick (a failure later than a source's candidate and
+    // inside its lookback would have been its candidate), so the ledger reads one failure per
+    // source instead of every failure of the nodes.
+    let mut keys: Vec<(&str, &str, DateTime<Utc>, DateTime<Utc>)> = Vec::new();
+    for ((c, h), list) in &sources {
+        for s in list {
+            let lookback = if s.state == NodeState::InRepair {
+                a::REPAIR_CAUSE_LOOKBACK_HOURS
+            } else {
+                a::CAUSE_LOOKBACK_HOURS
+            };
+            keys.push((c.as_str(), h.as_str(), s.start - Duration::hours(lookback), s.start));
+        }
+    }
     keys.sort();
     keys.dedup();
-    let (clusters, hosts): (Vec<&str>, Vec<&str>) = keys.iter().map(|(c, h)| (c.as_str(), h.as_str())).unzip();
+    let clusters: Vec<&str> = keys.iter().map(|k| k.0).collect();
+    let hosts: Vec<&str> = keys.iter().map(|k| k.1).collect();
+    let earliest: Vec<DateTime<Utc>> = keys.iter().map(|k| k.2).collect();
+    let starts: Vec<DateTime<Utc>> = keys.iter().map(|k| k.3).collect();
     let (named_clusters, named_ids): (Vec<&str>, Vec<uuid::Uuid>) = named
         .iter()
         .filter_map(|((c, _), d)| Some((c.as_str(), d.failure?)))
         .unzip();
-    let (of_nodes, of_drains) = tokio::try_join!(
-        failure_stats::of_nodes(db, earliest, to, &clusters, &hosts),
+    let (candidates, of_drains) = tokio::try_join!(
+        failure_stats::latest_before(db, &clusters, &hosts, &earliest, &starts),
         failure_stats::by_ids(db, &named_clusters, &named_ids),
     )?;
     let mark = |f: &failure_stats::NodeFailure| NodeFailureMark {
@@ -169,11 +176,11 @@ pub async fn ledgers(
         },
     };
     let mut failures: HashMap<NodeKey, Vec<NodeFailureMark>> = HashMap::new();
-    for f in &of_nodes {
-        failures
-            .entry((f.cluster.clone(), f.root_node.clone()))
-            .or_default()
-            .push(mark(f));
+    for f in &candidates {
+        let of_node = failures.entry((f.cluster.clone(), f.root_node.clone())).or_default();
+        if !of_node.iter().any(|x| x.cause.failure_id == f.id) {
+            of_node.push(mark(f));
+        }
     }
     // A drain recorded with its failure takes that failure as its cause, and the failure counts
     // as one of the drained node's (for its incident) wherever its root node was.

@@ -1,5 +1,5 @@
 //! The node state ledger's sources beyond drains (`lifecycle::transitions`), the inventory
-//! (`nodes::service_periods`) and failures (`failure_stats::of_nodes`): the alerts that say a
+//! (`nodes::service_periods`) and failures (`failure_stats::latest_before`): the alerts that say a
 //! node is silent or degraded, and the GPU removals (failed, RMA) with the placement that refilled
 //! their slot.
 

@@ -158,6 +158,38 @@ pub async fn of_nodes(
     .await
 }
 
+/// For each (cluster, root node, earliest, at): the node's latest failure whose first signal is
+/// in [earliest, at], if any (a range of the root node's time index each; a join rather than a
+/// lateral subquery, which Citus cannot plan against a function's rows). Rows in the keys' order;
+/// a failure that is the latest for several keys comes once per key.
+pub async fn latest_before(
+    db: &PgPool,
+    clusters: &[&str],
+    hosts: &[&str],
+    earliest: &[DateTime<Utc>],
+    at: &[DateTime<Utc>],
+) -> Result<Vec<NodeFailure>, sqlx::Error> {
+    sqlx::query_as!(
+        NodeFailure,
+        r#"SELECT DISTINCT ON (k.n) f.cluster AS "cluster!", f.root_node AS "root_node!", f.id AS "id!",
+                  f.first_at AS "first_at!", f.effective_category AS "category!",
+                  f.effective_component AS "component!", f.root_kind AS "root_kind!", f.root_code, f.job_id,
+                  f.resolution
+           FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY
+                AS k(cluster, hostname, earliest, at, n)
+           JOIN failures_effective f
+             ON f.cluster = k.cluster AND f.root_node = k.hostname
+            AND f.first_at >= k.earliest AND f.first_at <= k.at
+           ORDER BY k.n, f.first_at DESC"#,
+        clusters as &[&str],
+        hosts as &[&str],
+        earliest,
+        at,
+    )
+    .fetch_all(db)
+    .await
+}
+
 /// The failures of the given (cluster, id)s (e.g. named by a drain), wherever their root node.
 pub async fn by_ids(db: &PgPool, clusters: &[&str], ids: &[Uuid]) -> Result<Vec<NodeFailure>, sqlx::Error> {
     sqlx::query_as!(
