@@ -310,12 +310,38 @@ fn shell_words(line: &str) -> Vec<String> {
     words
 }
 
+/// What `faultline serve --demo` prints up to its `curl` example (the demo loads first: at most
+/// 5 minutes), and the rest of its output, to keep open while the server runs (a closed pipe
+/// would fail its next line).
+pub async fn printed_until_curl(
+    stdout: tokio::process::ChildStdout,
+) -> (
+    Vec<String>,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let mut printed = Vec::new();
+    let read = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let done = line.trim_start().starts_with("curl ");
+            printed.push(line);
+            if done {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(300), read)
+        .await
+        .expect("serve --demo printed its curl example within 5 minutes");
+    (printed, lines)
+}
+
 /// `faultline serve --demo` on a fresh database and data directory, as a newcomer runs it: its
 /// output names a dashboard URL that carries the generated token, the Swagger UI, and a `curl`
 /// that answers with the demo's data when run as printed.
 #[tokio::test]
 async fn serve_demo_prints_where_to_go_and_every_address_works() {
-    use tokio::io::AsyncBufReadExt;
     let server_url = crate::helpers::test_server_url().await.unwrap();
     let database = crate::helpers::TestDatabase::create(&server_url).await;
     let data_dir = std::env::temp_dir().join(format!("faultline-demo-{}", database.name));
@@ -330,20 +356,7 @@ async fn serve_demo_prints_where_to_go_and_every_address_works() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut printed = Vec::new();
-    let read = async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            let done = line.trim_start().starts_with("curl ");
-            printed.push(line);
-            if done {
-                break;
-            }
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(300), read)
-        .await
-        .expect("serve --demo printed its curl example within 5 minutes");
+    let (printed, lines) = printed_until_curl(child.stdout.take().unwrap()).await;
     let text = printed.join("\n");
     let token = std::fs::read_to_string(data_dir.join("admin-token")).unwrap();
     let token = token.trim();

@@ -121,7 +121,6 @@ fn write_host_journal(dir: &Path) {
 
 #[tokio::test]
 async fn the_getting_started_walkthrough_runs_as_written() {
-    use tokio::io::AsyncBufReadExt;
     for tool in ["curl", "jq", "bash"] {
         assert!(
             std::process::Command::new(tool)
@@ -193,20 +192,7 @@ async fn the_getting_started_walkthrough_runs_as_written() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
-    let mut printed = Vec::new();
-    let read = async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            let done = line.trim_start().starts_with("curl ");
-            printed.push(line);
-            if done {
-                break;
-            }
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(300), read)
-        .await
-        .expect("serve --demo printed its example within 5 minutes");
+    let (printed, lines) = crate::demo::printed_until_curl(server.stdout.take().unwrap()).await;
     let text = printed.join("\n");
     let base = printed
         .iter()

@@ -890,22 +890,6 @@ async fn survival_reads_any_ages_by_first_or_final_failure() {
     let (status, body) = post(&app, ADMIN_TOKEN, "/v1/gpus/history", &import).await;
     assert_eq!(status, 200, "{body}");
     let read = |life: &str| format!("/v1/analytics/survival?by=all&to=2026-01-01T00:00:00Z&at=90d,0.5y,1y{life}");
-    let steps = |g: &Value| -> Vec<(f64, u64, u64, u64, f64)> {
-        g["curve"]["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|st| {
-                (
-                    st["time"].as_f64().unwrap(),
-                    st["at_risk"].as_u64().unwrap(),
-                    st["events"].as_u64().unwrap(),
-                    st["censored"].as_u64().unwrap(),
-                    st["survival"].as_f64().unwrap(),
-                )
-            })
-            .collect()
-    };
     let at = |g: &Value| -> Vec<(String, f64, Value, u64)> {
         g["at_ages"]
             .as_array()
@@ -929,7 +913,7 @@ async fn survival_reads_any_ages_by_first_or_final_failure() {
     assert_eq!(s["life"], "first_failure");
     let g = &s["groups"][0];
     assert_eq!(
-        steps(g),
+        km_steps(g),
         [
             (50.0, 4, 1, 0, 0.75),
             (100.0, 3, 1, 0, 0.5),
@@ -956,7 +940,7 @@ async fn survival_reads_any_ages_by_first_or_final_failure() {
     assert_eq!(s["life"], "final_failure");
     let g = &s["groups"][0];
     assert_eq!(
-        steps(g),
+        km_steps(g),
         [
             (130.0, 4, 1, 0, 0.75),
             (200.0, 3, 1, 0, 0.5),
@@ -1054,33 +1038,17 @@ async fn survival_and_afr_by_rack_count_each_placement_where_it_happened() {
         .await;
     assert_eq!(status, 200, "{s}");
     assert_eq!(s["by"], "rack");
-    let steps = |g: &Value| -> Vec<(f64, u64, u64, u64, f64)> {
-        g["curve"]["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|st| {
-                (
-                    st["time"].as_f64().unwrap(),
-                    st["at_risk"].as_u64().unwrap(),
-                    st["events"].as_u64().unwrap(),
-                    st["censored"].as_u64().unwrap(),
-                    st["survival"].as_f64().unwrap(),
-                )
-            })
-            .collect()
-    };
     let (a, b) = (&s["groups"][0], &s["groups"][1]);
     assert_eq!((a["group"].as_str(), b["group"].as_str()), (Some("A"), Some("B")));
     // A: M1 (0, 100] censored by its move, M3 (0, 365]: no event.
     assert_eq!((a["parts"].as_u64(), a["events"].as_u64()), (Some(2), Some(0)));
-    assert_eq!(steps(a), [(100.0, 2, 0, 1, 1.0), (365.0, 1, 0, 1, 1.0)]);
+    assert_eq!(km_steps(a), [(100.0, 2, 0, 1, 1.0), (365.0, 1, 0, 1, 1.0)]);
     // B: M2 (0, 60] event, M1 (100, 150] event, M4 (0, 365]. At 60: M2 and M4 at risk (M1 not yet
     // in B): S = 1/2. At 100 M1 enters (a step with nobody leaving, M4 alone at risk just then);
     // at 150: M1 and M4: S = 1/2 x 1/2 = 1/4.
     assert_eq!((b["parts"].as_u64(), b["events"].as_u64()), (Some(3), Some(2)));
     assert_eq!(
-        steps(b),
+        km_steps(b),
         [
             (60.0, 2, 1, 0, 0.5),
             (100.0, 1, 0, 0, 0.5),
@@ -1146,4 +1114,22 @@ async fn survival_and_afr_by_rack_count_each_placement_where_it_happened() {
     assert_eq!(slots, [("0", 2, 0), ("1", 1, 1), ("2", 1, 1), ("3", 1, 0)]);
     let (status, e) = app.get(ADMIN_TOKEN, "/v1/analytics/survival?by=shelf").await;
     assert_eq!(status, 400, "{e}");
+}
+
+/// A survival group's curve as (time, at risk, events, censored, survival) per step.
+fn km_steps(g: &Value) -> Vec<(f64, u64, u64, u64, f64)> {
+    g["curve"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| {
+            (
+                st["time"].as_f64().unwrap(),
+                st["at_risk"].as_u64().unwrap(),
+                st["events"].as_u64().unwrap(),
+                st["censored"].as_u64().unwrap(),
+                st["survival"].as_f64().unwrap(),
+            )
+        })
+        .collect()
 }
