@@ -88,6 +88,11 @@ pub struct SoakArgs {
         default_value = "/lib/systemd/systemd-journal-remote"
     )]
     pub journal_remote: PathBuf,
+    /// The agents' storm window in seconds (their --compact-window): repeats are sent when a window
+    /// closes, so the end of a round waits for the last one; shorter than the agent's default (60)
+    /// to keep a round short.
+    #[arg(long, env = "FAULTLINE_SOAK_COMPACT_WINDOW", default_value_t = 10.0)]
+    pub compact_window: f64,
     /// Where each round keeps its processes' files (logs, journals, spools), removed when it passes
     /// [default: the temp directory].
     #[arg(long, env = "FAULTLINE_SOAK_WORK_DIR")]

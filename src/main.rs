@@ -355,6 +355,7 @@ async fn soak(args: faultline::cli::SoakArgs) -> anyhow::Result<()> {
             agent,
             journalctl: args.journalctl,
             journal_remote: args.journal_remote,
+            compact_window: args.compact_window,
         },
         work_dir: args.work_dir,
     };

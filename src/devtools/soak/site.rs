@@ -30,6 +30,9 @@ pub struct Tools {
     pub agent: PathBuf,
     pub journalctl: String,
     pub journal_remote: PathBuf,
+    /// The agents' storm window in seconds (`--compact-window`): the final drain waits for the
+    /// last window to close.
+    pub compact_window: f64,
 }
 
 /// What the runner saw besides the answers it checks.
@@ -288,6 +291,7 @@ impl<'a> Site<'a> {
             .arg("--nvidia-smi")
             .arg(node.dir.join("nvidia-smi"))
             .args(["--gpu-interval", "20", "--sel-interval", "0", "--max-backoff", "1"])
+            .args(["--compact-window", &self.tools.compact_window.to_string()])
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
             .spawn()
@@ -458,7 +462,8 @@ impl<'a> Site<'a> {
             .unwrap_or(Value::Null)
     }
 
-    /// Waits until the nodes' agents have read every line written and their spools are empty.
+    /// Waits until the nodes' agents have read every line written, closed their storm windows and
+    /// emptied their spools.
     pub async fn wait_drained(&self, nodes: &[usize], limit: Duration) -> anyhow::Result<()> {
         let started = Instant::now();
         loop {
@@ -470,9 +475,11 @@ impl<'a> Site<'a> {
                 let s = self.agent_status(n).await;
                 let read = s["counters"]["kmsg_records"].as_u64().unwrap_or(0);
                 let spooled = s["spool_records"].as_u64().unwrap_or(u64::MAX);
-                if read < self.nodes[n].written || spooled > 0 {
+                // Repeats held in an open storm window are sent when it closes.
+                let open = s["open_runs"].as_u64().unwrap_or(u64::MAX);
+                if read < self.nodes[n].written || spooled > 0 || open > 0 {
                     pending.push(format!(
-                        "{}: {read} of {} records read, {spooled} signals spooled",
+                        "{}: {read} of {} records read, {spooled} signals spooled, {open} storm windows open",
                         self.nodes[n].name, self.nodes[n].written
                     ));
                 }
