@@ -142,3 +142,37 @@ async fn the_journal_gives_the_kernel_lines_once_and_a_restart_goes_on_after_its
     assert_eq!(s["position"]["boot_id"], NEW_BOOT);
     assert_eq!(s["counters"]["sent_duplicates"], 0, "{s}");
 }
+
+/// An agent that read nothing of a boot (journald had none of its kernel lines yet when the agent
+/// read), then a reboot: the lines that boot logged later arrive, as that boot's. The agent records
+/// the boot it reads before its first record, so it finishes that boot from its first record.
+#[tokio::test]
+async fn a_boot_the_agent_read_nothing_of_is_finished_after_a_reboot() {
+    assert!(
+        journal_remote().is_some() && journalctl_available("journalctl"),
+        "needs journalctl and systemd-journal-remote (Debian packages systemd, systemd-journal-remote)"
+    );
+    let app = spawn_app().await;
+    let node = Node::new(&app, &app.address).await;
+    std::fs::write(node.dir.join("boot_id"), format!("{BOOT}\n")).unwrap();
+    let journal = node.dir.join("journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    let file = journal.join("kernel.journal");
+    write_journal(&file, &[xid(OTHER_BOOT, 10, 0x1b)]).unwrap();
+    let args = ["--journal", "--journal-directory", journal.to_str().unwrap()];
+    node.oneshot(&args).await;
+    assert_eq!(node.status()["counters"]["kmsg_records"], 0);
+
+    // The boot's XID reaches the journal after the agent read it; the node reboots.
+    write_journal(&file, &[xid(BOOT, 20, 0x3b), xid(NEW_BOOT, 5, 0x5d)]).unwrap();
+    std::fs::write(node.dir.join("boot_id"), format!("{NEW_BOOT}\n")).unwrap();
+    node.oneshot(&args).await;
+    wait_count(&app, SIGNAL_IDS, 2, &node).await;
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE attributes->>'boot_id' = '7c3f4a5e-1b2d-4c6e-8f90-a1b2c3d4e5f6' AND attributes->>'pci_bus_id' = '0000:3b:00.0'")
+            .await,
+        1,
+        "the first boot's XID"
+    );
+    assert_eq!(node.status()["counters"]["kmsg_records"], 2);
+}
