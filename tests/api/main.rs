@@ -52,4 +52,5 @@ mod shutdown;
 mod simulation;
 mod slurm;
 mod slurm_harness;
+mod soak;
 mod storage;

@@ -506,7 +506,7 @@ impl<'a> Site<'a> {
             .flat_map(|n| {
                 let log = std::fs::read_to_string(n.dir.join("agent.log")).unwrap_or_default();
                 log.lines()
-                    .filter(|l| l.contains("failed (5"))
+                    .filter(|l| l.contains("failed (5") || l.contains("GPU set: 5"))
                     .map(|l| format!("{}: {l}", n.name))
                     .collect::<Vec<_>>()
             })
