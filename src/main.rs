@@ -343,7 +343,8 @@ async fn soak(args: faultline::cli::SoakArgs) -> anyhow::Result<()> {
         "{} is missing: build it (cargo build -p faultline-agent) or name it with --agent",
         agent.display()
     );
-    let server = faultline::db::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir).await?;
+    let server =
+        faultline::db::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir).await?;
     let opts = soak::SoakOptions {
         server_url: server.url().to_string(),
         db_name: args.db_name,
@@ -369,7 +370,11 @@ async fn soak(args: faultline::cli::SoakArgs) -> anyhow::Result<()> {
         rounds.first().map_or(0, |r| r.seed),
         rounds.last().map_or(0, |r| r.seed),
         rounds.iter().map(|r| r.seconds).sum::<f64>(),
-        if failed.is_empty() { "all passed".to_string() } else { format!("seed {:?} found differences", failed) }
+        if failed.is_empty() {
+            "all passed".to_string()
+        } else {
+            format!("seed {:?} found differences", failed)
+        }
     );
     if !failed.is_empty() {
         std::process::exit(1);

@@ -5,7 +5,7 @@
 //! boot's; after a reboot, the lines the previous boot logged after the cursor arrive too.
 
 #[path = "../../crates/faultline-agent/tests/support/journal_builder.rs"]
-mod journal_builder;
+pub(crate) mod journal_builder;
 
 use journal_builder::{JournalEntry, journal_remote, journalctl_available, write_journal};
 

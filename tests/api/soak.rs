@@ -3,13 +3,10 @@
 //! every answer compared with the model (src/devtools/soak/). A difference fails the test with the
 //! soak's report: the seed, the first differing object and the steps that led to it.
 
-#[path = "../../crates/faultline-agent/tests/support/journal_builder.rs"]
-mod journal_builder;
-
 use std::path::Path;
 use std::time::Instant;
 
-use journal_builder::{journal_remote, journalctl_available};
+use crate::agent_journal::journal_builder::{journal_remote, journalctl_available};
 
 /// Seeds run in CI; `faultline soak --seed N --minutes M` runs others.
 const SEEDS: [u64; 3] = [1, 2, 3];
@@ -43,13 +40,24 @@ async fn three_seeded_sites_answer_as_the_model_says() {
             .arg(&agent)
             .arg("--journal-remote")
             .arg(remote.as_ref().unwrap())
-            .env("DATABASE_URL", faultline::db::database::with_database(&server_url, "postgres"))
+            .env(
+                "DATABASE_URL",
+                faultline::db::database::with_database(&server_url, "postgres"),
+            )
             .kill_on_drop(true)
             .output()
             .await
             .unwrap();
         let report = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "seed {seed}:\n{report}\n{}", String::from_utf8_lossy(&out.stdout));
-        eprintln!("seed {seed}: {:.1} s: {}", started.elapsed().as_secs_f64(), report.trim());
+        assert!(
+            out.status.success(),
+            "seed {seed}:\n{report}\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        eprintln!(
+            "seed {seed}: {:.1} s: {}",
+            started.elapsed().as_secs_f64(),
+            report.trim()
+        );
     }
 }

@@ -71,18 +71,33 @@ pub async fn read(client: &Client, sc: &Scenario, origin: DateTime<Utc>) -> anyh
                 None,
             )
             .await?;
-        placements.insert(spec.name.clone(), p["placements"].as_array().cloned().unwrap_or_default());
+        placements.insert(
+            spec.name.clone(),
+            p["placements"].as_array().cloned().unwrap_or_default(),
+        );
         let (s, _) = client
             .send_json(
                 reqwest::Method::GET,
-                &format!("/v1/nodes/{CLUSTER}/{}/state?from={}&to={}", spec.name, enc(&from), enc(&to)),
+                &format!(
+                    "/v1/nodes/{CLUSTER}/{}/state?from={}&to={}",
+                    spec.name,
+                    enc(&from),
+                    enc(&to)
+                ),
                 None,
             )
             .await?;
-        transitions.insert(spec.name.clone(), s["transitions"].as_array().cloned().unwrap_or_default());
+        transitions.insert(
+            spec.name.clone(),
+            s["transitions"].as_array().cloned().unwrap_or_default(),
+        );
     }
     let (n, _) = client
-        .send_json(reqwest::Method::GET, &format!("/v1/nodes?cluster={CLUSTER}&limit=100"), None)
+        .send_json(
+            reqwest::Method::GET,
+            &format!("/v1/nodes?cluster={CLUSTER}&limit=100"),
+            None,
+        )
         .await?;
     Ok(Found {
         failures,
@@ -298,7 +313,9 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
                     .join("; ")
             };
             let incident = sc.steps.iter().find_map(|s| match &s.action {
-                Action::Reboot { node: n, swap: Some(_), .. } if &sc.site.nodes[*n].name == node => s.incident,
+                Action::Reboot {
+                    node: n, swap: Some(_), ..
+                } if &sc.site.nodes[*n].name == node => s.incident,
                 _ => None,
             });
             out.push(Difference {
@@ -349,7 +366,12 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
     let retired: BTreeSet<(String, Option<i64>)> = found
         .nodes
         .iter()
-        .map(|n| (n["hostname"].as_str().unwrap_or_default().to_string(), off(&n["retired_at"])))
+        .map(|n| {
+            (
+                n["hostname"].as_str().unwrap_or_default().to_string(),
+                off(&n["retired_at"]),
+            )
+        })
         .collect();
     let want: BTreeSet<(String, Option<i64>)> = sc
         .site

@@ -72,10 +72,11 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
     let db = format!("{}_{seed}", opts.db_name);
     crate::devtools::bench::recreate_database(&opts.server_url, &db).await?;
     let database_url = crate::db::database::with_database(&opts.server_url, &db);
-    let work = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir).join(format!(
-        "faultline-soak-{}-{seed}",
-        std::process::id()
-    ));
+    let work = opts
+        .work_dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!("faultline-soak-{}-{seed}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
 
     let mut site = site::Site::start(&sc, &opts.tools, origin, &work, &database_url)
@@ -137,8 +138,7 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
 
 async fn drop_database(server_url: &str, db: &str) -> anyhow::Result<()> {
     use sqlx::Connection;
-    let mut conn =
-        sqlx::PgConnection::connect(&crate::db::database::with_database(server_url, "postgres")).await?;
+    let mut conn = sqlx::PgConnection::connect(&crate::db::database::with_database(server_url, "postgres")).await?;
     let sql = format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)");
     sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await?;
     Ok(())

@@ -208,11 +208,7 @@ pub fn expected(sc: &Scenario) -> Expected {
         list.sort();
     }
     let board_at = |n: usize, s: usize, t: i64| -> String {
-        let v = versions[n][s]
-            .iter()
-            .filter(|(from, _)| *from <= t)
-            .next_back()
-            .map_or(0, |x| x.1);
+        let v = versions[n][s].iter().rfind(|(from, _)| *from <= t).map_or(0, |x| x.1);
         site.board(n, s, v).serial
     };
 
@@ -354,7 +350,10 @@ mod tests {
             for inc in sc.incidents.iter().enumerate().filter(|(_, i)| i.kind == "board_swap") {
                 let fs: Vec<_> = e.failures.iter().filter(|f| f.incident == Some(inc.0)).collect();
                 assert_eq!(fs.len(), 2);
-                assert_ne!(fs[0].root_part, fs[1].root_part, "the new board is blamed after the reboot");
+                assert_ne!(
+                    fs[0].root_part, fs[1].root_part,
+                    "the new board is blamed after the reboot"
+                );
             }
         }
     }
@@ -364,7 +363,12 @@ mod tests {
     fn a_storm_and_another_gpu_stay_two_signals() {
         let sc = scenario(5, 0);
         let e = expected(&sc);
-        let (i, _) = sc.incidents.iter().enumerate().find(|(_, i)| i.kind == "ecc_storm").unwrap();
+        let (i, _) = sc
+            .incidents
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.kind == "ecc_storm")
+            .unwrap();
         let f = e.failures.iter().find(|f| f.incident == Some(i)).unwrap();
         assert_eq!(f.signals.len(), 2, "{f:?}");
         assert!(f.signals.iter().any(|s| s.repeats >= 50), "{f:?}");

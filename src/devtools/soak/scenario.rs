@@ -95,10 +95,7 @@ impl Site {
             .collect();
         (0..g.gpus)
             .map(|i| {
-                let bus = recorded
-                    .get(i)
-                    .cloned()
-                    .unwrap_or_else(|| shifted_bus(&recorded[0], i));
+                let bus = recorded.get(i).cloned().unwrap_or_else(|| shifted_bus(&recorded[0], i));
                 Slot {
                     index: i,
                     bus: normalise_bus(&bus),
@@ -129,7 +126,10 @@ impl Site {
         let start = g.report.find("<gpu id=").expect("a <gpu> element");
         let end = g.report.rfind("</nvidia_smi_log>").expect("the closing tag");
         let mut out = g.report[..start].replace(
-            &format!("<attached_gpus>{}</attached_gpus>", tag(g.report, "attached_gpus").unwrap_or_default()),
+            &format!(
+                "<attached_gpus>{}</attached_gpus>",
+                tag(g.report, "attached_gpus").unwrap_or_default()
+            ),
             &format!("<attached_gpus>{}</attached_gpus>", g.gpus),
         );
         for (i, v) in versions.iter().enumerate() {
@@ -137,7 +137,11 @@ impl Site {
             let mut block = recorded.to_string();
             let b = self.board(node, i, *v);
             if let Some(s) = tag(recorded, "serial") {
-                block = block.replacen(&format!("<serial>{s}</serial>"), &format!("<serial>{}</serial>", b.serial), 1);
+                block = block.replacen(
+                    &format!("<serial>{s}</serial>"),
+                    &format!("<serial>{}</serial>", b.serial),
+                    1,
+                );
             }
             if let Some(u) = tag(recorded, "uuid") {
                 block = block.replacen(&format!("<uuid>{u}</uuid>"), &format!("<uuid>{}</uuid>", b.uuid), 1);
@@ -210,7 +214,11 @@ pub fn normalise_bus_lenient(bus: &str) -> String {
         [b, f] => ("0000", *b, *f),
         _ => return bus.to_ascii_lowercase(),
     };
-    let devfn = if devfn.contains('.') { devfn.to_string() } else { format!("{devfn}.0") };
+    let devfn = if devfn.contains('.') {
+        devfn.to_string()
+    } else {
+        format!("{devfn}.0")
+    };
     normalise_bus(&format!("{domain}:{b}:{devfn}"))
 }
 
@@ -489,13 +497,19 @@ impl Builder<'_> {
                     reason: "XID 79: GPU fell off the bus".into(),
                 });
                 (
-                    format!("{} GPU {slot} falls off the bus (XID 79 x{repeats}), node drained", self.name(node)),
+                    format!(
+                        "{} GPU {slot} falls off the bus (XID 79 x{repeats}), node drained",
+                        self.name(node)
+                    ),
                     last,
                 )
             }
             "board_swap" => {
                 let line = self.xid_line(node, slot, 79, t);
-                self.push(Action::Kernel { node, lines: vec![line] });
+                self.push(Action::Kernel {
+                    node,
+                    lines: vec![line],
+                });
                 self.push(Action::Drain {
                     node,
                     at: t + MINUTE,
@@ -514,8 +528,14 @@ impl Builder<'_> {
                 // its own part's.
                 let after = up + 12 * MINUTE + self.rng.range(0, 5 * MINUTE);
                 let line = self.xid_line(node, slot, 48, after);
-                self.push(Action::Kernel { node, lines: vec![line] });
-                self.push(Action::Return { node, at: up + 2 * MINUTE });
+                self.push(Action::Kernel {
+                    node,
+                    lines: vec![line],
+                });
+                self.push(Action::Return {
+                    node,
+                    at: up + 2 * MINUTE,
+                });
                 (
                     format!(
                         "{} GPU {slot} falls off the bus (XID 79), drained, board replaced across a reboot at +{}, then XID 48 on the new board at +{}",
@@ -555,7 +575,10 @@ impl Builder<'_> {
                     .collect();
                 let last = lines.last().map_or(t, |l| l.at);
                 self.push(Action::Kernel { node, lines });
-                (format!("{} GPU {slot}: NVLink error (XID 74 x{repeats})", self.name(node)), last)
+                (
+                    format!("{} GPU {slot}: NVLink error (XID 74 x{repeats})", self.name(node)),
+                    last,
+                )
             }
             "nccl_cascade" => {
                 let mut nodes: Vec<usize> = (0..NODES).collect();
@@ -595,7 +618,11 @@ impl Builder<'_> {
                 let summary = format!(
                     "job {} on {}: {} GPU {fslot} XID {code}, NCCL timeouts on the {} other nodes",
                     job.id,
-                    nodes.iter().map(|&n| self.name(n).to_string()).collect::<Vec<_>>().join(","),
+                    nodes
+                        .iter()
+                        .map(|&n| self.name(n).to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
                     self.name(faulty),
                     nodes.len() - 1
                 );
@@ -621,7 +648,10 @@ impl Builder<'_> {
 pub fn boot_lines(site: &Site, node: usize, boot_start: i64) -> Vec<KernelLine> {
     let mut out = Vec::new();
     let mut msg = String::new();
-    let _ = write!(msg, "Linux version 6.8.0-49-generic (buildd@lcy02-amd64-103) #49-Ubuntu SMP");
+    let _ = write!(
+        msg,
+        "Linux version 6.8.0-49-generic (buildd@lcy02-amd64-103) #49-Ubuntu SMP"
+    );
     out.push(KernelLine {
         at: boot_start + SECOND / 10,
         priority: 5,

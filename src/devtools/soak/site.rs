@@ -126,8 +126,11 @@ impl<'a> Site<'a> {
             max_backoff: Duration::from_secs(1),
         };
         for s in &site.servers {
-            site.clients
-                .push(Client::with_retry(&format!("http://127.0.0.1:{}", s.port), &admin, policy)?);
+            site.clients.push(Client::with_retry(
+                &format!("http://127.0.0.1:{}", s.port),
+                &admin,
+                policy,
+            )?);
         }
         let (token, _) = site.clients[0]
             .send_json(
@@ -325,7 +328,10 @@ impl<'a> Site<'a> {
             ));
         }
         let mut child = Command::new(&self.tools.journal_remote)
-            .arg(format!("--output={}", node.dir.join("journal").join("kernel.journal").display()))
+            .arg(format!(
+                "--output={}",
+                node.dir.join("journal").join("kernel.journal").display()
+            ))
             .arg("-")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -429,7 +435,9 @@ impl<'a> Site<'a> {
                     let _ = c.kill();
                     let _ = c.wait();
                 }
-                self.observed.faults.push(format!("step {i}: server {s} SIGKILLed and restarted"));
+                self.observed
+                    .faults
+                    .push(format!("step {i}: server {s} SIGKILLed and restarted"));
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 self.start_server(s)?;
                 self.wait_healthy(s).await?;
@@ -440,9 +448,10 @@ impl<'a> Site<'a> {
                     return Ok(());
                 }
                 self.kill_agent(n);
-                self.observed
-                    .faults
-                    .push(format!("step {i}: agent of {} SIGKILLed and restarted", self.nodes[n].name));
+                self.observed.faults.push(format!(
+                    "step {i}: agent of {} SIGKILLed and restarted",
+                    self.nodes[n].name
+                ));
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 self.start_agent(n)?;
             }
