@@ -460,11 +460,11 @@ fn step_line(sc: &Scenario, a: &Action) -> String {
             lines.first().map(|l| l.message.as_str()).unwrap_or_default()
         ),
         Action::Job(j) => format!(
-            "job {} on {:?} +{}..+{}",
+            "job {} on {:?} +{}..{}",
             j.id,
             j.nodes.iter().map(name).collect::<Vec<_>>(),
             minutes(j.start),
-            minutes(j.end)
+            j.end.map_or("(running)".to_string(), |e| format!("+{}", minutes(e)))
         ),
         Action::Nccl { job, timeouts } => format!(
             "job {job}: NCCL timeouts on {:?}",

@@ -142,7 +142,11 @@ pub fn expected(sc: &Scenario) -> Expected {
                     }
                 }
             }
-            Action::Job(j) => jobs.push(j.clone()),
+            // A job sent again replaces its record.
+            Action::Job(j) => {
+                jobs.retain(|k: &super::scenario::Job| k.id != j.id);
+                jobs.push(j.clone());
+            }
             Action::Nccl { job, timeouts } => {
                 for t in timeouts {
                     occurrences.push(Occurrence {
@@ -217,7 +221,7 @@ pub fn expected(sc: &Scenario) -> Expected {
     for o in occurrences.iter_mut().filter(|o| o.job.is_none()) {
         o.job = jobs
             .iter()
-            .filter(|j| j.nodes.contains(&o.node) && j.start <= o.at && o.at <= j.end)
+            .filter(|j| j.nodes.contains(&o.node) && j.start <= o.at && j.end.is_none_or(|end| o.at <= end))
             .max_by(|a, b| a.start.cmp(&b.start).then(b.id.cmp(&a.id)))
             .map(|j| j.id.clone());
     }

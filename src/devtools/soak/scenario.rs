@@ -258,7 +258,8 @@ pub struct Job {
     pub id: String,
     pub nodes: Vec<usize>,
     pub start: i64,
-    pub end: i64,
+    /// None while it runs.
+    pub end: Option<i64>,
 }
 
 /// One step of the timeline, done in order by the runner.
@@ -515,7 +516,9 @@ impl Builder<'_> {
                     at: t + MINUTE,
                     reason: "XID 79, board replaced".into(),
                 });
-                let (down, up) = (t + 5 * MINUTE, t + 8 * MINUTE);
+                // Down after the fold window: the new board's first line, logged as it boots, is a
+                // failure of its own.
+                let (down, up) = (t + 11 * MINUTE, t + 14 * MINUTE);
                 self.push(Action::Reboot {
                     node,
                     down,
@@ -524,9 +527,8 @@ impl Builder<'_> {
                 });
                 self.boots[node] += 1;
                 self.versions[node][slot] += 1;
-                // The new board logs a double-bit error after the fold window: its own failure, and
-                // its own part's.
-                let after = up + 12 * MINUTE + self.rng.range(0, 5 * MINUTE);
+                // The new board logs a double-bit error, as it boots or minutes later: its own part's.
+                let after = up + self.rng.range(20 * SECOND, 5 * MINUTE);
                 let line = self.xid_line(node, slot, 48, after);
                 self.push(Action::Kernel {
                     node,
@@ -592,7 +594,7 @@ impl Builder<'_> {
                     id: format!("{}{:02}", 700_000 + self.site.seed % 100_000, self.jobs),
                     nodes: nodes.clone(),
                     start: t - 5 * MINUTE,
-                    end: t + 3 * MINUTE,
+                    end: Some(t + 3 * MINUTE),
                 };
                 let code = if self.rng.chance(0.5) { 79 } else { 74 };
                 let line = self.xid_line(faulty, fslot, code, t);
@@ -626,7 +628,15 @@ impl Builder<'_> {
                     self.name(faulty),
                     nodes.len() - 1
                 );
-                self.push(Action::Job(job.clone()));
+                // The scheduler reports the job as it starts and again when it ends, or (a sync that
+                // lags) only once it ended, after its signals arrived.
+                let prompt = self.rng.chance(0.5);
+                if prompt {
+                    self.push(Action::Job(Job {
+                        end: None,
+                        ..job.clone()
+                    }));
+                }
                 self.push(Action::Kernel {
                     node: faulty,
                     lines: vec![line],
@@ -635,6 +645,15 @@ impl Builder<'_> {
                     job: job.id.clone(),
                     timeouts,
                 });
+                self.push(Action::Job(job.clone()));
+                let summary = format!(
+                    "{summary}; the job recorded {}",
+                    if prompt {
+                        "as it started and when it ended"
+                    } else {
+                        "only after its signals"
+                    }
+                );
                 (summary, last)
             }
             other => unreachable!("incident kind {other}"),

@@ -380,9 +380,13 @@ impl<'a> Site<'a> {
             Action::Job(j) => {
                 let gpus: usize = j.nodes.iter().map(|&n| sc.site.generation(n).gpus).sum();
                 let nodes: Vec<&str> = j.nodes.iter().map(|&n| sc.site.nodes[n].name.as_str()).collect();
-                let job = json!({"id": j.id, "cluster": CLUSTER, "gpus": gpus, "nodes": nodes,
-                                 "start": self.rfc3339(j.start), "end": self.rfc3339(j.end), "state": "failed",
-                                 "scheduler_state": "NODE_FAIL"});
+                let job = match j.end {
+                    None => json!({"id": j.id, "cluster": CLUSTER, "gpus": gpus, "nodes": nodes,
+                                   "start": self.rfc3339(j.start), "state": "running"}),
+                    Some(end) => json!({"id": j.id, "cluster": CLUSTER, "gpus": gpus, "nodes": nodes,
+                                        "start": self.rfc3339(j.start), "end": self.rfc3339(end), "state": "failed",
+                                        "scheduler_state": "NODE_FAIL"}),
+                };
                 self.send(server, reqwest::Method::PUT, "/v1/jobs", json!({"jobs": [job]}))
                     .await;
             }
