@@ -176,3 +176,91 @@ async fn a_boot_the_agent_read_nothing_of_is_finished_after_a_reboot() {
     );
     assert_eq!(node.status()["counters"]["kmsg_records"], 2);
 }
+
+/// A crash after a line's signal was spooled and before the position moved past it, then a
+/// reboot: the new boot reads the line again from the journal, and sends it as the first reading
+/// did, attributed to the board the boot had (same identity, same id): a duplicate to the server,
+/// not a second signal.
+#[tokio::test]
+async fn a_line_read_again_after_a_crash_and_a_reboot_is_a_duplicate() {
+    assert!(
+        journal_remote().is_some() && journalctl_available("journalctl"),
+        "needs journalctl and systemd-journal-remote (Debian packages systemd, systemd-journal-remote)"
+    );
+    const P100: &str = include_str!("../fixtures/nvidia-smi/p100-two-gpus.xml");
+    let app = spawn_app().await;
+    let node = Node::new(&app, &app.address).await;
+    std::fs::write(node.dir.join("boot_id"), format!("{BOOT}\n")).unwrap();
+    let report = node.dir.join("report.xml");
+    std::fs::write(&report, P100).unwrap();
+    let fake = node.fake_tool("nvidia-smi", "-q -x", &report);
+    let journal = node.dir.join("journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    let file = journal.join("kernel.journal");
+    let args = [
+        "--journal",
+        "--journal-directory",
+        journal.to_str().unwrap(),
+        "--gpu-interval",
+        "300",
+        "--nvidia-smi",
+        fake.to_str().unwrap(),
+    ];
+    write_journal(
+        &file,
+        &[JournalEntry::kernel(
+            BOOT,
+            1_764_700_001_000_000,
+            1_000_000,
+            6,
+            "Linux version 6.8.0",
+        )],
+    )
+    .unwrap();
+    node.oneshot(&args).await;
+    let position = node.dir.join("state").join("position.json");
+    let before_the_line = std::fs::read(&position).unwrap();
+
+    // The GPU on bus 04:00 (index 0, serial 0320717030197) falls off the bus; its line is sent.
+    write_journal(&file, &[xid(BOOT, 30, 0x04)]).unwrap();
+    node.oneshot(&args).await;
+    wait_count(&app, SIGNAL_IDS, 1, &node).await;
+    // A crash after the spool, before the position: the position is the one before the line. The
+    // board is replaced and the node boots.
+    std::fs::write(&position, before_the_line).unwrap();
+    std::fs::write(
+        &report,
+        P100.replacen("0320717030197", "0321017041822", 1).replacen(
+            "GPU-28604e81-21ec-cc48-6759-bf2648b22e16",
+            "GPU-9a1c3e55-0b7d-4f2e-8c61-d2a7b90e4f13",
+            1,
+        ),
+    )
+    .unwrap();
+    write_journal(
+        &file,
+        &[JournalEntry::kernel(
+            NEW_BOOT,
+            1_764_703_601_000_000,
+            1_000_000,
+            6,
+            "Linux version 6.8.0",
+        )],
+    )
+    .unwrap();
+    std::fs::write(node.dir.join("boot_id"), format!("{NEW_BOOT}\n")).unwrap();
+    node.oneshot(&args).await;
+    node.wait_status("the line sent again", |s| {
+        s["counters"]["sent_duplicates"].as_u64() == Some(1) && s["spool_records"].as_u64() == Some(0)
+    })
+    .await;
+    assert_eq!(app.count("SELECT count(*) FROM events WHERE code = 79").await, 1);
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM events WHERE code = 79 AND attributes->>'serial' = '0320717030197' AND gpu_index = 0"
+        )
+        .await,
+        1,
+        "the board of the boot the line was logged in"
+    );
+}

@@ -722,6 +722,9 @@ fn finish_previous_boot(ctx: &ReaderContext) -> Result<(), String> {
     };
     let mut compactor = storm::Compactor::new(ctx.node.clone(), prev.boot_id.clone(), ctx.compact_window);
     compactor.restore(prev.runs.clone());
+    // Attributed with that boot's boards, as its reader did: a line read again after a crash gets
+    // the same identity and id, a duplicate to the server.
+    let gpus = gpu::GpusByBus::load(&ctx.paths, &prev.boot_id);
     let mut out = Vec::new();
     let mut read = 0;
     // With no cursor, the agent read nothing of that boot (killed before its first record, or its
@@ -750,6 +753,7 @@ fn finish_previous_boot(ctx: &ReaderContext) -> Result<(), String> {
                             signals::kmsg_event(&ctx.node, &prev.boot_id, boot_time, &record, now)
                         {
                             signals::from_journal(&mut event, &ctx.node, &prev.boot_id, &cursor);
+                            gpus.attribute(&mut event);
                             out.extend(compactor.push(record.ts_us, (sev, event), now.timestamp_millis()));
                         }
                     }
