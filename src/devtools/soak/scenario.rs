@@ -340,7 +340,14 @@ pub fn minutes(t: i64) -> String {
 }
 
 /// The kinds of incident, each at most once in every run of `KINDS` (then the extras drawn).
-const KINDS: [&str; 5] = ["fall_off_bus", "board_swap", "ecc_storm", "nvlink", "nccl_cascade"];
+const KINDS: [&str; 6] = [
+    "fall_off_bus",
+    "board_swap",
+    "ecc_storm",
+    "nvlink",
+    "nccl_cascade",
+    "window_edges",
+];
 
 /// The scenario of `seed`: every kind of incident once, `extra` more drawn among them, in a
 /// shuffled order, then a node retired. Incidents are 25 to 40 minutes apart (more than the fold
@@ -655,6 +662,27 @@ impl Builder<'_> {
                     }
                 );
                 (summary, last)
+            }
+            "window_edges" => {
+                // Two lines exactly the burst gap apart (one signal counting two), then one the fold
+                // window after the second, or a second later (one failure, or two).
+                let code = if self.rng.chance(0.5) { 74 } else { 48 };
+                let beyond = self.rng.chance(0.5);
+                let third = t + 60 * SECOND + 10 * MINUTE + if beyond { SECOND } else { 0 };
+                let lines = vec![
+                    self.xid_line(node, slot, code, t),
+                    self.xid_line(node, slot, code, t + 60 * SECOND),
+                    self.xid_line(node, slot, code, third),
+                ];
+                self.push(Action::Kernel { node, lines });
+                (
+                    format!(
+                        "{} GPU {slot}: XID {code} at +0 s and +60 s (the burst gap), again {} the fold window later",
+                        self.name(node),
+                        if beyond { "a second more than" } else { "exactly" }
+                    ),
+                    third,
+                )
             }
             other => unreachable!("incident kind {other}"),
         };

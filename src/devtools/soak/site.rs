@@ -181,6 +181,7 @@ impl<'a> Site<'a> {
         let url = format!("{}/healthz", self.url(i));
         let http = reqwest::Client::new();
         let started = Instant::now();
+        let mut restarts = 0;
         loop {
             if let Ok(r) = http.get(&url).send().await
                 && r.status().is_success()
@@ -190,10 +191,25 @@ impl<'a> Site<'a> {
             if let Some(c) = self.servers[i].child.as_mut()
                 && let Some(exit) = c.try_wait()?
             {
-                bail!(
-                    "server {i} exited ({exit}): {}",
-                    tail(&std::fs::read_to_string(&self.servers[i].log).unwrap_or_default())
-                );
+                let log = std::fs::read_to_string(&self.servers[i].log).unwrap_or_default();
+                // As a supervisor does (systemd's Restart=on-failure): a server that could not
+                // reach its database in time at start (a loaded machine) is started again.
+                let why = log
+                    .lines()
+                    .rev()
+                    .find(|l| l.trim_start().starts_with("Caused by:") || l.starts_with("Error:"))
+                    .map(str::to_string);
+                restarts += 1;
+                if restarts > 5 {
+                    bail!("server {i} exited ({exit}) five times at start: {}", tail(&log));
+                }
+                self.observed.faults.push(format!(
+                    "server {i} exited at start ({exit}{}) and was started again",
+                    why.map(|w| format!(": {}", w.trim())).unwrap_or_default()
+                ));
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                self.start_server(i)?;
+                continue;
             }
             if started.elapsed() > Duration::from_secs(90) {
                 bail!("server {i} did not answer /healthz within 90 s");
