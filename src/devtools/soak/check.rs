@@ -29,12 +29,15 @@ pub struct Found {
     pub placements: BTreeMap<String, Vec<Value>>,
     pub transitions: BTreeMap<String, Vec<Value>>,
     pub nodes: Vec<Value>,
+    /// `GET /v1/gpus`: the cluster's parts.
+    pub gpus: Vec<Value>,
 }
 
 pub async fn read(client: &Client, sc: &Scenario, origin: DateTime<Utc>) -> anyhow::Result<Found> {
     let from = (origin - chrono::Duration::hours(1)).to_rfc3339();
     let to = (origin + chrono::Duration::microseconds(sc.end) + chrono::Duration::hours(2)).to_rfc3339();
     let enc = |s: &str| s.replace('+', "%2B").replace(':', "%3A");
+    let parts_to = (origin + chrono::Duration::microseconds(sc.end) + chrono::Duration::minutes(30)).to_rfc3339();
     let mut failures = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -99,7 +102,17 @@ pub async fn read(client: &Client, sc: &Scenario, origin: DateTime<Utc>) -> anyh
             None,
         )
         .await?;
+    let (g, _) = client
+        .send_json(
+            reqwest::Method::GET,
+            // Installed time counted to a fixed instant (the round's start), so both instances'
+            // answers compare.
+            &format!("/v1/gpus?cluster={CLUSTER}&limit=1000&to={}", enc(&parts_to)),
+            None,
+        )
+        .await?;
     Ok(Found {
+        gpus: g["gpus"].as_array().cloned().unwrap_or_default(),
         failures,
         details,
         placements,
@@ -379,6 +392,38 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
         .iter()
         .map(|n| (n.name.clone(), expected.retired.get(&n.name).copied()))
         .collect();
+    let got_parts: BTreeMap<String, super::model::ExpectedPart> = found
+        .gpus
+        .iter()
+        .map(|g| {
+            (
+                g["part"].as_str().unwrap_or_default().to_string(),
+                super::model::ExpectedPart {
+                    state: g["state"].as_str().unwrap_or_default().to_string(),
+                    node: g["node"].as_str().map(str::to_string),
+                    index: g["gpu_index"].as_u64().map(|i| i as usize),
+                    failures: g["failure_count"].as_u64().unwrap_or(u64::MAX) as usize,
+                },
+            )
+        })
+        .collect();
+    let parts: BTreeSet<&String> = expected.parts.keys().chain(got_parts.keys()).collect();
+    for part in parts {
+        let (want, got) = (expected.parts.get(part), got_parts.get(part));
+        if want != got {
+            let incident = expected
+                .failures
+                .iter()
+                .find(|f| f.root_part.as_ref() == Some(part))
+                .and_then(|f| f.incident);
+            out.push(Difference {
+                object: format!("part {part} (GET /v1/gpus)"),
+                expected: format!("{want:?}"),
+                found: format!("{got:?}"),
+                incident,
+            });
+        }
+    }
     if retired != want {
         out.push(Difference {
             object: "the inventory's nodes (hostname, retired_at)".into(),
@@ -387,6 +432,30 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
             incident: None,
         });
     }
+    out
+}
+
+/// Server instance 1's answers where they differ from instance 0's (both read after the site
+/// went idle: one database, the same answers).
+pub fn same_answers(zero: &Found, one: &Found) -> Vec<Difference> {
+    let mut out = Vec::new();
+    let mut differ = |what: &str, a: String, b: String| {
+        if a != b {
+            out.push(Difference {
+                object: format!("{what}, as server 1 answers it"),
+                expected: format!("as server 0: {a}"),
+                found: b,
+                incident: None,
+            });
+        }
+    };
+    let show = |v: &dyn std::fmt::Debug| format!("{v:?}");
+    differ("the failures", show(&zero.failures), show(&one.failures));
+    differ("the failures' details", show(&zero.details), show(&one.details));
+    differ("the placements", show(&zero.placements), show(&one.placements));
+    differ("the drains", show(&zero.transitions), show(&one.transitions));
+    differ("the nodes", show(&zero.nodes), show(&one.nodes));
+    differ("the parts", show(&zero.gpus), show(&one.gpus));
     out
 }
 

@@ -88,7 +88,10 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
             site.play(i).await.with_context(|| format!("step {i}"))?;
         }
         site.wait_all_drained(Duration::from_secs(180)).await?;
-        check::read(site.client(), &sc, origin).await
+        // Both instances read, for the check and for each other: one database, one answer.
+        let found = check::read(site.client(0), &sc, origin).await?;
+        let other = check::read(site.client(1), &sc, origin).await?;
+        anyhow::Ok((found, other))
     }
     .await;
     let mut errors = std::mem::take(&mut site.observed.client_errors);
@@ -96,7 +99,11 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
     let faults = std::mem::take(&mut site.observed.faults);
     site.stop();
     let differences = match &outcome {
-        Ok(found) => check::compare(&sc, &expected, found, origin),
+        Ok((found, other)) => {
+            let mut d = check::compare(&sc, &expected, found, origin);
+            d.extend(check::same_answers(found, other));
+            d
+        }
         Err(e) => {
             errors.push(format!("{e:#}"));
             Vec::new()
@@ -114,10 +121,11 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
             .flat_map(|f| f.signals.iter().map(|s| s.repeats))
             .sum();
         format!(
-            "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} faults of the system ({})",
+            "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} parts, {} faults of the system ({})",
             sc.incidents.len(),
             expected.failures.len(),
             signals,
+            expected.parts.len(),
             faults.len(),
             faults.join("; ")
         )

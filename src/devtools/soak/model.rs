@@ -66,6 +66,17 @@ pub struct Expected {
     /// Per node name: (state, at), in time order.
     pub transitions: BTreeMap<String, Vec<(&'static str, i64)>>,
     pub retired: BTreeMap<String, i64>,
+    /// Per part: its state (`installed` while a placement is open, else `spare`), its node and
+    /// slot while installed, and the failures resolved to it (docs/parts.md, Reads).
+    pub parts: BTreeMap<String, ExpectedPart>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedPart {
+    pub state: String,
+    pub node: Option<String>,
+    pub index: Option<usize>,
+    pub failures: usize,
 }
 
 /// How the rule catalog classifies a signal (NVIDIA's XID catalog; an NCCL watchdog timeout is a
@@ -329,6 +340,27 @@ pub fn expected(sc: &Scenario) -> Expected {
         }
     }
     out.failures.sort_by_key(|f| (f.first, f.root_node.clone()));
+    for (node, ps) in &out.placements {
+        for p in ps {
+            let open = p.removed_at.is_none();
+            let e = out.parts.entry(p.part.clone()).or_insert(ExpectedPart {
+                state: "spare".into(),
+                node: None,
+                index: None,
+                failures: 0,
+            });
+            if open {
+                e.state = "installed".into();
+                e.node = Some(node.clone());
+                e.index = Some(p.index);
+            }
+        }
+    }
+    for f in &out.failures {
+        if let Some(p) = f.root_part.as_ref().and_then(|p| out.parts.get_mut(p)) {
+            p.failures += 1;
+        }
+    }
     out
 }
 

@@ -147,8 +147,9 @@ impl<'a> Site<'a> {
         format!("http://127.0.0.1:{}", self.servers[server].port)
     }
 
-    pub fn client(&self) -> &Client {
-        &self.clients[0]
+    /// The runner's client of server instance `server`.
+    pub fn client(&self, server: usize) -> &Client {
+        &self.clients[server]
     }
 
     pub fn at(&self, t: i64) -> DateTime<Utc> {
