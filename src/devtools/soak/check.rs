@@ -31,9 +31,47 @@ pub struct Found {
     pub nodes: Vec<Value>,
     /// `GET /v1/gpus`: the cluster's parts.
     pub gpus: Vec<Value>,
+    /// `GET /v1/alerts` of the silence rule: firing, then recently resolved.
+    pub alerts: Vec<Value>,
 }
 
-pub async fn read(client: &Client, sc: &Scenario, origin: DateTime<Utc>) -> anyhow::Result<Found> {
+/// The silence rule's alerts, once the firing ones are the model's (the evaluation runs every
+/// half second), or as they are after `limit`.
+pub async fn settled_alerts(
+    client: &Client,
+    expected: &Expected,
+    limit: std::time::Duration,
+) -> anyhow::Result<Vec<Value>> {
+    let started = std::time::Instant::now();
+    loop {
+        let (a, _) = client
+            .send_json(
+                reqwest::Method::GET,
+                &format!("/v1/alerts?cluster={CLUSTER}&rule_id={}", super::site::SILENCE_RULE),
+                None,
+            )
+            .await?;
+        let alerts = a
+            .as_array()
+            .cloned()
+            .or_else(|| a["alerts"].as_array().cloned())
+            .unwrap_or_default();
+        if firing(&alerts) == expected.silent || started.elapsed() > limit {
+            return Ok(alerts);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
+fn firing(alerts: &[Value]) -> BTreeSet<String> {
+    alerts
+        .iter()
+        .filter(|a| a["state"] == "firing")
+        .filter_map(|a| a["subject"].as_str().map(str::to_string))
+        .collect()
+}
+
+pub async fn read(client: &Client, sc: &Scenario, origin: DateTime<Utc>, alerts: Vec<Value>) -> anyhow::Result<Found> {
     let from = (origin - chrono::Duration::hours(1)).to_rfc3339();
     let to = (origin + chrono::Duration::microseconds(sc.end) + chrono::Duration::hours(2)).to_rfc3339();
     let enc = |s: &str| s.replace('+', "%2B").replace(':', "%3A");
@@ -112,6 +150,7 @@ pub async fn read(client: &Client, sc: &Scenario, origin: DateTime<Utc>) -> anyh
         )
         .await?;
     Ok(Found {
+        alerts,
         gpus: g["gpus"].as_array().cloned().unwrap_or_default(),
         failures,
         details,
@@ -423,6 +462,23 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
                 incident,
             });
         }
+    }
+    let got = firing(&found.alerts);
+    if got != expected.silent {
+        out.push(Difference {
+            object: format!("nodes paged as silent (alert rule {})", super::site::SILENCE_RULE),
+            expected: format!("{:?}", expected.silent),
+            found: format!(
+                "{got:?}; alerts: {}",
+                found
+                    .alerts
+                    .iter()
+                    .map(|a| format!("{} {}", a["subject"], a["state"]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            incident: sc.incidents.iter().position(|i| i.kind == "retire"),
+        });
     }
     if retired != want {
         out.push(Difference {

@@ -89,8 +89,9 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
         }
         site.wait_all_drained(Duration::from_secs(180)).await?;
         // Both instances read, for the check and for each other: one database, one answer.
-        let found = check::read(site.client(0), &sc, origin).await?;
-        let other = check::read(site.client(1), &sc, origin).await?;
+        let alerts = check::settled_alerts(site.client(0), &expected, Duration::from_secs(30)).await?;
+        let found = check::read(site.client(0), &sc, origin, alerts.clone()).await?;
+        let other = check::read(site.client(1), &sc, origin, alerts).await?;
         anyhow::Ok((found, other))
     }
     .await;

@@ -77,6 +77,10 @@ pub struct Site<'a> {
     pub observed: Observed,
 }
 
+/// The silence rule the site runs (`silence`, node scope).
+pub const SILENCE_RULE: &str = "soak-silence";
+pub const SILENCE_MINUTES: u32 = 20;
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -170,6 +174,11 @@ impl<'a> Site<'a> {
             .env("FAULTLINE_ADMIN_TOKEN", &self.admin)
             .env("FAULTLINE_DATA_DIR", &s.data_dir)
             .env("RUST_LOG", "warn")
+            // Alerts evaluated twice a second; a killed lease holder is replaced within seconds.
+            .env("FAULTLINE_ALERT_EVALUATION_INTERVAL_SECS", "0.5")
+            .env("FAULTLINE_ALERT_LEASE_SECS", "3")
+            .env("FAULTLINE_ALERT_SEND_TIMEOUT_SECS", "1")
+            .env("FAULTLINE_ALERT_DELIVERY_POLL_SECS", "0.2")
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
             .spawn()
@@ -236,6 +245,17 @@ impl<'a> Site<'a> {
             .collect();
         self.send(0, reqwest::Method::PUT, "/v1/nodes", json!({"nodes": nodes}))
             .await;
+        // Pages for a node silent for 20 minutes: every node that sent is, its last signal being
+        // at least half an hour old; a retired one must not be.
+        let rule = json!({"condition": {"kind": "silence", "minutes": SILENCE_MINUTES, "scope": "node"},
+                          "repeat_interval_minutes": 60, "receivers": []});
+        self.send(
+            1,
+            reqwest::Method::PUT,
+            &format!("/v1/alert-rules/{SILENCE_RULE}"),
+            rule,
+        )
+        .await;
         for n in 0..NODES {
             let spec = &sc.site.nodes[n];
             let dir = self.work.join(&spec.name);
