@@ -88,6 +88,13 @@ pub struct SoakArgs {
         default_value = "/lib/systemd/systemd-journal-remote"
     )]
     pub journal_remote: PathBuf,
+    /// Prometheus Alertmanager, which the site's silence alert rule notifies (restarted as a fault).
+    #[arg(
+        long,
+        env = "FAULTLINE_SOAK_ALERTMANAGER",
+        default_value = "/usr/bin/prometheus-alertmanager"
+    )]
+    pub alertmanager: PathBuf,
     /// The agents' storm window in seconds (their --compact-window): repeats are sent when a window
     /// closes, so the end of a round waits for the last one; shorter than the agent's default (60)
     /// to keep a round short.

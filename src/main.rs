@@ -357,6 +357,7 @@ async fn soak(args: faultline::cli::SoakArgs) -> anyhow::Result<()> {
             journalctl: args.journalctl,
             journal_remote: args.journal_remote,
             compact_window: args.compact_window,
+            alertmanager: args.alertmanager,
         },
         work_dir: args.work_dir,
     };

@@ -33,6 +33,17 @@ pub struct Found {
     pub gpus: Vec<Value>,
     /// `GET /v1/alerts` of the silence rule: firing, then recently resolved.
     pub alerts: Vec<Value>,
+    /// What Alertmanager holds (its `GET /api/v2/alerts`).
+    pub alertmanager: Vec<Value>,
+}
+
+/// The subjects of the silence rule's alerts Alertmanager holds as active.
+pub fn held(alerts: &[Value]) -> BTreeSet<String> {
+    alerts
+        .iter()
+        .filter(|a| a["labels"]["alertname"] == super::site::SILENCE_RULE && a["status"]["state"] == "active")
+        .filter_map(|a| a["labels"]["subject"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// The silence rule's alerts, once the firing ones are the model's (the evaluation runs every
@@ -71,7 +82,13 @@ fn firing(alerts: &[Value]) -> BTreeSet<String> {
         .collect()
 }
 
-pub async fn read(client: &Client, sc: &Scenario, origin: DateTime<Utc>, alerts: Vec<Value>) -> anyhow::Result<Found> {
+pub async fn read(
+    client: &Client,
+    sc: &Scenario,
+    origin: DateTime<Utc>,
+    alerts: Vec<Value>,
+    alertmanager: Vec<Value>,
+) -> anyhow::Result<Found> {
     let from = (origin - chrono::Duration::hours(1)).to_rfc3339();
     let to = (origin + chrono::Duration::microseconds(sc.end) + chrono::Duration::hours(2)).to_rfc3339();
     let enc = |s: &str| s.replace('+', "%2B").replace(':', "%3A");
@@ -151,6 +168,7 @@ pub async fn read(client: &Client, sc: &Scenario, origin: DateTime<Utc>, alerts:
         .await?;
     Ok(Found {
         alerts,
+        alertmanager,
         gpus: g["gpus"].as_array().cloned().unwrap_or_default(),
         failures,
         details,
@@ -480,6 +498,15 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
             incident: sc.incidents.iter().position(|i| i.kind == "retire"),
         });
     }
+    let got = held(&found.alertmanager);
+    if got != expected.silent {
+        out.push(Difference {
+            object: "the silence alerts Alertmanager holds".into(),
+            expected: format!("{:?}", expected.silent),
+            found: format!("{got:?}"),
+            incident: None,
+        });
+    }
     if retired != want {
         out.push(Difference {
             object: "the inventory's nodes (hostname, retired_at)".into(),
@@ -610,5 +637,6 @@ fn step_line(sc: &Scenario, a: &Action) -> String {
         Action::Retire { node, at } => format!("{} retired at +{}", name(node), minutes(*at)),
         Action::KillServer { server } => format!("server {server} SIGKILLed"),
         Action::KillAgent { node } => format!("agent of {} SIGKILLed", name(node)),
+        Action::KillAlertmanager => "Alertmanager SIGKILLed".into(),
     }
 }

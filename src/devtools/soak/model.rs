@@ -197,7 +197,10 @@ pub fn expected(sc: &Scenario) -> Expected {
             Action::Retire { node, at } => {
                 out.retired.insert(site.nodes[*node].name.clone(), *at);
             }
-            Action::Reboot { swap: None, .. } | Action::KillServer { .. } | Action::KillAgent { .. } => {}
+            Action::Reboot { swap: None, .. }
+            | Action::KillServer { .. }
+            | Action::KillAgent { .. }
+            | Action::KillAlertmanager => {}
         }
     }
     for v in out.transitions.values_mut() {

@@ -289,6 +289,8 @@ pub enum Action {
     KillServer { server: usize },
     /// The node's agent is SIGKILLed and started again.
     KillAgent { node: usize },
+    /// The site's Alertmanager is SIGKILLed and started again (its alerts, held in memory, lost).
+    KillAlertmanager,
 }
 
 #[derive(Debug, Clone)]
@@ -398,6 +400,12 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
                 action: Action::KillServer { server },
             });
             kills_server += 1;
+        }
+        if b.rng.chance(0.3) || k + 2 == kinds.len() {
+            b.steps.push(Step {
+                incident: None,
+                action: Action::KillAlertmanager,
+            });
         }
         if b.rng.chance(0.5) || (k == 2 && kills_agent == 0) {
             let node = b.rng.below(NODES);

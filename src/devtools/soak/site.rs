@@ -30,6 +30,8 @@ pub struct Tools {
     pub agent: PathBuf,
     pub journalctl: String,
     pub journal_remote: PathBuf,
+    /// Prometheus Alertmanager, which the silence rule notifies.
+    pub alertmanager: PathBuf,
     /// The agents' storm window in seconds (`--compact-window`): the final drain waits for the
     /// last window to close.
     pub compact_window: f64,
@@ -63,6 +65,15 @@ struct NodeRun {
     retired: bool,
 }
 
+/// The site's Alertmanager: a real one, restarted (SIGKILL) as a fault of the system; it holds its
+/// alerts in memory, so after a restart it knows the firing ones again only when Faultline re-sends
+/// them.
+struct Alertmanager {
+    port: u16,
+    child: Option<Child>,
+    dir: PathBuf,
+}
+
 pub struct Site<'a> {
     sc: &'a Scenario,
     tools: &'a Tools,
@@ -74,6 +85,7 @@ pub struct Site<'a> {
     servers: Vec<Server>,
     nodes: Vec<NodeRun>,
     clients: Vec<Client>,
+    alertmanager: Alertmanager,
     pub observed: Observed,
 }
 
@@ -107,8 +119,20 @@ impl<'a> Site<'a> {
             servers: Vec::new(),
             nodes: Vec::new(),
             clients: Vec::new(),
+            alertmanager: Alertmanager {
+                port: free_port()?,
+                child: None,
+                dir: work.join("alertmanager"),
+            },
             observed: Observed::default(),
         };
+        std::fs::create_dir_all(site.alertmanager.dir.join("data"))?;
+        std::fs::write(
+            site.alertmanager.dir.join("alertmanager.yml"),
+            "route:\n  receiver: site\n  group_by: ['alertname', 'cluster', 'subject']\nreceivers:\n  - name: site\n",
+        )?;
+        site.start_alertmanager()?;
+        site.wait_alertmanager().await?;
         for i in 0..2 {
             let port = free_port()?;
             site.servers.push(Server {
@@ -147,6 +171,52 @@ impl<'a> Site<'a> {
         Ok(site)
     }
 
+    pub fn alertmanager_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.alertmanager.port)
+    }
+
+    fn start_alertmanager(&mut self) -> anyhow::Result<()> {
+        let am = &mut self.alertmanager;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(am.dir.join("alertmanager.log"))?;
+        let child = Command::new(&self.tools.alertmanager)
+            .arg(format!("--config.file={}", am.dir.join("alertmanager.yml").display()))
+            .arg(format!("--storage.path={}", am.dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{}", am.port))
+            .arg("--cluster.listen-address=")
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .with_context(|| format!("starting {}", self.tools.alertmanager.display()))?;
+        am.child = Some(child);
+        Ok(())
+    }
+
+    async fn wait_alertmanager(&self) -> anyhow::Result<()> {
+        let url = format!("{}/-/ready", self.alertmanager_url());
+        let http = reqwest::Client::new();
+        let started = Instant::now();
+        loop {
+            if let Ok(r) = http.get(&url).send().await
+                && r.status().is_success()
+            {
+                return Ok(());
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                bail!("Alertmanager did not become ready within 30 s");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The alerts Alertmanager holds now (`GET /api/v2/alerts`, active ones).
+    pub async fn alertmanager_alerts(&self) -> anyhow::Result<Vec<Value>> {
+        let res = reqwest::get(format!("{}/api/v2/alerts", self.alertmanager_url())).await?;
+        Ok(res.error_for_status()?.json().await?)
+    }
+
     pub fn url(&self, server: usize) -> String {
         format!("http://127.0.0.1:{}", self.servers[server].port)
     }
@@ -179,6 +249,8 @@ impl<'a> Site<'a> {
             .env("FAULTLINE_ALERT_LEASE_SECS", "3")
             .env("FAULTLINE_ALERT_SEND_TIMEOUT_SECS", "1")
             .env("FAULTLINE_ALERT_DELIVERY_POLL_SECS", "0.2")
+            // Firing alerts re-sent every 2 s: a restarted Alertmanager knows them again soon.
+            .env("FAULTLINE_ALERT_RESEND_INTERVAL_SECS", "2")
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
             .spawn()
@@ -248,7 +320,8 @@ impl<'a> Site<'a> {
         // Pages for a node silent for 20 minutes: every node that sent is, its last signal being
         // at least half an hour old; a retired one must not be.
         let rule = json!({"condition": {"kind": "silence", "minutes": SILENCE_MINUTES, "scope": "node"},
-                          "repeat_interval_minutes": 60, "receivers": []});
+                          "repeat_interval_minutes": 60,
+                          "receivers": [{"kind": "alertmanager", "url": self.alertmanager_url()}]});
         self.send(
             1,
             reqwest::Method::PUT,
@@ -483,6 +556,18 @@ impl<'a> Site<'a> {
                 self.start_server(s)?;
                 self.wait_healthy(s).await?;
             }
+            Action::KillAlertmanager => {
+                if let Some(mut c) = self.alertmanager.child.take() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                self.observed
+                    .faults
+                    .push(format!("step {i}: Alertmanager SIGKILLed and restarted"));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                self.start_alertmanager()?;
+                self.wait_alertmanager().await?;
+            }
             Action::KillAgent { node } => {
                 let n = *node;
                 if self.nodes[n].retired {
@@ -577,6 +662,10 @@ impl<'a> Site<'a> {
                 let _ = c.kill();
                 let _ = c.wait();
             }
+        }
+        if let Some(mut c) = self.alertmanager.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
 }
