@@ -8,6 +8,8 @@ use std::time::Instant;
 
 use crate::agent_journal::journal_builder::{journal_remote, journalctl_available};
 
+const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
+
 /// Seeds run in CI; `faultline soak --seed N --minutes M` runs others.
 const SEEDS: [u64; 3] = [1, 2, 3];
 
@@ -17,6 +19,11 @@ async fn three_seeded_sites_answer_as_the_model_says() {
     assert!(
         remote.is_some() && journalctl_available("journalctl"),
         "needs journalctl and systemd-journal-remote (Debian packages systemd, systemd-journal-remote)"
+    );
+    assert!(
+        Path::new(ALERTMANAGER).exists(),
+        "Prometheus Alertmanager is not installed: install Debian's package prometheus-alertmanager \
+         (apt-get install prometheus-alertmanager; .ci/run does)"
     );
     let faultline = Path::new(env!("CARGO_BIN_EXE_faultline"));
     let agent = faultline.with_file_name("faultline-agent");
@@ -40,6 +47,7 @@ async fn three_seeded_sites_answer_as_the_model_says() {
             .arg(&agent)
             .arg("--journal-remote")
             .arg(remote.as_ref().unwrap())
+            .args(["--alertmanager", ALERTMANAGER])
             .env(
                 "DATABASE_URL",
                 faultline::db::database::with_database(&server_url, "postgres"),
