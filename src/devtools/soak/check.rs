@@ -328,8 +328,7 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
             });
         }
     }
-    for (i, a) in actual.iter().enumerate().filter(|(i, _)| !used[*i]) {
-        let _ = i;
+    for (_, a) in actual.iter().enumerate().filter(|(i, _)| !used[*i]) {
         out.push(Difference {
             object: format!(
                 "failure of {} at +{}",
@@ -638,5 +637,86 @@ fn step_line(sc: &Scenario, a: &Action) -> String {
         Action::KillServer { server } => format!("server {server} SIGKILLed"),
         Action::KillAgent { node } => format!("agent of {} SIGKILLed", name(node)),
         Action::KillAlertmanager => "Alertmanager SIGKILLed".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::model::expected;
+    use super::super::scenario::scenario;
+    use super::*;
+
+    /// The model's own answers as the API writes them.
+    fn answers(e: &Expected, origin: DateTime<Utc>) -> Found {
+        let at = |t: i64| (origin + chrono::Duration::microseconds(t)).to_rfc3339();
+        let mut failures = Vec::new();
+        let mut details = BTreeMap::new();
+        for (i, f) in e.failures.iter().enumerate() {
+            let id = format!("f{i}");
+            failures.push(
+                json!({"id": id, "job_id": f.job, "first_at": at(f.first), "last_at": at(f.last),
+                "nodes": f.nodes, "root_node": f.root_node, "gpu_generation": f.generation,
+                "root_cause": {"category": f.category, "component": f.component}}),
+            );
+            let signals: Vec<Value> = f
+                .signals
+                .iter()
+                .map(|s| {
+                    json!({"node": s.node, "kind": s.kind, "code": s.code, "attributes": {"pci_bus_id": s.bus},
+                    "repeat_count": s.repeats, "occurred_at": at(s.first),
+                    "last_occurred_at": if s.repeats > 1 { json!(at(s.last)) } else { Value::Null }})
+                })
+                .collect();
+            details.insert(
+                id,
+                json!({"root_gpu": {"pci_bus_id": f.root_bus, "part": f.root_part}, "signals": signals}),
+            );
+        }
+        Found {
+            failures,
+            details,
+            placements: BTreeMap::new(),
+            transitions: BTreeMap::new(),
+            nodes: Vec::new(),
+            gpus: Vec::new(),
+            alerts: Vec::new(),
+            alertmanager: Vec::new(),
+        }
+    }
+
+    /// A failure blamed on another board is the first difference, reported with the seed and the
+    /// steps of its incident.
+    #[test]
+    fn a_failure_blamed_on_another_board_is_reported_with_its_incident() {
+        let sc = scenario(6, 1);
+        let e = expected(&sc);
+        let origin = DateTime::from_timestamp(1_796_400_000, 0).unwrap();
+        let mut found = answers(&e, origin);
+        let failures_only = |d: &[Difference]| -> Vec<String> {
+            d.iter()
+                .filter(|d| d.object.starts_with("failure"))
+                .map(|d| d.object.clone())
+                .collect()
+        };
+        assert!(failures_only(&compare(&sc, &e, &found, origin)).is_empty());
+
+        let (i, f) = e
+            .failures
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.root_part.is_some())
+            .unwrap();
+        found.details.get_mut(&format!("f{i}")).unwrap()["root_gpu"]["part"] = json!("0000000000000");
+        let d = compare(&sc, &e, &found, origin);
+        assert_eq!(failures_only(&d).len(), 1, "{d:?}");
+        let first = d.iter().find(|d| d.object.starts_with("failure")).unwrap();
+        assert!(first.found.contains("part 0000000000000"), "{first:?}");
+        assert_eq!(first.incident, f.incident);
+        let r = report(&sc, origin, std::slice::from_ref(first), &[], &[]);
+        assert!(r.starts_with("soak seed 6: 1 difference(s)"), "{r}");
+        assert!(r.contains("led to by incident"), "{r}");
+        assert!(r.contains("    step "), "{r}");
     }
 }
