@@ -93,6 +93,22 @@ pub struct Site<'a> {
 pub const SILENCE_RULE: &str = "soak-silence";
 pub const SILENCE_MINUTES: u32 = 20;
 
+/// The site's processes go when the runner goes, however it ends (a test's timeout SIGKILLs it):
+/// the kernel sends them SIGKILL when the thread that started them exits.
+fn die_with_runner(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of the child; it allocates nothing and is
+    // async-signal-safe, as code between fork and exec must be.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -181,7 +197,7 @@ impl<'a> Site<'a> {
             .create(true)
             .append(true)
             .open(am.dir.join("alertmanager.log"))?;
-        let child = Command::new(&self.tools.alertmanager)
+        let child = die_with_runner(&mut Command::new(&self.tools.alertmanager))
             .arg(format!("--config.file={}", am.dir.join("alertmanager.yml").display()))
             .arg(format!("--storage.path={}", am.dir.join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{}", am.port))
@@ -237,7 +253,7 @@ impl<'a> Site<'a> {
     fn start_server(&mut self, i: usize) -> anyhow::Result<()> {
         let s = &mut self.servers[i];
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&s.log)?;
-        let child = Command::new(&self.tools.faultline)
+        let child = die_with_runner(&mut Command::new(&self.tools.faultline))
             .arg("serve")
             .env("DATABASE_URL", &self.database_url)
             .env("FAULTLINE_ADDR", format!("127.0.0.1:{}", s.port))
@@ -390,7 +406,7 @@ impl<'a> Site<'a> {
             .create(true)
             .append(true)
             .open(node.dir.join("agent.log"))?;
-        let child = Command::new(&self.tools.agent)
+        let child = die_with_runner(&mut Command::new(&self.tools.agent))
             .args(["--server", &server, "--token", &self.agent_token, "--cluster", CLUSTER])
             .args(["--node", &node.name])
             .arg("--state-dir")
