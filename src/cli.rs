@@ -52,6 +52,58 @@ pub enum Command {
     ForecastBacktest(ForecastBacktestArgs),
     /// leptonai/gpud on a node: `faultline gpud sync` copies its events and GPUs into Faultline.
     Gpud(GpudArgs),
+    /// A site in a box: from a seed, eight nodes with real agents and two servers on a fresh
+    /// database, a timeline of incidents with servers and agents killed along the way; every answer
+    /// compared with a model of the documented rules. Exits non-zero on a difference.
+    Soak(SoakArgs),
+}
+
+#[derive(clap::Args)]
+pub struct SoakArgs {
+    #[command(flatten)]
+    pub database: DatabaseSettings,
+    /// Seed of the first round's site and timeline (the same seed, the same scenario).
+    #[arg(long, env = "FAULTLINE_SOAK_SEED", default_value_t = 1)]
+    pub seed: u64,
+    /// Go on with the next seeds until this many minutes have passed (0: one round).
+    #[arg(long, env = "FAULTLINE_SOAK_MINUTES", default_value_t = 0.0)]
+    pub minutes: f64,
+    /// Incidents drawn at random beyond one of each kind.
+    #[arg(long, env = "FAULTLINE_SOAK_EXTRA_INCIDENTS", default_value_t = 3)]
+    pub extra_incidents: usize,
+    /// Prefix of each round's database (`<prefix>_<seed>`): dropped and created afresh, dropped
+    /// again when the round passes.
+    #[arg(long, env = "FAULTLINE_SOAK_DB_NAME", default_value = "faultline_soak")]
+    pub db_name: String,
+    /// The node agent's binary [default: faultline-agent beside this binary].
+    #[arg(long, env = "FAULTLINE_SOAK_AGENT")]
+    pub agent: Option<PathBuf>,
+    /// The journalctl the agents read their node's journal with.
+    #[arg(long, env = "FAULTLINE_SOAK_JOURNALCTL", default_value = "journalctl")]
+    pub journalctl: String,
+    /// systemd-journal-remote, which writes the nodes' journal files.
+    #[arg(
+        long,
+        env = "FAULTLINE_SOAK_JOURNAL_REMOTE",
+        default_value = "/lib/systemd/systemd-journal-remote"
+    )]
+    pub journal_remote: PathBuf,
+    /// Prometheus Alertmanager, which the site's silence alert rule notifies (restarted as a fault).
+    #[arg(
+        long,
+        env = "FAULTLINE_SOAK_ALERTMANAGER",
+        default_value = "/usr/bin/prometheus-alertmanager"
+    )]
+    pub alertmanager: PathBuf,
+    /// The agents' storm window in seconds (their --compact-window): repeats are sent when a window
+    /// closes, so the end of a round waits for the last one; shorter than the agent's default (60)
+    /// to keep a round short.
+    #[arg(long, env = "FAULTLINE_SOAK_COMPACT_WINDOW", default_value_t = 10.0)]
+    pub compact_window: f64,
+    /// Where each round keeps its processes' files (logs, journals, spools), removed when it passes
+    /// [default: the temp directory].
+    #[arg(long, env = "FAULTLINE_SOAK_WORK_DIR")]
+    pub work_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]

@@ -121,6 +121,7 @@ async fn main() -> anyhow::Result<()> {
             serve(settings).await
         }
         Command::Simulate(args) => simulate(args).await,
+        Command::Soak(args) => soak(args).await,
         Command::Gpud(faultline::cli::GpudArgs {
             command: faultline::cli::GpudCommand::Sync(args),
         }) => faultline::sync::gpud::run(args).await,
@@ -322,4 +323,62 @@ async fn shutdown_signal() {
     let terminate = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
     tracing::info!("shutting down");
+}
+
+async fn soak(args: faultline::cli::SoakArgs) -> anyhow::Result<()> {
+    use faultline::devtools::soak;
+    anyhow::ensure!(
+        !args.db_name.is_empty()
+            && args
+                .db_name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+        "--db-name must be lower-case letters, digits and underscores: {}",
+        args.db_name
+    );
+    let me = std::env::current_exe().context("locating this binary")?;
+    let agent = args.agent.unwrap_or_else(|| me.with_file_name("faultline-agent"));
+    anyhow::ensure!(
+        agent.exists(),
+        "{} is missing: build it (cargo build -p faultline-agent) or name it with --agent",
+        agent.display()
+    );
+    let server =
+        faultline::db::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir).await?;
+    let opts = soak::SoakOptions {
+        server_url: server.url().to_string(),
+        db_name: args.db_name,
+        seed: args.seed,
+        minutes: args.minutes,
+        extra_incidents: args.extra_incidents,
+        tools: soak::Tools {
+            faultline: me,
+            agent,
+            journalctl: args.journalctl,
+            journal_remote: args.journal_remote,
+            compact_window: args.compact_window,
+            alertmanager: args.alertmanager,
+        },
+        work_dir: args.work_dir,
+    };
+    let rounds = soak::run(&opts).await;
+    server.stop().await?;
+    let rounds = rounds?;
+    let failed: Vec<u64> = rounds.iter().filter(|r| !r.passed).map(|r| r.seed).collect();
+    println!(
+        "soak: {} round(s), seeds {}..={}, {:.1} s; {}",
+        rounds.len(),
+        rounds.first().map_or(0, |r| r.seed),
+        rounds.last().map_or(0, |r| r.seed),
+        rounds.iter().map(|r| r.seconds).sum::<f64>(),
+        if failed.is_empty() {
+            "all passed".to_string()
+        } else {
+            format!("seed {:?} found differences", failed)
+        }
+    );
+    if !failed.is_empty() {
+        std::process::exit(1);
+    }
+    Ok(())
 }

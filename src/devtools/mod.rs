@@ -7,3 +7,4 @@ pub mod client;
 pub mod demo;
 pub mod forecast_backtest;
 pub mod simulate;
+pub mod soak;

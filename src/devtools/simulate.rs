@@ -152,10 +152,10 @@ const P_SUBMIT_FAIL: f64 = 0.06;
 const PCI: [&str; 8] = ["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"];
 
 /// xoshiro256** seeded by splitmix64: small, fast, and identical on every platform.
-struct Rng([u64; 4]);
+pub(crate) struct Rng([u64; 4]);
 
 impl Rng {
-    fn new(seed: u64, stream: u64) -> Self {
+    pub(crate) fn new(seed: u64, stream: u64) -> Self {
         let mut x = seed ^ stream.wrapping_mul(0xd1b5_4a32_d192_ed03);
         let mut s = [0u64; 4];
         for v in &mut s {
@@ -167,7 +167,7 @@ impl Rng {
         }
         Rng(s)
     }
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         let s = &mut self.0;
         let out = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = s[1] << 17;
@@ -179,24 +179,24 @@ impl Rng {
         s[3] = s[3].rotate_left(45);
         out
     }
-    fn f64(&mut self) -> f64 {
+    pub(crate) fn f64(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         ((self.f64() * n as f64) as usize).min(n.saturating_sub(1))
     }
     /// Uniform in [lo, hi).
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+    pub(crate) fn range(&mut self, lo: i64, hi: i64) -> i64 {
         if hi <= lo {
             lo
         } else {
             lo + (self.f64() * (hi - lo) as f64) as i64
         }
     }
-    fn chance(&mut self, p: f64) -> bool {
+    pub(crate) fn chance(&mut self, p: f64) -> bool {
         self.f64() < p
     }
-    fn exp(&mut self, mean: f64) -> f64 {
+    pub(crate) fn exp(&mut self, mean: f64) -> f64 {
         -mean * (1.0 - self.f64()).ln()
     }
     fn weighted(&mut self, w: &[f64]) -> usize {

@@ -5,7 +5,7 @@
 //! boot's; after a reboot, the lines the previous boot logged after the cursor arrive too.
 
 #[path = "../../crates/faultline-agent/tests/support/journal_builder.rs"]
-mod journal_builder;
+pub(crate) mod journal_builder;
 
 use journal_builder::{JournalEntry, journal_remote, journalctl_available, write_journal};
 
@@ -141,4 +141,126 @@ async fn the_journal_gives_the_kernel_lines_once_and_a_restart_goes_on_after_its
     let s = node.status();
     assert_eq!(s["position"]["boot_id"], NEW_BOOT);
     assert_eq!(s["counters"]["sent_duplicates"], 0, "{s}");
+}
+
+/// An agent that read nothing of a boot (journald had none of its kernel lines yet when the agent
+/// read), then a reboot: the lines that boot logged later arrive, as that boot's. The agent records
+/// the boot it reads before its first record, so it finishes that boot from its first record.
+#[tokio::test]
+async fn a_boot_the_agent_read_nothing_of_is_finished_after_a_reboot() {
+    assert!(
+        journal_remote().is_some() && journalctl_available("journalctl"),
+        "needs journalctl and systemd-journal-remote (Debian packages systemd, systemd-journal-remote)"
+    );
+    let app = spawn_app().await;
+    let node = Node::new(&app, &app.address).await;
+    std::fs::write(node.dir.join("boot_id"), format!("{BOOT}\n")).unwrap();
+    let journal = node.dir.join("journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    let file = journal.join("kernel.journal");
+    write_journal(&file, &[xid(OTHER_BOOT, 10, 0x1b)]).unwrap();
+    let args = ["--journal", "--journal-directory", journal.to_str().unwrap()];
+    node.oneshot(&args).await;
+    assert_eq!(node.status()["counters"]["kmsg_records"], 0);
+
+    // The boot's XID reaches the journal after the agent read it; the node reboots.
+    write_journal(&file, &[xid(BOOT, 20, 0x3b), xid(NEW_BOOT, 5, 0x5d)]).unwrap();
+    std::fs::write(node.dir.join("boot_id"), format!("{NEW_BOOT}\n")).unwrap();
+    node.oneshot(&args).await;
+    wait_count(&app, SIGNAL_IDS, 2, &node).await;
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE attributes->>'boot_id' = '7c3f4a5e-1b2d-4c6e-8f90-a1b2c3d4e5f6' AND attributes->>'pci_bus_id' = '0000:3b:00.0'")
+            .await,
+        1,
+        "the first boot's XID"
+    );
+    assert_eq!(node.status()["counters"]["kmsg_records"], 2);
+}
+
+/// A crash after a line's signal was spooled and before the position moved past it, then a
+/// reboot: the new boot reads the line again from the journal, and sends it as the first reading
+/// did, attributed to the board the boot had (same identity, same id): a duplicate to the server,
+/// not a second signal.
+#[tokio::test]
+async fn a_line_read_again_after_a_crash_and_a_reboot_is_a_duplicate() {
+    assert!(
+        journal_remote().is_some() && journalctl_available("journalctl"),
+        "needs journalctl and systemd-journal-remote (Debian packages systemd, systemd-journal-remote)"
+    );
+    const P100: &str = include_str!("../fixtures/nvidia-smi/p100-two-gpus.xml");
+    let app = spawn_app().await;
+    let node = Node::new(&app, &app.address).await;
+    std::fs::write(node.dir.join("boot_id"), format!("{BOOT}\n")).unwrap();
+    let report = node.dir.join("report.xml");
+    std::fs::write(&report, P100).unwrap();
+    let fake = node.fake_tool("nvidia-smi", "-q -x", &report);
+    let journal = node.dir.join("journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    let file = journal.join("kernel.journal");
+    let args = [
+        "--journal",
+        "--journal-directory",
+        journal.to_str().unwrap(),
+        "--gpu-interval",
+        "300",
+        "--nvidia-smi",
+        fake.to_str().unwrap(),
+    ];
+    write_journal(
+        &file,
+        &[JournalEntry::kernel(
+            BOOT,
+            1_764_700_001_000_000,
+            1_000_000,
+            6,
+            "Linux version 6.8.0",
+        )],
+    )
+    .unwrap();
+    node.oneshot(&args).await;
+    let position = node.dir.join("state").join("position.json");
+    let before_the_line = std::fs::read(&position).unwrap();
+
+    // The GPU on bus 04:00 (index 0, serial 0320717030197) falls off the bus; its line is sent.
+    write_journal(&file, &[xid(BOOT, 30, 0x04)]).unwrap();
+    node.oneshot(&args).await;
+    wait_count(&app, SIGNAL_IDS, 1, &node).await;
+    // A crash after the spool, before the position: the position is the one before the line. The
+    // board is replaced and the node boots.
+    std::fs::write(&position, before_the_line).unwrap();
+    std::fs::write(
+        &report,
+        P100.replacen("0320717030197", "0321017041822", 1).replacen(
+            "GPU-28604e81-21ec-cc48-6759-bf2648b22e16",
+            "GPU-9a1c3e55-0b7d-4f2e-8c61-d2a7b90e4f13",
+            1,
+        ),
+    )
+    .unwrap();
+    write_journal(
+        &file,
+        &[JournalEntry::kernel(
+            NEW_BOOT,
+            1_764_703_601_000_000,
+            1_000_000,
+            6,
+            "Linux version 6.8.0",
+        )],
+    )
+    .unwrap();
+    std::fs::write(node.dir.join("boot_id"), format!("{NEW_BOOT}\n")).unwrap();
+    node.oneshot(&args).await;
+    node.wait_status("the line sent again", |s| {
+        s["counters"]["sent_duplicates"].as_u64() == Some(1) && s["spool_records"].as_u64() == Some(0)
+    })
+    .await;
+    assert_eq!(app.count("SELECT count(*) FROM events WHERE code = 79").await, 1);
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM events WHERE code = 79 AND attributes->>'serial' = '0320717030197' AND gpu_index = 0"
+        )
+        .await,
+        1,
+        "the board of the boot the line was logged in"
+    );
 }

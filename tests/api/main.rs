@@ -54,4 +54,5 @@ mod shutdown;
 mod simulation;
 mod slurm;
 mod slurm_harness;
+mod soak;
 mod storage;

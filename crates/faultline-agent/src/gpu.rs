@@ -52,7 +52,11 @@ pub struct ObservedGpus {
 
 impl ObservedGpus {
     pub fn load(paths: &Paths) -> Option<ObservedGpus> {
-        serde_json::from_slice(&std::fs::read(paths.gpus_now()).ok()?).ok()
+        Self::load_from(&paths.gpus_now())
+    }
+
+    fn load_from(path: &std::path::Path) -> Option<ObservedGpus> {
+        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
     }
 }
 
@@ -64,9 +68,12 @@ impl ObservedGpus {
 pub struct GpusByBus(BTreeMap<String, GpuReport>);
 
 impl GpusByBus {
+    /// The set of `boot_id`: this boot's, or the one before (kept when this boot's replaced it).
     pub fn load(paths: &Paths, boot_id: &str) -> GpusByBus {
-        let gpus = ObservedGpus::load(paths)
-            .filter(|o| o.boot_id == boot_id)
+        let gpus = [paths.gpus_now(), paths.gpus_previous_boot()]
+            .iter()
+            .filter_map(|p| ObservedGpus::load_from(p))
+            .find(|o| o.boot_id == boot_id)
             .map(|o| o.gpus)
             .unwrap_or_default();
         GpusByBus(
@@ -359,6 +366,7 @@ impl GpuPoller {
         let now = Utc::now();
         let rfc3339 = |t: chrono::DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
         let previous = ObservedGpus::load(&self.paths);
+        let previous_boot = previous.clone();
         let same = previous.as_ref().is_some_and(|p| {
             p.boot_id == self.boot_id && serde_json::to_value(&p.gpus).ok() == serde_json::to_value(gpus).ok()
         });
@@ -389,6 +397,14 @@ impl GpuPoller {
                 }
             }
         };
+        // The previous boot's set is kept: its last lines, read after the reboot, name its boards.
+        if let Some(p) = previous_boot.filter(|p| p.boot_id != self.boot_id) {
+            let bytes = serde_json::to_vec(&p).expect("a GPU set serialises");
+            if let Err(e) = crate::spool::write_atomic(&self.paths.gpus_previous_boot(), &bytes) {
+                self.shared
+                    .error(format!("saving {}: {e}", self.paths.gpus_previous_boot().display()));
+            }
+        }
         let bytes = serde_json::to_vec(&observed).expect("a GPU set serialises");
         match crate::spool::write_atomic(&self.paths.gpus_now(), &bytes) {
             Ok(()) if !same => self.shared.add(&self.shared.gpu_set_version, 1),

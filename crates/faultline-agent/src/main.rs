@@ -565,6 +565,17 @@ struct ReaderContext {
 /// position.
 fn read_kernel_log(mut source: KernelLog, ctx: ReaderContext) -> Result<(), String> {
     finish_previous_boot(&ctx)?;
+    // A boot this agent reads is recorded before its first record is: killed before its first
+    // save, the agent still knows after a reboot that this boot is to be finished.
+    if Position::load(&ctx.paths.position()).is_none_or(|p| p.boot_id != ctx.boot_id) {
+        Position {
+            boot_id: ctx.boot_id.clone(),
+            counted: Some(state::ReaderCounts::of(&ctx.shared.counters)),
+            ..Default::default()
+        }
+        .save(&ctx.paths.position())
+        .map_err(|e| format!("saving the kernel log position: {e}"))?;
+    }
     let new_compactor = || storm::Compactor::new(ctx.node.clone(), ctx.boot_id.clone(), ctx.compact_window);
     let load = || {
         let mut pos = match Position::load(&ctx.paths.position()) {
@@ -711,13 +722,18 @@ fn finish_previous_boot(ctx: &ReaderContext) -> Result<(), String> {
     };
     let mut compactor = storm::Compactor::new(ctx.node.clone(), prev.boot_id.clone(), ctx.compact_window);
     compactor.restore(prev.runs.clone());
+    // Attributed with that boot's boards, as its reader did: a line read again after a crash gets
+    // the same identity and id, a duplicate to the server.
+    let gpus = gpu::GpusByBus::load(&ctx.paths, &prev.boot_id);
     let mut out = Vec::new();
     let mut read = 0;
-    if let (Some(journal), Some(cursor)) = (&ctx.journal, &prev.cursor) {
+    // With no cursor, the agent read nothing of that boot (killed before its first record, or its
+    // journal was empty so far): the boot is read from its first record.
+    if let Some(journal) = &ctx.journal {
         let config = journal::JournalConfig {
             journalctl: journal.journalctl.clone(),
             directory: journal.directory.clone(),
-            after_cursor: Some(cursor.clone()),
+            after_cursor: prev.cursor.clone(),
             follow: false,
             boot_id: Some(prev.boot_id.clone()),
         };
@@ -737,6 +753,7 @@ fn finish_previous_boot(ctx: &ReaderContext) -> Result<(), String> {
                             signals::kmsg_event(&ctx.node, &prev.boot_id, boot_time, &record, now)
                         {
                             signals::from_journal(&mut event, &ctx.node, &prev.boot_id, &cursor);
+                            gpus.attribute(&mut event);
                             out.extend(compactor.push(record.ts_us, (sev, event), now.timestamp_millis()));
                         }
                     }

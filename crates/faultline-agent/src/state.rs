@@ -236,6 +236,11 @@ impl Paths {
     pub fn gpus_now(&self) -> PathBuf {
         self.root.join("gpus-now.json")
     }
+    /// The GPU set of the boot before this one, kept when a boot's first poll replaces it: the
+    /// previous boot's last lines are attributed with its boards.
+    pub fn gpus_previous_boot(&self) -> PathBuf {
+        self.root.join("gpus-previous-boot.json")
+    }
     pub fn sel(&self) -> PathBuf {
         self.root.join("sel.json")
     }

@@ -1,0 +1,722 @@
+//! The check: the site's answers through the API against the model. A difference is reported with
+//! the seed, the first differing object (expected and found) and the scenario's steps that led to
+//! it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::model::{Expected, ExpectedFailure, ExpectedPlacement, ExpectedSignal, FOLD_WINDOW};
+use super::scenario::{Action, CLUSTER, Scenario, minutes};
+use crate::devtools::client::Client;
+
+/// One difference between the model and the site.
+#[derive(Debug, Clone)]
+pub struct Difference {
+    /// The object: `failure of soak-n03 at +1h02m00s`, `placements of soak-n05`, ...
+    pub object: String,
+    pub expected: String,
+    pub found: String,
+    /// The incident it belongs to, when one.
+    pub incident: Option<usize>,
+}
+
+/// What the site answered, read through the API.
+pub struct Found {
+    pub failures: Vec<Value>,
+    pub details: BTreeMap<String, Value>,
+    pub placements: BTreeMap<String, Vec<Value>>,
+    pub transitions: BTreeMap<String, Vec<Value>>,
+    pub nodes: Vec<Value>,
+    /// `GET /v1/gpus`: the cluster's parts.
+    pub gpus: Vec<Value>,
+    /// `GET /v1/alerts` of the silence rule: firing, then recently resolved.
+    pub alerts: Vec<Value>,
+    /// What Alertmanager holds (its `GET /api/v2/alerts`).
+    pub alertmanager: Vec<Value>,
+}
+
+/// The subjects of the silence rule's alerts Alertmanager holds as active.
+pub fn held(alerts: &[Value]) -> BTreeSet<String> {
+    alerts
+        .iter()
+        .filter(|a| a["labels"]["alertname"] == super::site::SILENCE_RULE && a["status"]["state"] == "active")
+        .filter_map(|a| a["labels"]["subject"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The silence rule's alerts, once the firing ones are the model's (the evaluation runs every
+/// half second), or as they are after `limit`.
+pub async fn settled_alerts(
+    client: &Client,
+    expected: &Expected,
+    limit: std::time::Duration,
+) -> anyhow::Result<Vec<Value>> {
+    let started = std::time::Instant::now();
+    loop {
+        let (a, _) = client
+            .send_json(
+                reqwest::Method::GET,
+                &format!("/v1/alerts?cluster={CLUSTER}&rule_id={}", super::site::SILENCE_RULE),
+                None,
+            )
+            .await?;
+        let alerts = a
+            .as_array()
+            .cloned()
+            .or_else(|| a["alerts"].as_array().cloned())
+            .unwrap_or_default();
+        if firing(&alerts) == expected.silent || started.elapsed() > limit {
+            return Ok(alerts);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
+fn firing(alerts: &[Value]) -> BTreeSet<String> {
+    alerts
+        .iter()
+        .filter(|a| a["state"] == "firing")
+        .filter_map(|a| a["subject"].as_str().map(str::to_string))
+        .collect()
+}
+
+pub async fn read(
+    client: &Client,
+    sc: &Scenario,
+    origin: DateTime<Utc>,
+    alerts: Vec<Value>,
+    alertmanager: Vec<Value>,
+) -> anyhow::Result<Found> {
+    let from = (origin - chrono::Duration::hours(1)).to_rfc3339();
+    let to = (origin + chrono::Duration::microseconds(sc.end) + chrono::Duration::hours(2)).to_rfc3339();
+    let enc = |s: &str| s.replace('+', "%2B").replace(':', "%3A");
+    let parts_to = (origin + chrono::Duration::microseconds(sc.end) + chrono::Duration::minutes(30)).to_rfc3339();
+    let mut failures = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut path = format!(
+            "/v1/failures?cluster={CLUSTER}&from={}&to={}&limit=500",
+            enc(&from),
+            enc(&to)
+        );
+        if let Some(c) = &cursor {
+            path.push_str(&format!("&cursor={}", enc(c)));
+        }
+        let (page, _) = client.send_json(reqwest::Method::GET, &path, None).await?;
+        failures.extend(page["failures"].as_array().cloned().unwrap_or_default());
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    let mut details = BTreeMap::new();
+    for f in &failures {
+        let id = f["id"].as_str().unwrap_or_default().to_string();
+        let (d, _) = client
+            .send_json(reqwest::Method::GET, &format!("/v1/failures/{id}"), None)
+            .await?;
+        details.insert(id, d);
+    }
+    let mut placements = BTreeMap::new();
+    let mut transitions = BTreeMap::new();
+    for spec in &sc.site.nodes {
+        let (p, _) = client
+            .send_json(
+                reqwest::Method::GET,
+                &format!("/v1/nodes/{CLUSTER}/{}/gpus", spec.name),
+                None,
+            )
+            .await?;
+        placements.insert(
+            spec.name.clone(),
+            p["placements"].as_array().cloned().unwrap_or_default(),
+        );
+        let (s, _) = client
+            .send_json(
+                reqwest::Method::GET,
+                &format!(
+                    "/v1/nodes/{CLUSTER}/{}/state?from={}&to={}",
+                    spec.name,
+                    enc(&from),
+                    enc(&to)
+                ),
+                None,
+            )
+            .await?;
+        transitions.insert(
+            spec.name.clone(),
+            s["transitions"].as_array().cloned().unwrap_or_default(),
+        );
+    }
+    let (n, _) = client
+        .send_json(
+            reqwest::Method::GET,
+            &format!("/v1/nodes?cluster={CLUSTER}&limit=100"),
+            None,
+        )
+        .await?;
+    let (g, _) = client
+        .send_json(
+            reqwest::Method::GET,
+            // Installed time counted to a fixed instant (the round's start), so both instances'
+            // answers compare.
+            &format!("/v1/gpus?cluster={CLUSTER}&limit=1000&to={}", enc(&parts_to)),
+            None,
+        )
+        .await?;
+    Ok(Found {
+        alerts,
+        alertmanager,
+        gpus: g["gpus"].as_array().cloned().unwrap_or_default(),
+        failures,
+        details,
+        placements,
+        transitions,
+        nodes: n["nodes"].as_array().cloned().unwrap_or_default(),
+    })
+}
+
+fn time(v: &Value) -> Option<DateTime<Utc>> {
+    v.as_str()
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// A signal as the model states it, from a failure's detail.
+fn found_signal(s: &Value, origin: DateTime<Utc>) -> ExpectedSignal {
+    let off = |t: Option<DateTime<Utc>>| t.map_or(i64::MIN, |t| (t - origin).num_microseconds().unwrap_or(i64::MIN));
+    let first = off(time(&s["occurred_at"]));
+    let last = if s["last_occurred_at"].is_null() {
+        first
+    } else {
+        off(time(&s["last_occurred_at"]))
+    };
+    ExpectedSignal {
+        node: s["node"].as_str().unwrap_or_default().to_string(),
+        kind: s["kind"].as_str().unwrap_or_default().to_string(),
+        code: s["code"].as_i64(),
+        bus: s["attributes"]["pci_bus_id"]
+            .as_str()
+            .map(super::scenario::normalise_bus_lenient),
+        repeats: s["repeat_count"].as_u64().unwrap_or(0),
+        first,
+        last,
+    }
+}
+
+fn show_signals(s: &[ExpectedSignal]) -> String {
+    s.iter()
+        .map(|s| {
+            format!(
+                "{} {}{} {} x{} +{}..+{}",
+                s.node,
+                s.kind,
+                s.code.map(|c| format!(" {c}")).unwrap_or_default(),
+                s.bus.as_deref().unwrap_or("-"),
+                s.repeats,
+                minutes(s.first),
+                minutes(s.last)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn show_failure(f: &ExpectedFailure) -> String {
+    format!(
+        "job {} root {} {} part {} {}/{} ({}), nodes {:?}, +{}..+{}, signals [{}]",
+        f.job.as_deref().unwrap_or("-"),
+        f.root_node,
+        f.root_bus.as_deref().unwrap_or("-"),
+        f.root_part.as_deref().unwrap_or("-"),
+        f.category,
+        f.component,
+        f.generation,
+        f.nodes,
+        minutes(f.first),
+        minutes(f.last),
+        show_signals(&f.signals)
+    )
+}
+
+/// The failure as found, in the model's terms.
+fn as_expected(f: &Value, detail: &Value, origin: DateTime<Utc>) -> ExpectedFailure {
+    let off = |v: &Value| time(v).map_or(i64::MIN, |t| (t - origin).num_microseconds().unwrap_or(i64::MIN));
+    let mut signals: Vec<ExpectedSignal> = detail["signals"]
+        .as_array()
+        .map(|a| a.iter().map(|s| found_signal(s, origin)).collect())
+        .unwrap_or_default();
+    signals.sort();
+    ExpectedFailure {
+        incident: None,
+        job: f["job_id"].as_str().map(str::to_string),
+        first: off(&f["first_at"]),
+        last: off(&f["last_at"]),
+        nodes: f["nodes"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|n| n.as_str().map(str::to_string)).collect())
+            .unwrap_or_default(),
+        root_node: f["root_node"].as_str().unwrap_or_default().to_string(),
+        root_bus: detail["root_gpu"]["pci_bus_id"]
+            .as_str()
+            .map(super::scenario::normalise_bus_lenient),
+        root_part: detail["root_gpu"]["part"].as_str().map(str::to_string),
+        category: f["root_cause"]["category"].as_str().unwrap_or_default().to_string(),
+        component: f["root_cause"]["component"].as_str().unwrap_or_default().to_string(),
+        generation: f["gpu_generation"].as_str().unwrap_or_default().to_string(),
+        signals,
+    }
+}
+
+/// Every difference, the failures' first (in time order), then the parts', the nodes'.
+pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTime<Utc>) -> Vec<Difference> {
+    let mut out = Vec::new();
+    let actual: Vec<ExpectedFailure> = found
+        .failures
+        .iter()
+        .map(|f| {
+            let id = f["id"].as_str().unwrap_or_default();
+            as_expected(f, found.details.get(id).unwrap_or(&Value::Null), origin)
+        })
+        .collect();
+    let mut used = vec![false; actual.len()];
+    for e in &expected.failures {
+        let object = format!(
+            "failure of {} at +{}",
+            e.job.as_ref().map_or(e.root_node.clone(), |j| format!("job {j}")),
+            minutes(e.first)
+        );
+        // The one of the same key nearest in time, within the fold window.
+        let candidate = actual
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| {
+                !used[*i]
+                    && a.job == e.job
+                    && (e.job.is_some() || a.root_node == e.root_node)
+                    && (a.first - e.first).abs() <= FOLD_WINDOW
+            })
+            .min_by_key(|(_, a)| (a.first - e.first).abs());
+        let Some((i, a)) = candidate else {
+            out.push(Difference {
+                object,
+                expected: show_failure(e),
+                found: "no such failure".into(),
+                incident: e.incident,
+            });
+            continue;
+        };
+        used[i] = true;
+        let same = a.first == e.first
+            && a.last == e.last
+            && a.nodes == e.nodes
+            && a.root_node == e.root_node
+            && a.root_bus == e.root_bus
+            && a.root_part == e.root_part
+            && a.category == e.category
+            && a.component == e.component
+            && a.generation == e.generation
+            && a.signals == e.signals;
+        if !same {
+            out.push(Difference {
+                object,
+                expected: show_failure(e),
+                found: show_failure(a),
+                incident: e.incident,
+            });
+        }
+    }
+    for (_, a) in actual.iter().enumerate().filter(|(i, _)| !used[*i]) {
+        out.push(Difference {
+            object: format!(
+                "failure of {} at +{}",
+                a.job.as_ref().map_or(a.root_node.clone(), |j| format!("job {j}")),
+                minutes(a.first)
+            ),
+            expected: "no such failure".into(),
+            found: show_failure(a),
+            incident: None,
+        });
+    }
+
+    let off = |v: &Value| time(v).map(|t| (t - origin).num_microseconds().unwrap_or(i64::MIN));
+    for (node, want) in &expected.placements {
+        let mut got: Vec<ExpectedPlacement> = found
+            .placements
+            .get(node)
+            .map(|ps| {
+                ps.iter()
+                    .map(|p| ExpectedPlacement {
+                        part: p["part"].as_str().unwrap_or_default().to_string(),
+                        uuid: p["uuid"].as_str().unwrap_or_default().to_string(),
+                        index: p["gpu_index"].as_u64().unwrap_or(u64::MAX) as usize,
+                        bus: p["pci_bus_id"]
+                            .as_str()
+                            .map(super::scenario::normalise_bus_lenient)
+                            .unwrap_or_default(),
+                        installed_at: off(&p["installed_at"]).unwrap_or(i64::MIN),
+                        removed_at: off(&p["removed_at"]),
+                        end_reason: p["end_reason"].as_str().map(str::to_string),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        got.sort();
+        if &got != want {
+            let show = |ps: &[ExpectedPlacement]| {
+                ps.iter()
+                    .map(|p| {
+                        format!(
+                            "{} (GPU {} {}) +{}..{}{}",
+                            p.part,
+                            p.index,
+                            p.bus,
+                            minutes(p.installed_at),
+                            p.removed_at.map_or("open".into(), |t| format!("+{}", minutes(t))),
+                            p.end_reason.as_ref().map(|r| format!(" {r}")).unwrap_or_default()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            let incident = sc.steps.iter().find_map(|s| match &s.action {
+                Action::Reboot {
+                    node: n, swap: Some(_), ..
+                } if &sc.site.nodes[*n].name == node => s.incident,
+                _ => None,
+            });
+            out.push(Difference {
+                object: format!("placements of {node}"),
+                expected: show(want),
+                found: show(&got),
+                incident,
+            });
+        }
+    }
+
+    for spec in &sc.site.nodes {
+        let want: Vec<(String, i64)> = expected
+            .transitions
+            .get(&spec.name)
+            .map(|v| v.iter().map(|(s, t)| (s.to_string(), *t)).collect())
+            .unwrap_or_default();
+        let got: Vec<(String, i64)> = found
+            .transitions
+            .get(&spec.name)
+            .map(|v| {
+                v.iter()
+                    .map(|t| {
+                        (
+                            t["state"].as_str().unwrap_or_default().to_string(),
+                            off(&t["at"]).unwrap_or(i64::MIN),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if want != got {
+            let show = |v: &[(String, i64)]| {
+                v.iter()
+                    .map(|(s, t)| format!("{s} +{}", minutes(*t)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            out.push(Difference {
+                object: format!("drains of {}", spec.name),
+                expected: show(&want),
+                found: show(&got),
+                incident: None,
+            });
+        }
+    }
+
+    let retired: BTreeSet<(String, Option<i64>)> = found
+        .nodes
+        .iter()
+        .map(|n| {
+            (
+                n["hostname"].as_str().unwrap_or_default().to_string(),
+                off(&n["retired_at"]),
+            )
+        })
+        .collect();
+    let want: BTreeSet<(String, Option<i64>)> = sc
+        .site
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), expected.retired.get(&n.name).copied()))
+        .collect();
+    let got_parts: BTreeMap<String, super::model::ExpectedPart> = found
+        .gpus
+        .iter()
+        .map(|g| {
+            (
+                g["part"].as_str().unwrap_or_default().to_string(),
+                super::model::ExpectedPart {
+                    state: g["state"].as_str().unwrap_or_default().to_string(),
+                    node: g["node"].as_str().map(str::to_string),
+                    index: g["gpu_index"].as_u64().map(|i| i as usize),
+                    failures: g["failure_count"].as_u64().unwrap_or(u64::MAX) as usize,
+                },
+            )
+        })
+        .collect();
+    let parts: BTreeSet<&String> = expected.parts.keys().chain(got_parts.keys()).collect();
+    for part in parts {
+        let (want, got) = (expected.parts.get(part), got_parts.get(part));
+        if want != got {
+            let incident = expected
+                .failures
+                .iter()
+                .find(|f| f.root_part.as_ref() == Some(part))
+                .and_then(|f| f.incident);
+            out.push(Difference {
+                object: format!("part {part} (GET /v1/gpus)"),
+                expected: format!("{want:?}"),
+                found: format!("{got:?}"),
+                incident,
+            });
+        }
+    }
+    let got = firing(&found.alerts);
+    if got != expected.silent {
+        out.push(Difference {
+            object: format!("nodes paged as silent (alert rule {})", super::site::SILENCE_RULE),
+            expected: format!("{:?}", expected.silent),
+            found: format!(
+                "{got:?}; alerts: {}",
+                found
+                    .alerts
+                    .iter()
+                    .map(|a| format!("{} {}", a["subject"], a["state"]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            incident: sc.incidents.iter().position(|i| i.kind == "retire"),
+        });
+    }
+    let got = held(&found.alertmanager);
+    if got != expected.silent {
+        out.push(Difference {
+            object: "the silence alerts Alertmanager holds".into(),
+            expected: format!("{:?}", expected.silent),
+            found: format!("{got:?}"),
+            incident: None,
+        });
+    }
+    if retired != want {
+        out.push(Difference {
+            object: "the inventory's nodes (hostname, retired_at)".into(),
+            expected: format!("{want:?}"),
+            found: format!("{retired:?}"),
+            incident: None,
+        });
+    }
+    out
+}
+
+/// Server instance 1's answers where they differ from instance 0's (both read after the site
+/// went idle: one database, the same answers).
+pub fn same_answers(zero: &Found, one: &Found) -> Vec<Difference> {
+    let mut out = Vec::new();
+    let mut differ = |what: &str, a: String, b: String| {
+        if a != b {
+            out.push(Difference {
+                object: format!("{what}, as server 1 answers it"),
+                expected: format!("as server 0: {a}"),
+                found: b,
+                incident: None,
+            });
+        }
+    };
+    let show = |v: &dyn std::fmt::Debug| format!("{v:?}");
+    differ("the failures", show(&zero.failures), show(&one.failures));
+    differ("the failures' details", show(&zero.details), show(&one.details));
+    differ("the placements", show(&zero.placements), show(&one.placements));
+    differ("the drains", show(&zero.transitions), show(&one.transitions));
+    differ("the nodes", show(&zero.nodes), show(&one.nodes));
+    differ("the parts", show(&zero.gpus), show(&one.gpus));
+    out
+}
+
+/// The report of a round that found differences (or errors): the seed, the first differing
+/// object, the scenario's steps that led to it, and a count of the rest.
+pub fn report(
+    sc: &Scenario,
+    origin: DateTime<Utc>,
+    differences: &[Difference],
+    errors: &[String],
+    faults: &[String],
+) -> String {
+    let mut r = String::new();
+    r.push_str(&format!(
+        "soak seed {}: {} difference(s), {} error(s); signal time starts at {} (+0h00m00s)\n",
+        sc.site.seed,
+        differences.len(),
+        errors.len(),
+        origin.to_rfc3339()
+    ));
+    for e in errors.iter().take(10) {
+        r.push_str(&format!("  error: {e}\n"));
+    }
+    if let Some(d) = differences.first() {
+        r.push_str(&format!(
+            "first difference: {}\n  expected: {}\n  found:    {}\n",
+            d.object, d.expected, d.found
+        ));
+        if let Some(i) = d.incident {
+            r.push_str(&format!("  led to by {}\n", sc.describe(i)));
+            for (k, s) in sc.steps.iter().enumerate().filter(|(_, s)| s.incident == Some(i)) {
+                r.push_str(&format!("    step {k}: {}\n", step_line(sc, &s.action)));
+            }
+        }
+        for d in &differences[1..differences.len().min(6)] {
+            r.push_str(&format!(
+                "then: {}\n  expected: {}\n  found:    {}\n",
+                d.object, d.expected, d.found
+            ));
+        }
+    }
+    r.push_str("site:\n");
+    for (n, spec) in sc.site.nodes.iter().enumerate() {
+        r.push_str(&format!(
+            "  {} {} x{} -> server {}\n",
+            spec.name,
+            sc.site.generation(n).name,
+            sc.site.generation(n).gpus,
+            spec.server
+        ));
+    }
+    r.push_str("timeline:\n");
+    for i in 0..sc.incidents.len() {
+        r.push_str(&format!("  {}\n", sc.describe(i)));
+    }
+    for f in faults {
+        r.push_str(&format!("  fault: {f}\n"));
+    }
+    r
+}
+
+fn step_line(sc: &Scenario, a: &Action) -> String {
+    let name = |n: &usize| sc.site.nodes[*n].name.clone();
+    match a {
+        Action::Kernel { node, lines } => format!(
+            "{} logs {} kernel line(s) +{}..+{}: {}",
+            name(node),
+            lines.len(),
+            minutes(lines.first().map_or(0, |l| l.at)),
+            minutes(lines.last().map_or(0, |l| l.at)),
+            lines.first().map(|l| l.message.as_str()).unwrap_or_default()
+        ),
+        Action::Job(j) => format!(
+            "job {} on {:?} +{}..{}",
+            j.id,
+            j.nodes.iter().map(name).collect::<Vec<_>>(),
+            minutes(j.start),
+            j.end.map_or("(running)".to_string(), |e| format!("+{}", minutes(e)))
+        ),
+        Action::Nccl { job, timeouts } => format!(
+            "job {job}: NCCL timeouts on {:?}",
+            timeouts
+                .iter()
+                .map(|t| format!("{} +{}", name(&t.node), minutes(t.at)))
+                .collect::<Vec<_>>()
+        ),
+        Action::Drain { node, at, .. } => format!("{} drained at +{}", name(node), minutes(*at)),
+        Action::Return { node, at } => format!("{} returned at +{}", name(node), minutes(*at)),
+        Action::Reboot { node, down, up, swap } => format!(
+            "{} down +{}, up +{}{}",
+            name(node),
+            minutes(*down),
+            minutes(*up),
+            swap.map(|s| format!(", board of GPU {s} replaced")).unwrap_or_default()
+        ),
+        Action::Retire { node, at } => format!("{} retired at +{}", name(node), minutes(*at)),
+        Action::KillServer { server } => format!("server {server} SIGKILLed"),
+        Action::KillAgent { node } => format!("agent of {} SIGKILLed", name(node)),
+        Action::KillAlertmanager => "Alertmanager SIGKILLed".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::model::expected;
+    use super::super::scenario::scenario;
+    use super::*;
+
+    /// The model's own answers as the API writes them.
+    fn answers(e: &Expected, origin: DateTime<Utc>) -> Found {
+        let at = |t: i64| (origin + chrono::Duration::microseconds(t)).to_rfc3339();
+        let mut failures = Vec::new();
+        let mut details = BTreeMap::new();
+        for (i, f) in e.failures.iter().enumerate() {
+            let id = format!("f{i}");
+            failures.push(
+                json!({"id": id, "job_id": f.job, "first_at": at(f.first), "last_at": at(f.last),
+                "nodes": f.nodes, "root_node": f.root_node, "gpu_generation": f.generation,
+                "root_cause": {"category": f.category, "component": f.component}}),
+            );
+            let signals: Vec<Value> = f
+                .signals
+                .iter()
+                .map(|s| {
+                    json!({"node": s.node, "kind": s.kind, "code": s.code, "attributes": {"pci_bus_id": s.bus},
+                    "repeat_count": s.repeats, "occurred_at": at(s.first),
+                    "last_occurred_at": if s.repeats > 1 { json!(at(s.last)) } else { Value::Null }})
+                })
+                .collect();
+            details.insert(
+                id,
+                json!({"root_gpu": {"pci_bus_id": f.root_bus, "part": f.root_part}, "signals": signals}),
+            );
+        }
+        Found {
+            failures,
+            details,
+            placements: BTreeMap::new(),
+            transitions: BTreeMap::new(),
+            nodes: Vec::new(),
+            gpus: Vec::new(),
+            alerts: Vec::new(),
+            alertmanager: Vec::new(),
+        }
+    }
+
+    /// A failure blamed on another board is the first difference, reported with the seed and the
+    /// steps of its incident.
+    #[test]
+    fn a_failure_blamed_on_another_board_is_reported_with_its_incident() {
+        let sc = scenario(6, 1);
+        let e = expected(&sc);
+        let origin = DateTime::from_timestamp(1_796_400_000, 0).unwrap();
+        let mut found = answers(&e, origin);
+        let failures_only = |d: &[Difference]| -> Vec<String> {
+            d.iter()
+                .filter(|d| d.object.starts_with("failure"))
+                .map(|d| d.object.clone())
+                .collect()
+        };
+        assert!(failures_only(&compare(&sc, &e, &found, origin)).is_empty());
+
+        let (i, f) = e
+            .failures
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.root_part.is_some())
+            .unwrap();
+        found.details.get_mut(&format!("f{i}")).unwrap()["root_gpu"]["part"] = json!("0000000000000");
+        let d = compare(&sc, &e, &found, origin);
+        assert_eq!(failures_only(&d).len(), 1, "{d:?}");
+        let first = d.iter().find(|d| d.object.starts_with("failure")).unwrap();
+        assert!(first.found.contains("part 0000000000000"), "{first:?}");
+        assert_eq!(first.incident, f.incident);
+        let r = report(&sc, origin, std::slice::from_ref(first), &[], &[]);
+        assert!(r.starts_with("soak seed 6: 1 difference(s)"), "{r}");
+        assert!(r.contains("led to by incident"), "{r}");
+        assert!(r.contains("    step "), "{r}");
+    }
+}

@@ -1,0 +1,163 @@
+//! `faultline soak`: a site in a box. From a seed, a small site and a timeline of incidents
+//! (scenario.rs, pure); what Faultline should answer, from the documented rules (model.rs, pure);
+//! the site run with the real binaries, faults of the system included (site.rs); the answers
+//! compared with the model (check.rs). See docs/architecture.md, "Soak: a site in a box".
+
+pub mod check;
+pub mod model;
+pub mod scenario;
+pub mod site;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+pub use site::Tools;
+
+#[derive(Debug, Clone)]
+pub struct SoakOptions {
+    /// PostgreSQL server URL (no database).
+    pub server_url: String,
+    /// Prefix of each round's database (`<prefix>_<seed>`), dropped and created afresh.
+    pub db_name: String,
+    pub seed: u64,
+    /// Run further seeds (seed + 1, ...) until this much time has passed since the start; zero: one.
+    pub minutes: f64,
+    /// Incidents drawn beyond one of each kind.
+    pub extra_incidents: usize,
+    pub tools: Tools,
+    /// Where each round's processes keep their files [default: the temp directory].
+    pub work_dir: Option<PathBuf>,
+}
+
+/// One round's outcome.
+#[derive(Debug)]
+pub struct Round {
+    pub seed: u64,
+    pub passed: bool,
+    /// The report: a summary when it passed, the differences when not.
+    pub report: String,
+    pub seconds: f64,
+}
+
+/// Runs rounds from `opts.seed` on and returns them; stops at the first that fails.
+pub async fn run(opts: &SoakOptions) -> anyhow::Result<Vec<Round>> {
+    let started = Instant::now();
+    let mut rounds = Vec::new();
+    let mut seed = opts.seed;
+    loop {
+        let round = round(opts, seed).await?;
+        let passed = round.passed;
+        eprintln!("{}", round.report);
+        rounds.push(round);
+        if !passed || started.elapsed().as_secs_f64() >= opts.minutes * 60.0 {
+            break;
+        }
+        seed += 1;
+    }
+    Ok(rounds)
+}
+
+/// One seed: the scenario played on a fresh site and checked.
+pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
+    let started = Instant::now();
+    let sc = scenario::scenario(seed, opts.extra_incidents);
+    let expected = model::expected(&sc);
+    // Signal time: the timeline ends half an hour before now.
+    let now = chrono::Utc::now();
+    let origin = now - chrono::Duration::microseconds(sc.end) - chrono::Duration::minutes(30);
+    let origin = chrono::DateTime::from_timestamp(origin.timestamp(), 0).unwrap_or(origin);
+
+    let db = format!("{}_{seed}", opts.db_name);
+    crate::devtools::bench::recreate_database(&opts.server_url, &db).await?;
+    let database_url = crate::db::database::with_database(&opts.server_url, &db);
+    let work = opts
+        .work_dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!("faultline-soak-{}-{seed}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+
+    let mut site = site::Site::start(&sc, &opts.tools, origin, &work, &database_url)
+        .await
+        .context("starting the site")?;
+    let outcome = async {
+        site.boot().await?;
+        for i in 0..sc.steps.len() {
+            site.play(i).await.with_context(|| format!("step {i}"))?;
+        }
+        site.wait_all_drained(Duration::from_secs(180)).await?;
+        // Both instances read, for the check and for each other: one database, one answer.
+        let alerts = check::settled_alerts(site.client(0), &expected, Duration::from_secs(30)).await?;
+        // Alertmanager holds what fires once Faultline re-sent it after its last restart.
+        let started = Instant::now();
+        let held = loop {
+            let held = site.alertmanager_alerts().await?;
+            if check::held(&held) == expected.silent || started.elapsed() > Duration::from_secs(30) {
+                break held;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let found = check::read(site.client(0), &sc, origin, alerts.clone(), held.clone()).await?;
+        let other = check::read(site.client(1), &sc, origin, alerts, held).await?;
+        anyhow::Ok((found, other))
+    }
+    .await;
+    let mut errors = std::mem::take(&mut site.observed.client_errors);
+    errors.extend(site.agent_server_errors());
+    let faults = std::mem::take(&mut site.observed.faults);
+    site.stop();
+    let differences = match &outcome {
+        Ok((found, other)) => {
+            let mut d = check::compare(&sc, &expected, found, origin);
+            d.extend(check::same_answers(found, other));
+            d
+        }
+        Err(e) => {
+            errors.push(format!("{e:#}"));
+            Vec::new()
+        }
+    };
+    let passed = differences.is_empty() && errors.is_empty();
+    let seconds = started.elapsed().as_secs_f64();
+    let report = if passed {
+        drop(site);
+        let _ = std::fs::remove_dir_all(&work);
+        let _ = drop_database(&opts.server_url, &db).await;
+        let signals: u64 = expected
+            .failures
+            .iter()
+            .flat_map(|f| f.signals.iter().map(|s| s.repeats))
+            .sum();
+        format!(
+            "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} parts, {} faults of the system ({})",
+            sc.incidents.len(),
+            expected.failures.len(),
+            signals,
+            expected.parts.len(),
+            faults.len(),
+            faults.join("; ")
+        )
+    } else {
+        format!(
+            "{}files of the round (server and agent logs, journals): {}\ndatabase kept: {db}\n",
+            check::report(&sc, origin, &differences, &errors, &faults),
+            work.display()
+        )
+    };
+    Ok(Round {
+        seed,
+        passed,
+        report,
+        seconds,
+    })
+}
+
+async fn drop_database(server_url: &str, db: &str) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&crate::db::database::with_database(server_url, "postgres")).await?;
+    let sql = format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)");
+    sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await?;
+    Ok(())
+}

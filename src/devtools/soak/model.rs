@@ -1,0 +1,435 @@
+//! What the site should show, computed from the scenario's own events with the documented rules,
+//! not through the server's code: docs/ingest.md (bursts: a signal's identity, 60 s gaps),
+//! docs/analytics.md (failures: 10-minute fold window by job, else node; job attribution by the
+//! job's nodes and run; the root-cause order) and docs/parts.md (placements, attribution of a
+//! signal to the board in its slot at its time). The classification of the few signals the
+//! scenario uses is NVIDIA's XID catalog as the rule catalog documents it (docs/analytics.md,
+//! Classification). Pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::scenario::{Action, Fact, MINUTE, NODES, SECOND, Scenario};
+
+/// Signals of one identity closer than this are one stored signal (docs/ingest.md, Bursts).
+pub const BURST_GAP: i64 = 60 * SECOND;
+/// Signals of one job (or node) closer than this are one failure (docs/analytics.md, Failures).
+pub const FOLD_WINDOW: i64 = 10 * MINUTE;
+
+/// One stored signal: a burst of one identity.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ExpectedSignal {
+    pub node: String,
+    pub kind: String,
+    pub code: Option<i64>,
+    /// The GPU's bus, normalised (`0000:04:00.0`), when the signal names one.
+    pub bus: Option<String>,
+    pub repeats: u64,
+    pub first: i64,
+    pub last: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExpectedFailure {
+    pub incident: Option<usize>,
+    /// The job it folds under, else None (folded by node).
+    pub job: Option<String>,
+    pub first: i64,
+    pub last: i64,
+    pub nodes: BTreeSet<String>,
+    pub root_node: String,
+    pub root_bus: Option<String>,
+    /// The part placed in the root signal's slot at its time.
+    pub root_part: Option<String>,
+    pub category: String,
+    pub component: String,
+    pub generation: String,
+    /// Its stored signals, in identity order.
+    pub signals: Vec<ExpectedSignal>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ExpectedPlacement {
+    pub part: String,
+    pub uuid: String,
+    pub index: usize,
+    pub bus: String,
+    pub installed_at: i64,
+    pub removed_at: Option<i64>,
+    pub end_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Expected {
+    pub failures: Vec<ExpectedFailure>,
+    /// Per node name.
+    pub placements: BTreeMap<String, Vec<ExpectedPlacement>>,
+    /// Per node name: (state, at), in time order.
+    pub transitions: BTreeMap<String, Vec<(&'static str, i64)>>,
+    pub retired: BTreeMap<String, i64>,
+    /// Per part: its state (`installed` while a placement is open, else `spare`), its node and
+    /// slot while installed, and the failures resolved to it (docs/parts.md, Reads).
+    pub parts: BTreeMap<String, ExpectedPart>,
+    /// Nodes the silence rule pages for at the end (docs/alerts.md, Rules): in the inventory, not
+    /// retired, seen at least once (a signal), and silent since (every signal is over half an
+    /// hour old when the round ends).
+    pub silent: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedPart {
+    pub state: String,
+    pub node: Option<String>,
+    pub index: Option<usize>,
+    pub failures: usize,
+}
+
+/// How the rule catalog classifies a signal (NVIDIA's XID catalog; an NCCL watchdog timeout is a
+/// symptom, `unknown`, secondary).
+struct Class {
+    category: &'static str,
+    component: &'static str,
+    /// critical 4, high 3, medium 2, low 1.
+    severity: u8,
+    secondary: bool,
+}
+
+fn classify(kind: &str, code: Option<i64>) -> Class {
+    let c = |category, component, severity, secondary| Class {
+        category,
+        component,
+        severity,
+        secondary,
+    };
+    match (kind, code) {
+        ("xid", Some(79)) => c("hardware", "gpu", 4, false),
+        ("xid", Some(48)) => c("hardware", "gpu_memory", 4, false),
+        ("xid", Some(63)) => c("hardware", "gpu_memory", 2, true),
+        ("xid", Some(64)) => c("hardware", "gpu_memory", 4, false),
+        ("xid", Some(74)) => c("hardware", "nvlink", 3, false),
+        ("nccl_timeout", _) => c("unknown", "unknown", 3, true),
+        _ => c("unknown", "unknown", 1, false),
+    }
+}
+
+fn category_rank(c: &str) -> u8 {
+    match c {
+        "hardware" => 0,
+        "platform" => 1,
+        "user" => 2,
+        _ => 3,
+    }
+}
+
+/// One occurrence, before bursts.
+struct Occurrence {
+    node: usize,
+    kind: &'static str,
+    code: Option<i64>,
+    slot: Option<usize>,
+    job: Option<String>,
+    at: i64,
+    incident: Option<usize>,
+}
+
+pub fn expected(sc: &Scenario) -> Expected {
+    let site = &sc.site;
+    let mut out = Expected::default();
+    let mut occurrences = Vec::new();
+    let mut jobs = Vec::new();
+    // The board versions of each slot over time: (from, version).
+    let mut versions: Vec<Vec<Vec<(i64, usize)>>> = (0..NODES)
+        .map(|n| vec![vec![(sc.first_boot, 0)]; site.generation(n).gpus])
+        .collect();
+    for step in &sc.steps {
+        match &step.action {
+            Action::Kernel { node, lines } => {
+                for l in lines {
+                    if let Fact::Xid { code, slot } = l.fact {
+                        occurrences.push(Occurrence {
+                            node: *node,
+                            kind: "xid",
+                            code: Some(code),
+                            slot: Some(slot),
+                            job: None,
+                            at: l.at,
+                            incident: step.incident,
+                        });
+                    }
+                }
+            }
+            // A job sent again replaces its record.
+            Action::Job(j) => {
+                jobs.retain(|k: &super::scenario::Job| k.id != j.id);
+                jobs.push(j.clone());
+            }
+            Action::Nccl { job, timeouts } => {
+                for t in timeouts {
+                    occurrences.push(Occurrence {
+                        node: t.node,
+                        kind: "nccl_timeout",
+                        code: None,
+                        slot: None,
+                        job: Some(job.clone()),
+                        at: t.at,
+                        incident: step.incident,
+                    });
+                }
+            }
+            Action::Drain { node, at, .. } => out
+                .transitions
+                .entry(site.nodes[*node].name.clone())
+                .or_default()
+                .push(("drained", *at)),
+            Action::Return { node, at } => out
+                .transitions
+                .entry(site.nodes[*node].name.clone())
+                .or_default()
+                .push(("returned", *at)),
+            Action::Reboot {
+                node,
+                up,
+                swap: Some(slot),
+                ..
+            } => {
+                let v = versions[*node][*slot].last().map_or(0, |x| x.1) + 1;
+                versions[*node][*slot].push((*up, v));
+            }
+            Action::Retire { node, at } => {
+                out.retired.insert(site.nodes[*node].name.clone(), *at);
+            }
+            Action::Reboot { swap: None, .. }
+            | Action::KillServer { .. }
+            | Action::KillAgent { .. }
+            | Action::KillAlertmanager => {}
+        }
+    }
+    for v in out.transitions.values_mut() {
+        v.sort_by_key(|x| x.1);
+    }
+
+    // Placements: each version of a slot from when it was installed until the next.
+    for (n, slots) in versions.iter().enumerate() {
+        let name = site.nodes[n].name.clone();
+        let buses = site.slots(n);
+        let list = out.placements.entry(name).or_default();
+        for (s, vs) in slots.iter().enumerate() {
+            for (k, &(from, v)) in vs.iter().enumerate() {
+                let b = site.board(n, s, v);
+                let next = vs.get(k + 1).map(|x| x.0);
+                list.push(ExpectedPlacement {
+                    part: b.serial,
+                    uuid: b.uuid,
+                    index: s,
+                    bus: buses[s].bus.clone(),
+                    installed_at: from,
+                    removed_at: next,
+                    end_reason: next.map(|_| "absent".to_string()),
+                });
+            }
+        }
+        list.sort();
+    }
+    let board_at = |n: usize, s: usize, t: i64| -> String {
+        let v = versions[n][s].iter().rfind(|(from, _)| *from <= t).map_or(0, |x| x.1);
+        site.board(n, s, v).serial
+    };
+
+    // Job attribution: a node signal without a job folds under the job that ran on the node then
+    // (the latest started, then the smallest id).
+    for o in occurrences.iter_mut().filter(|o| o.job.is_none()) {
+        o.job = jobs
+            .iter()
+            .filter(|j| j.nodes.contains(&o.node) && j.start <= o.at && j.end.is_none_or(|end| o.at <= end))
+            .max_by(|a, b| a.start.cmp(&b.start).then(b.id.cmp(&a.id)))
+            .map(|j| j.id.clone());
+    }
+
+    // Bursts: one identity (node, job, kind, code, GPU), gaps of at most 60 s.
+    type Identity = (usize, Option<String>, &'static str, Option<i64>, Option<usize>);
+    let mut by_identity: BTreeMap<Identity, Vec<&Occurrence>> = BTreeMap::new();
+    for o in &occurrences {
+        by_identity
+            .entry((o.node, o.job.clone(), o.kind, o.code, o.slot))
+            .or_default()
+            .push(o);
+    }
+    struct Row {
+        sig: ExpectedSignal,
+        node: usize,
+        slot: Option<usize>,
+        job: Option<String>,
+        incident: Option<usize>,
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    for ((node, job, kind, code, slot), mut os) in by_identity {
+        os.sort_by_key(|o| o.at);
+        let mut current: Option<Row> = None;
+        for o in os {
+            match current.as_mut() {
+                Some(r) if o.at - r.sig.last <= BURST_GAP => {
+                    r.sig.repeats += 1;
+                    r.sig.last = o.at;
+                }
+                _ => {
+                    rows.extend(current.take());
+                    current = Some(Row {
+                        sig: ExpectedSignal {
+                            node: site.nodes[node].name.clone(),
+                            kind: kind.to_string(),
+                            code,
+                            bus: slot.map(|s| site.slots(node)[s].bus.clone()),
+                            repeats: 1,
+                            first: o.at,
+                            last: o.at,
+                        },
+                        node,
+                        slot,
+                        job: job.clone(),
+                        incident: o.incident,
+                    });
+                }
+            }
+        }
+        rows.extend(current);
+    }
+
+    // Failures: by job, else by node; a gap over the fold window starts another.
+    let mut by_key: BTreeMap<(Option<String>, Option<usize>), Vec<Row>> = BTreeMap::new();
+    for r in rows {
+        let key = match &r.job {
+            Some(j) => (Some(j.clone()), None),
+            None => (None, Some(r.node)),
+        };
+        by_key.entry(key).or_default().push(r);
+    }
+    for ((job, _), mut rs) in by_key {
+        rs.sort_by_key(|r| r.sig.first);
+        let mut groups: Vec<Vec<Row>> = Vec::new();
+        for r in rs {
+            match groups.last_mut() {
+                Some(g) if r.sig.first - g.iter().map(|x| x.sig.last).max().unwrap_or(i64::MIN) <= FOLD_WINDOW => {
+                    g.push(r)
+                }
+                _ => groups.push(vec![r]),
+            }
+        }
+        for g in groups {
+            let root = g
+                .iter()
+                .min_by_key(|r| {
+                    let c = classify(&r.sig.kind, r.sig.code);
+                    (
+                        c.secondary,
+                        category_rank(c.category),
+                        r.sig.kind == "nccl_timeout",
+                        std::cmp::Reverse(c.severity),
+                        r.sig.first,
+                    )
+                })
+                .expect("a group has a signal");
+            let class = classify(&root.sig.kind, root.sig.code);
+            let mut signals: Vec<ExpectedSignal> = g.iter().map(|r| r.sig.clone()).collect();
+            signals.sort();
+            out.failures.push(ExpectedFailure {
+                incident: root.incident,
+                job: job.clone(),
+                first: g.iter().map(|r| r.sig.first).min().unwrap_or_default(),
+                last: g.iter().map(|r| r.sig.last).max().unwrap_or_default(),
+                nodes: g.iter().map(|r| r.sig.node.clone()).collect(),
+                root_node: root.sig.node.clone(),
+                root_bus: root.sig.bus.clone(),
+                root_part: root.slot.map(|s| board_at(root.node, s, root.sig.first)),
+                category: class.category.to_string(),
+                component: class.component.to_string(),
+                generation: site.generation(root.node).name.to_string(),
+                signals,
+            });
+        }
+    }
+    out.failures.sort_by_key(|f| (f.first, f.root_node.clone()));
+    for (node, ps) in &out.placements {
+        for p in ps {
+            let open = p.removed_at.is_none();
+            let e = out.parts.entry(p.part.clone()).or_insert(ExpectedPart {
+                state: "spare".into(),
+                node: None,
+                index: None,
+                failures: 0,
+            });
+            if open {
+                e.state = "installed".into();
+                e.node = Some(node.clone());
+                e.index = Some(p.index);
+            }
+        }
+    }
+    out.silent = out
+        .failures
+        .iter()
+        .flat_map(|f| f.signals.iter().map(|s| s.node.clone()))
+        .filter(|n| !out.retired.contains_key(n))
+        .collect();
+    for f in &out.failures {
+        if let Some(p) = f.root_part.as_ref().and_then(|p| out.parts.get_mut(p)) {
+            p.failures += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scenario::scenario;
+    use super::*;
+
+    /// Every incident but the retirement forms one failure; the board swap two, the second blamed
+    /// on the new board; lines a second past the fold window two.
+    #[test]
+    fn each_incident_forms_its_failures() {
+        for seed in 1..20 {
+            let sc = scenario(seed, 2);
+            let e = expected(&sc);
+            for (i, inc) in sc.incidents.iter().enumerate() {
+                let fs: Vec<_> = e.failures.iter().filter(|f| f.incident == Some(i)).collect();
+                let want = match inc.kind {
+                    "retire" => 0,
+                    "board_swap" => 2,
+                    "window_edges" if inc.summary.contains("a second more") => 2,
+                    _ => 1,
+                };
+                assert_eq!(fs.len(), want, "seed {seed}: {}", sc.describe(i));
+                for f in &fs {
+                    assert_eq!(f.category, "hardware", "seed {seed}: {f:?}");
+                    assert!(f.root_part.is_some(), "seed {seed}: {f:?}");
+                }
+                if inc.kind == "board_swap" {
+                    assert_ne!(
+                        fs[0].root_part, fs[1].root_part,
+                        "the new board is blamed after the reboot"
+                    );
+                }
+                if inc.kind == "window_edges" {
+                    let first = fs[0].signals.iter().find(|s| s.first == inc.at).unwrap();
+                    assert_eq!(first.repeats, 2, "two lines the burst gap apart are one signal");
+                }
+            }
+        }
+    }
+
+    /// A storm on one GPU and a line of another GPU amid it: one failure, two signals.
+    #[test]
+    fn a_storm_and_another_gpu_stay_two_signals() {
+        let sc = scenario(5, 0);
+        let e = expected(&sc);
+        let (i, _) = sc
+            .incidents
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.kind == "ecc_storm")
+            .unwrap();
+        let f = e.failures.iter().find(|f| f.incident == Some(i)).unwrap();
+        assert_eq!(f.signals.len(), 2, "{f:?}");
+        assert!(f.signals.iter().any(|s| s.repeats >= 50), "{f:?}");
+        assert!(f.signals.iter().any(|s| s.repeats == 1), "{f:?}");
+    }
+}

@@ -1,0 +1,698 @@
+//! The site, run: two `faultline serve` processes on one fresh database, one real
+//! `faultline-agent` per node reading its node's kernel log from a journal directory (real journal
+//! files, written with systemd-journal-remote, read by the real journalctl) and its GPUs from a
+//! fake `nvidia-smi` that prints a recorded report. The runner plays the timeline: it writes the
+//! kernel's lines, plays the scheduler, the log shipper and the operators through the API, reboots
+//! nodes, and kills servers and agents.
+//!
+//! Signal time runs hours in a minute: journald dates each kernel line (`__REALTIME_TIMESTAMP`)
+//! and the agent dates a journal record by it, so the timeline is written hours in the past. The
+//! agent dates a GPU set by the machine's own clock (its boot, or now); so that the set of each
+//! boot is in place from that boot's start in signal time, the runner registers it then, as the
+//! agent does at a real boot (`PUT /v1/nodes/{cluster}/{node}/gpus` with `observed_at`); the
+//! agent's own registration later must change nothing, which the check sees.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use super::scenario::{Action, CLUSTER, KernelLine, NODES, Scenario, boot_lines};
+use crate::devtools::client::{Client, RetryPolicy};
+
+/// Where the binaries and tools are.
+#[derive(Debug, Clone)]
+pub struct Tools {
+    pub faultline: PathBuf,
+    pub agent: PathBuf,
+    pub journalctl: String,
+    pub journal_remote: PathBuf,
+    /// Prometheus Alertmanager, which the silence rule notifies.
+    pub alertmanager: PathBuf,
+    /// The agents' storm window in seconds (`--compact-window`): the final drain waits for the
+    /// last window to close.
+    pub compact_window: f64,
+}
+
+/// What the runner saw besides the answers it checks.
+#[derive(Debug, Default)]
+pub struct Observed {
+    /// Requests of the runner that failed for good (a 5xx, a 4xx, retries spent).
+    pub client_errors: Vec<String>,
+    /// Faults of the system done: (step, what).
+    pub faults: Vec<String>,
+}
+
+struct Server {
+    port: u16,
+    child: Option<Child>,
+    log: PathBuf,
+    data_dir: PathBuf,
+}
+
+struct NodeRun {
+    name: String,
+    dir: PathBuf,
+    child: Option<Child>,
+    boot: usize,
+    boot_start: i64,
+    versions: Vec<usize>,
+    /// Journal records written for this node (every boot).
+    written: u64,
+    retired: bool,
+}
+
+/// The site's Alertmanager: a real one, restarted (SIGKILL) as a fault of the system; it holds its
+/// alerts in memory, so after a restart it knows the firing ones again only when Faultline re-sends
+/// them.
+struct Alertmanager {
+    port: u16,
+    child: Option<Child>,
+    dir: PathBuf,
+}
+
+pub struct Site<'a> {
+    sc: &'a Scenario,
+    tools: &'a Tools,
+    pub origin: DateTime<Utc>,
+    work: PathBuf,
+    database_url: String,
+    admin: String,
+    agent_token: String,
+    servers: Vec<Server>,
+    nodes: Vec<NodeRun>,
+    clients: Vec<Client>,
+    alertmanager: Alertmanager,
+    pub observed: Observed,
+}
+
+/// The silence rule the site runs (`silence`, node scope).
+pub const SILENCE_RULE: &str = "soak-silence";
+pub const SILENCE_MINUTES: u32 = 20;
+
+/// The site's processes go when the runner goes, however it ends (a test's timeout SIGKILLs it):
+/// the kernel sends them SIGKILL when the thread that started them exits.
+fn die_with_runner(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of the child; it allocates nothing and is
+    // async-signal-safe, as code between fork and exec must be.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl<'a> Site<'a> {
+    /// Starts the servers (migrating the database) and reads nothing yet.
+    pub async fn start(
+        sc: &'a Scenario,
+        tools: &'a Tools,
+        origin: DateTime<Utc>,
+        work: &Path,
+        database_url: &str,
+    ) -> anyhow::Result<Site<'a>> {
+        std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
+        let admin = format!("soak-admin-{}", uuid::Uuid::new_v4().simple());
+        let mut site = Site {
+            sc,
+            tools,
+            origin,
+            work: work.to_path_buf(),
+            database_url: database_url.to_string(),
+            admin: admin.clone(),
+            agent_token: String::new(),
+            servers: Vec::new(),
+            nodes: Vec::new(),
+            clients: Vec::new(),
+            alertmanager: Alertmanager {
+                port: free_port()?,
+                child: None,
+                dir: work.join("alertmanager"),
+            },
+            observed: Observed::default(),
+        };
+        std::fs::create_dir_all(site.alertmanager.dir.join("data"))?;
+        std::fs::write(
+            site.alertmanager.dir.join("alertmanager.yml"),
+            "route:\n  receiver: site\n  group_by: ['alertname', 'cluster', 'subject']\nreceivers:\n  - name: site\n",
+        )?;
+        site.start_alertmanager()?;
+        site.wait_alertmanager().await?;
+        for i in 0..2 {
+            let port = free_port()?;
+            site.servers.push(Server {
+                port,
+                child: None,
+                log: work.join(format!("server-{i}.log")),
+                data_dir: work.join(format!("server-{i}")),
+            });
+        }
+        // The first migrates alone; then the second starts on the migrated database.
+        for i in 0..2 {
+            site.start_server(i)?;
+            site.wait_healthy(i).await?;
+        }
+        let policy = RetryPolicy {
+            attempts: 120,
+            max_wait: Duration::from_secs(5),
+            first_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+        };
+        for s in &site.servers {
+            site.clients.push(Client::with_retry(
+                &format!("http://127.0.0.1:{}", s.port),
+                &admin,
+                policy,
+            )?);
+        }
+        let (token, _) = site.clients[0]
+            .send_json(
+                reqwest::Method::POST,
+                "/v1/tokens",
+                Some(&json!({"name": "soak-agents", "role": "agent", "cluster": CLUSTER})),
+            )
+            .await?;
+        site.agent_token = token["token"].as_str().context("a token in the answer")?.to_string();
+        Ok(site)
+    }
+
+    pub fn alertmanager_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.alertmanager.port)
+    }
+
+    fn start_alertmanager(&mut self) -> anyhow::Result<()> {
+        let am = &mut self.alertmanager;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(am.dir.join("alertmanager.log"))?;
+        let child = die_with_runner(&mut Command::new(&self.tools.alertmanager))
+            .arg(format!("--config.file={}", am.dir.join("alertmanager.yml").display()))
+            .arg(format!("--storage.path={}", am.dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{}", am.port))
+            .arg("--cluster.listen-address=")
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .with_context(|| format!("starting {}", self.tools.alertmanager.display()))?;
+        am.child = Some(child);
+        Ok(())
+    }
+
+    async fn wait_alertmanager(&self) -> anyhow::Result<()> {
+        let url = format!("{}/-/ready", self.alertmanager_url());
+        let http = reqwest::Client::new();
+        let started = Instant::now();
+        loop {
+            if let Ok(r) = http.get(&url).send().await
+                && r.status().is_success()
+            {
+                return Ok(());
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                bail!("Alertmanager did not become ready within 30 s");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The alerts Alertmanager holds now (`GET /api/v2/alerts`, active ones).
+    pub async fn alertmanager_alerts(&self) -> anyhow::Result<Vec<Value>> {
+        let res = reqwest::get(format!("{}/api/v2/alerts", self.alertmanager_url())).await?;
+        Ok(res.error_for_status()?.json().await?)
+    }
+
+    pub fn url(&self, server: usize) -> String {
+        format!("http://127.0.0.1:{}", self.servers[server].port)
+    }
+
+    /// The runner's client of server instance `server`.
+    pub fn client(&self, server: usize) -> &Client {
+        &self.clients[server]
+    }
+
+    pub fn at(&self, t: i64) -> DateTime<Utc> {
+        self.origin + chrono::Duration::microseconds(t)
+    }
+
+    fn rfc3339(&self, t: i64) -> String {
+        self.at(t).to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+    }
+
+    fn start_server(&mut self, i: usize) -> anyhow::Result<()> {
+        let s = &mut self.servers[i];
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&s.log)?;
+        let child = die_with_runner(&mut Command::new(&self.tools.faultline))
+            .arg("serve")
+            .env("DATABASE_URL", &self.database_url)
+            .env("FAULTLINE_ADDR", format!("127.0.0.1:{}", s.port))
+            .env("FAULTLINE_ADMIN_TOKEN", &self.admin)
+            .env("FAULTLINE_DATA_DIR", &s.data_dir)
+            .env("RUST_LOG", "warn")
+            // Alerts evaluated twice a second; a killed lease holder is replaced within seconds.
+            .env("FAULTLINE_ALERT_EVALUATION_INTERVAL_SECS", "0.5")
+            .env("FAULTLINE_ALERT_LEASE_SECS", "3")
+            .env("FAULTLINE_ALERT_SEND_TIMEOUT_SECS", "1")
+            .env("FAULTLINE_ALERT_DELIVERY_POLL_SECS", "0.2")
+            // Firing alerts re-sent every 2 s: a restarted Alertmanager knows them again soon.
+            .env("FAULTLINE_ALERT_RESEND_INTERVAL_SECS", "2")
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .with_context(|| format!("starting {} serve", self.tools.faultline.display()))?;
+        s.child = Some(child);
+        Ok(())
+    }
+
+    async fn wait_healthy(&mut self, i: usize) -> anyhow::Result<()> {
+        let url = format!("{}/healthz", self.url(i));
+        let http = reqwest::Client::new();
+        let started = Instant::now();
+        let mut restarts = 0;
+        loop {
+            if let Ok(r) = http.get(&url).send().await
+                && r.status().is_success()
+            {
+                return Ok(());
+            }
+            if let Some(c) = self.servers[i].child.as_mut()
+                && let Some(exit) = c.try_wait()?
+            {
+                let log = std::fs::read_to_string(&self.servers[i].log).unwrap_or_default();
+                // As a supervisor does (systemd's Restart=on-failure): a server that could not
+                // reach its database in time at start (a loaded machine) is started again.
+                let why = log
+                    .lines()
+                    .rev()
+                    .find(|l| l.trim_start().starts_with("Caused by:") || l.starts_with("Error:"))
+                    .map(str::to_string);
+                restarts += 1;
+                if restarts > 5 {
+                    bail!("server {i} exited ({exit}) five times at start: {}", tail(&log));
+                }
+                self.observed.faults.push(format!(
+                    "server {i} exited at start ({exit}{}) and was started again",
+                    why.map(|w| format!(": {}", w.trim())).unwrap_or_default()
+                ));
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                self.start_server(i)?;
+                continue;
+            }
+            if started.elapsed() > Duration::from_secs(90) {
+                bail!("server {i} did not answer /healthz within 90 s");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Registers the nodes and the GPU sets of their first boot, writes the first boot's lines and
+    /// starts the agents.
+    pub async fn boot(&mut self) -> anyhow::Result<()> {
+        let sc = self.sc;
+        let nodes: Vec<Value> = sc
+            .site
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(n, spec)| {
+                let g = sc.site.generation(n);
+                json!({"hostname": spec.name, "cluster": CLUSTER, "gpu_model": g.model, "gpu_count": g.gpus,
+                       "in_service_since": self.rfc3339(sc.first_boot)})
+            })
+            .collect();
+        self.send(0, reqwest::Method::PUT, "/v1/nodes", json!({"nodes": nodes}))
+            .await;
+        // Pages for a node silent for 20 minutes: every node that sent is, its last signal being
+        // at least half an hour old; a retired one must not be.
+        let rule = json!({"condition": {"kind": "silence", "minutes": SILENCE_MINUTES, "scope": "node"},
+                          "repeat_interval_minutes": 60,
+                          "receivers": [{"kind": "alertmanager", "url": self.alertmanager_url()}]});
+        self.send(
+            1,
+            reqwest::Method::PUT,
+            &format!("/v1/alert-rules/{SILENCE_RULE}"),
+            rule,
+        )
+        .await;
+        for n in 0..NODES {
+            let spec = &sc.site.nodes[n];
+            let dir = self.work.join(&spec.name);
+            std::fs::create_dir_all(dir.join("state"))?;
+            std::fs::create_dir_all(dir.join("journal"))?;
+            let script = dir.join("nvidia-smi");
+            std::fs::write(
+                &script,
+                format!(
+                    "#!/bin/sh\n[ \"$*\" = \"-q -x\" ] || exit 2\ncat '{}'\n",
+                    dir.join("report.xml").display()
+                ),
+            )?;
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+            }
+            self.nodes.push(NodeRun {
+                name: spec.name.clone(),
+                dir,
+                child: None,
+                boot: 0,
+                boot_start: sc.first_boot,
+                versions: vec![0; sc.site.generation(n).gpus],
+                written: 0,
+                retired: false,
+            });
+            self.power_on(n).await?;
+        }
+        Ok(())
+    }
+
+    /// A boot of node `n`: its boot id, its GPUs' report, the GPU set registered at the boot's
+    /// start, the kernel's first lines, and the agent.
+    async fn power_on(&mut self, n: usize) -> anyhow::Result<()> {
+        let sc = self.sc;
+        let (boot, start) = (self.nodes[n].boot, self.nodes[n].boot_start);
+        let dir = self.nodes[n].dir.clone();
+        std::fs::write(dir.join("boot_id"), format!("{}\n", sc.boot_id(n, boot)))?;
+        let report = sc.site.report(n, &self.nodes[n].versions);
+        std::fs::write(dir.join("report.xml"), &report)?;
+        let gpus = crate::logparse::nvidia_smi::parse_gpus(&report).map_err(|e| anyhow::anyhow!(e))?;
+        let path = format!("/v1/nodes/{CLUSTER}/{}/gpus", self.nodes[n].name);
+        self.send(
+            n % 2,
+            reqwest::Method::PUT,
+            &path,
+            json!({"observed_at": self.rfc3339(start), "gpus": gpus}),
+        )
+        .await;
+        self.write_kernel(n, &boot_lines(&sc.site, n, start))?;
+        self.start_agent(n)
+    }
+
+    fn start_agent(&mut self, n: usize) -> anyhow::Result<()> {
+        let node = &self.nodes[n];
+        let server = self.url(self.sc.site.nodes[n].server);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(node.dir.join("agent.log"))?;
+        let child = die_with_runner(&mut Command::new(&self.tools.agent))
+            .args(["--server", &server, "--token", &self.agent_token, "--cluster", CLUSTER])
+            .args(["--node", &node.name])
+            .arg("--state-dir")
+            .arg(node.dir.join("state"))
+            .arg("--journal")
+            .arg("--journal-directory")
+            .arg(node.dir.join("journal"))
+            .args(["--journalctl", &self.tools.journalctl])
+            .arg("--boot-id-file")
+            .arg(node.dir.join("boot_id"))
+            .arg("--nvidia-smi")
+            .arg(node.dir.join("nvidia-smi"))
+            .args(["--gpu-interval", "20", "--sel-interval", "0", "--max-backoff", "1"])
+            .args(["--compact-window", &self.tools.compact_window.to_string()])
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .with_context(|| format!("starting {}", self.tools.agent.display()))?;
+        self.nodes[n].child = Some(child);
+        Ok(())
+    }
+
+    fn kill_agent(&mut self, n: usize) {
+        if let Some(mut c) = self.nodes[n].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Appends lines to the node's journal, in its current boot.
+    fn write_kernel(&mut self, n: usize, lines: &[KernelLine]) -> anyhow::Result<()> {
+        let node = &self.nodes[n];
+        let boot = self.sc.boot_id(n, node.boot).replace('-', "");
+        let mut export = String::new();
+        for l in lines {
+            let realtime = self.at(l.at).timestamp_micros();
+            let mono = (l.at - node.boot_start).max(0);
+            export.push_str(&format!(
+                "__REALTIME_TIMESTAMP={realtime}\n__MONOTONIC_TIMESTAMP={mono}\n_BOOT_ID={boot}\n\
+                 _TRANSPORT=kernel\nPRIORITY={}\nSYSLOG_FACILITY=0\nSYSLOG_IDENTIFIER=kernel\n\
+                 _SOURCE_MONOTONIC_TIMESTAMP={}\nMESSAGE={}\n\n",
+                l.priority,
+                mono.saturating_sub(1000),
+                l.message.replace('\n', " ")
+            ));
+        }
+        let mut child = Command::new(&self.tools.journal_remote)
+            .arg(format!(
+                "--output={}",
+                node.dir.join("journal").join("kernel.journal").display()
+            ))
+            .arg("-")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {}", self.tools.journal_remote.display()))?;
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().context("journal-remote's stdin")?;
+            stdin.write_all(export.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!(
+                "{} failed ({}): {}",
+                self.tools.journal_remote.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        self.nodes[n].written += lines.len() as u64;
+        Ok(())
+    }
+
+    /// A request of the runner, retried through 429/503 and restarts; a failure for good is
+    /// recorded (the check reports it), not fatal.
+    async fn send(&mut self, server: usize, method: reqwest::Method, path: &str, body: Value) -> Option<Value> {
+        match self.clients[server].send_json(method.clone(), path, Some(&body)).await {
+            Ok((v, _)) => Some(v),
+            Err(e) => {
+                self.observed
+                    .client_errors
+                    .push(format!("{method} {path} (server {server}): {e:#}"));
+                None
+            }
+        }
+    }
+
+    /// Plays step `i` of the timeline.
+    pub async fn play(&mut self, i: usize) -> anyhow::Result<()> {
+        let sc = self.sc;
+        let step = &sc.steps[i];
+        let server = i % 2;
+        match &step.action {
+            Action::Kernel { node, lines } => self.write_kernel(*node, lines)?,
+            Action::Job(j) => {
+                let gpus: usize = j.nodes.iter().map(|&n| sc.site.generation(n).gpus).sum();
+                let nodes: Vec<&str> = j.nodes.iter().map(|&n| sc.site.nodes[n].name.as_str()).collect();
+                let job = match j.end {
+                    None => json!({"id": j.id, "cluster": CLUSTER, "gpus": gpus, "nodes": nodes,
+                                   "start": self.rfc3339(j.start), "state": "running"}),
+                    Some(end) => json!({"id": j.id, "cluster": CLUSTER, "gpus": gpus, "nodes": nodes,
+                                        "start": self.rfc3339(j.start), "end": self.rfc3339(end), "state": "failed",
+                                        "scheduler_state": "NODE_FAIL"}),
+                };
+                self.send(server, reqwest::Method::PUT, "/v1/jobs", json!({"jobs": [job]}))
+                    .await;
+            }
+            Action::Nccl { job, timeouts } => {
+                let events: Vec<Value> = timeouts
+                    .iter()
+                    .map(|t| {
+                        json!({"id": t.id, "occurred_at": self.rfc3339(t.at), "cluster": CLUSTER,
+                               "node": sc.site.nodes[t.node].name, "job_id": job, "kind": "nccl_timeout",
+                               "message": t.message})
+                    })
+                    .collect();
+                self.send(server, reqwest::Method::POST, "/v1/events", json!({"events": events}))
+                    .await;
+            }
+            Action::Drain { node, at, reason } => {
+                let path = format!("/v1/nodes/{CLUSTER}/{}/state", sc.site.nodes[*node].name);
+                let body = json!({"state": "drained", "at": self.rfc3339(*at), "reason": reason});
+                self.send(server, reqwest::Method::POST, &path, body).await;
+            }
+            Action::Return { node, at } => {
+                let path = format!("/v1/nodes/{CLUSTER}/{}/state", sc.site.nodes[*node].name);
+                let body = json!({"state": "returned", "at": self.rfc3339(*at)});
+                self.send(server, reqwest::Method::POST, &path, body).await;
+            }
+            Action::Reboot { node, up, swap, .. } => {
+                let n = *node;
+                self.kill_agent(n);
+                if let Some(slot) = swap {
+                    self.nodes[n].versions[*slot] += 1;
+                }
+                self.nodes[n].boot += 1;
+                self.nodes[n].boot_start = *up;
+                self.power_on(n).await?;
+            }
+            Action::Retire { node, at } => {
+                let n = *node;
+                // Its last signals sent, the node is powered off and leaves the inventory's service.
+                self.wait_drained(&[n], Duration::from_secs(120)).await?;
+                self.kill_agent(n);
+                self.nodes[n].retired = true;
+                let g = sc.site.generation(n);
+                let body = json!({"nodes": [{"hostname": sc.site.nodes[n].name, "cluster": CLUSTER,
+                    "gpu_model": g.model, "gpu_count": g.gpus, "retired_at": self.rfc3339(*at)}]});
+                self.send(server, reqwest::Method::PUT, "/v1/nodes", body).await;
+            }
+            Action::KillServer { server } => {
+                let s = *server;
+                if let Some(mut c) = self.servers[s].child.take() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                self.observed
+                    .faults
+                    .push(format!("step {i}: server {s} SIGKILLed and restarted"));
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                self.start_server(s)?;
+                self.wait_healthy(s).await?;
+            }
+            Action::KillAlertmanager => {
+                if let Some(mut c) = self.alertmanager.child.take() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                self.observed
+                    .faults
+                    .push(format!("step {i}: Alertmanager SIGKILLed and restarted"));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                self.start_alertmanager()?;
+                self.wait_alertmanager().await?;
+            }
+            Action::KillAgent { node } => {
+                let n = *node;
+                if self.nodes[n].retired {
+                    return Ok(());
+                }
+                self.kill_agent(n);
+                self.observed.faults.push(format!(
+                    "step {i}: agent of {} SIGKILLed and restarted",
+                    self.nodes[n].name
+                ));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                self.start_agent(n)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The agent's status (`faultline-agent status --json`).
+    async fn agent_status(&self, n: usize) -> Value {
+        let out = tokio::process::Command::new(&self.tools.agent)
+            .args(["status", "--json", "--state-dir"])
+            .arg(self.nodes[n].dir.join("state"))
+            .output()
+            .await;
+        out.ok()
+            .and_then(|o| serde_json::from_slice(&o.stdout).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    /// Waits until the nodes' agents have read every line written, closed their storm windows and
+    /// emptied their spools.
+    pub async fn wait_drained(&self, nodes: &[usize], limit: Duration) -> anyhow::Result<()> {
+        let started = Instant::now();
+        loop {
+            let mut pending = Vec::new();
+            for &n in nodes {
+                if self.nodes[n].retired {
+                    continue;
+                }
+                let s = self.agent_status(n).await;
+                let read = s["counters"]["kmsg_records"].as_u64().unwrap_or(0);
+                let spooled = s["spool_records"].as_u64().unwrap_or(u64::MAX);
+                // Repeats held in an open storm window are sent when it closes.
+                let open = s["open_runs"].as_u64().unwrap_or(u64::MAX);
+                if read < self.nodes[n].written || spooled > 0 || open > 0 {
+                    pending.push(format!(
+                        "{}: {read} of {} records read, {spooled} signals spooled, {open} storm windows open",
+                        self.nodes[n].name, self.nodes[n].written
+                    ));
+                }
+            }
+            if pending.is_empty() {
+                return Ok(());
+            }
+            if started.elapsed() > limit {
+                bail!("the agents did not drain within {limit:?}: {}", pending.join("; "));
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    pub async fn wait_all_drained(&self, limit: Duration) -> anyhow::Result<()> {
+        let all: Vec<usize> = (0..NODES).collect();
+        self.wait_drained(&all, limit).await
+    }
+
+    /// Lines of the agents' logs that tell of a 5xx answer.
+    pub fn agent_server_errors(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .flat_map(|n| {
+                let log = std::fs::read_to_string(n.dir.join("agent.log")).unwrap_or_default();
+                log.lines()
+                    .filter(|l| l.contains("failed (5") || l.contains("GPU set: 5"))
+                    .map(|l| format!("{}: {l}", n.name))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    pub fn work_dir(&self) -> &Path {
+        &self.work
+    }
+
+    /// Stops every process.
+    pub fn stop(&mut self) {
+        for n in 0..self.nodes.len() {
+            self.kill_agent(n);
+        }
+        for s in &mut self.servers {
+            if let Some(mut c) = s.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        if let Some(mut c) = self.alertmanager.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Site<'_> {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn tail(s: &str) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}

@@ -1,0 +1,71 @@
+//! `faultline soak` on three fixed seeds: the real server binary (two instances on one database),
+//! eight real agents reading real journal files, servers and agents SIGKILLed along the way, and
+//! every answer compared with the model (src/devtools/soak/). A difference fails the test with the
+//! soak's report: the seed, the first differing object and the steps that led to it.
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::agent_journal::journal_builder::{journal_remote, journalctl_available};
+
+const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
+
+/// Seeds run in CI; `faultline soak --seed N --minutes M` runs others.
+const SEEDS: [u64; 3] = [1, 2, 3];
+
+#[tokio::test]
+async fn three_seeded_sites_answer_as_the_model_says() {
+    let remote = journal_remote();
+    assert!(
+        remote.is_some() && journalctl_available("journalctl"),
+        "needs journalctl and systemd-journal-remote (Debian packages systemd, systemd-journal-remote)"
+    );
+    assert!(
+        Path::new(ALERTMANAGER).exists(),
+        "Prometheus Alertmanager is not installed: install Debian's package prometheus-alertmanager \
+         (apt-get install prometheus-alertmanager; .ci/run does)"
+    );
+    let faultline = Path::new(env!("CARGO_BIN_EXE_faultline"));
+    let agent = faultline.with_file_name("faultline-agent");
+    assert!(
+        agent.exists(),
+        "{} is missing: build the workspace (cargo build --workspace, or cargo nextest run from the root)",
+        agent.display()
+    );
+    let server_url = crate::helpers::test_server_url().await.unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // Named like the other tests' databases, so a killed run's leftovers are swept.
+    let db_name = format!("faultline_test_{now}_{}", uuid::Uuid::new_v4().simple());
+    for seed in SEEDS {
+        let started = Instant::now();
+        let out = tokio::process::Command::new(faultline)
+            .args(["soak", "--seed", &seed.to_string(), "--db-name", &db_name])
+            .arg("--agent")
+            .arg(&agent)
+            .arg("--journal-remote")
+            .arg(remote.as_ref().unwrap())
+            .args(["--alertmanager", ALERTMANAGER])
+            .env(
+                "DATABASE_URL",
+                faultline::db::database::with_database(&server_url, "postgres"),
+            )
+            .kill_on_drop(true)
+            .output()
+            .await
+            .unwrap();
+        let report = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "seed {seed}:\n{report}\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        eprintln!(
+            "seed {seed}: {:.1} s: {}",
+            started.elapsed().as_secs_f64(),
+            report.trim()
+        );
+    }
+}
