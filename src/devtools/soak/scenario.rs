@@ -569,6 +569,9 @@ impl Builder<'_> {
                 // Either a double-bit storm with a row remap on another GPU, or a row-remap storm
                 // with a remap failure on another GPU.
                 let (storm_code, other_code) = if self.rng.chance(0.5) { (48, 63) } else { (63, 64) };
+                // Half the storms (by the repeat count's parity, so that no draw moves) have the
+                // same XID on the other GPU: only the GPU tells that line from the storm's.
+                let other_code = if repeats % 2 == 0 { storm_code } else { other_code };
                 let mut lines: Vec<KernelLine> = (0..repeats)
                     .map(|k| self.xid_line(node, slot, storm_code, t + k as i64 * SECOND))
                     .collect();
