@@ -15,9 +15,8 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::ForecastBacktest(args) => {
             telemetry::init_tracing();
-            let by = faultline::queries::parts::PartGrouping::parse(&args.by).ok_or_else(|| {
-                anyhow::anyhow!("--by {}: not generation, model, cluster, all or attribute:KEY", args.by)
-            })?;
+            let by =
+                faultline::queries::parts::PartGrouping::parse(&args.by).map_err(|e| anyhow::anyhow!("--by: {e}"))?;
             let event = match args.event.as_str() {
                 "removal" => faultline::queries::parts::PartEvent::Removal,
                 "hardware_failure" => faultline::queries::parts::PartEvent::HardwareFailure,

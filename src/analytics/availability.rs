@@ -274,6 +274,19 @@ impl AvailabilityPeriod {
         }
     }
 
+    /// Days up to a quarter, weeks up to three years, months beyond: at most ~160 points.
+    pub fn for_window(from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+        let days = (to - from).num_days();
+        if days <= 92 {
+            AvailabilityPeriod::Day
+        } else if days <= 3 * 366 {
+            AvailabilityPeriod::Week
+        } else {
+            AvailabilityPeriod::Month
+        }
+    }
+
+    /// The start of the period holding `t` (UTC; weeks start on Monday, as Postgres' date_trunc).
     pub fn start_of(self, t: DateTime<Utc>) -> NaiveDate {
         let d = t.date_naive();
         match self {
@@ -283,7 +296,7 @@ impl AvailabilityPeriod {
         }
     }
 
-    fn next(self, d: NaiveDate) -> NaiveDate {
+    pub fn next(self, d: NaiveDate) -> NaiveDate {
         match self {
             AvailabilityPeriod::Day => d + Duration::days(1),
             AvailabilityPeriod::Week => d + Duration::days(7),

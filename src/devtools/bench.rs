@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::TryStreamExt;
 
 use crate::app::configuration::{AppConfig, Limits};
 use crate::app::startup;
@@ -381,32 +381,28 @@ async fn drain_after_hardware_failures(
     )
     .fetch_all(db)
     .await?;
-    let http = reqwest::Client::new();
-    let t = Instant::now();
-    let post = |f: &(uuid::Uuid, String, String, DateTime<Utc>)| {
-        let (http, token) = (http.clone(), token.to_string());
-        let url = format!("{base}/v1/nodes/{}/{}/state", f.1, f.2);
-        let (id, first) = (f.0, f.3);
-        async move {
-            for body in [
-                serde_json::json!({"state": "drained", "at": first + chrono::Duration::minutes(30), "failure_id": id}),
-                serde_json::json!({"state": "returned", "at": first + chrono::Duration::hours(4)}),
-            ] {
-                let res = http.post(&url).bearer_auth(&token).json(&body).send().await?;
-                anyhow::ensure!(res.status().is_success(), "{url}: {}", res.status());
-            }
-            Ok::<(), anyhow::Error>(())
-        }
-    };
-    let list: Vec<(uuid::Uuid, String, String, DateTime<Utc>)> = failures
-        .into_iter()
-        .map(|f| (f.id, f.cluster, f.root_node, f.first_at))
+    // Each node's drain and return in order, through the client the simulator sends with; the
+    // failures split among 8 senders.
+    let states: Vec<[serde_json::Value; 2]> = failures
+        .iter()
+        .map(|f| {
+            let node = |state: &str, at: DateTime<Utc>| {
+                serde_json::json!({"cluster": f.cluster, "hostname": f.root_node, "state": state, "at": at})
+            };
+            let mut drained = node("drained", f.first_at + chrono::Duration::minutes(30));
+            drained["failure_id"] = serde_json::json!(f.id);
+            [drained, node("returned", f.first_at + chrono::Duration::hours(4))]
+        })
         .collect();
-    futures_util::stream::iter(list.iter().map(post))
-        .buffer_unordered(8)
-        .try_collect::<Vec<()>>()
-        .await?;
-    Ok((list.len(), t.elapsed().as_secs_f64()))
+    let client = Client::new(base, token)?;
+    let t = Instant::now();
+    let senders = states
+        .chunks(states.len().div_ceil(8).max(1))
+        .map(|chunk| client.post_node_states(chunk.as_flattened()));
+    for sent in futures_util::future::join_all(senders).await {
+        sent?;
+    }
+    Ok((failures.len(), t.elapsed().as_secs_f64()))
 }
 
 /// Drops database `db_name` of `server_url` if it exists and creates it empty.

@@ -65,6 +65,26 @@ impl Mix {
 
 const PCI: [&str; 8] = ["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"];
 
+/// Milliseconds to a successful answer of a GET, its body read.
+async fn timed_get(http: &reqwest::Client, url: &str, token: &str) -> anyhow::Result<f64> {
+    let t = Instant::now();
+    let res = http.get(url).bearer_auth(token).send().await?;
+    anyhow::ensure!(res.status().is_success(), "{url}: {}", res.status());
+    res.bytes().await?;
+    Ok(t.elapsed().as_secs_f64() * 1e3)
+}
+
+/// A table row of a measure's p50 and p95 over `times` (milliseconds), `n` of `what`.
+fn timing_row(measure: &str, what: &str, times: &mut [f64]) -> String {
+    times.sort_by(f64::total_cmp);
+    format!(
+        "| {measure}, {} {what} | p50 {:.0} ms, p95 {:.0} ms |",
+        times.len(),
+        percentile(times, 0.5),
+        percentile(times, 0.95)
+    )
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -386,11 +406,7 @@ async fn history(opts: &PartsBenchOptions, rows: &mut Vec<String>) -> anyhow::Re
         let answer: Value = warm.json().await?;
         let mut times = Vec::new();
         for _ in 0..opts.samples.max(1) {
-            let t = Instant::now();
-            let res = http.get(&url).bearer_auth(&app.token).send().await?;
-            anyhow::ensure!(res.status().is_success(), "{url}: {}", res.status());
-            res.bytes().await?;
-            times.push(t.elapsed().as_secs_f64() * 1e3);
+            times.push(timed_get(&http, &url, &app.token).await?);
         }
         times.sort_by(f64::total_cmp);
         let groups = answer["groups"].as_array().map_or(0, Vec::len);
@@ -415,18 +431,12 @@ async fn history(opts: &PartsBenchOptions, rows: &mut Vec<String>) -> anyhow::Re
         let mut conn = app.db.acquire().await?;
         crate::storage::gpus::bump_part_versions(&mut conn, &["titan-0".to_string()]).await?;
         drop(conn);
-        let t = Instant::now();
-        let res = http.get(&url).bearer_auth(&app.token).send().await?;
-        anyhow::ensure!(res.status().is_success(), "{url}: {}", res.status());
-        res.bytes().await?;
-        times.push(t.elapsed().as_secs_f64() * 1e3);
+        times.push(timed_get(&http, &url, &app.token).await?);
     }
-    times.sort_by(f64::total_cmp);
-    rows.push(format!(
-        "| `GET /v1/analytics/survival?by=generation` right after a write of the parts, {} requests | p50 {:.0} ms, p95 {:.0} ms |",
-        times.len(),
-        percentile(&times, 0.5),
-        percentile(&times, 0.95)
+    rows.push(timing_row(
+        "`GET /v1/analytics/survival?by=generation` right after a write of the parts",
+        "requests",
+        &mut times,
     ));
     app.server.abort();
     app.db.close().await;
@@ -439,20 +449,14 @@ async fn history(opts: &PartsBenchOptions, rows: &mut Vec<String>) -> anyhow::Re
             let app = crate::devtools::bench::serve(&opts.server_url, &db_name, Limits::default()).await?;
             tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
             let url = format!("{}/v1/analytics/survival?by=generation", app.base);
-            let t = Instant::now();
-            let res = http.get(&url).bearer_auth(&app.token).send().await?;
-            anyhow::ensure!(res.status().is_success(), "{url}: {}", res.status());
-            res.bytes().await?;
-            times.push(t.elapsed().as_secs_f64() * 1e3);
+            times.push(timed_get(&http, &url, &app.token).await?);
             app.server.abort();
             app.db.close().await;
         }
-        times.sort_by(f64::total_cmp);
-        rows.push(format!(
-            "| the first `GET /v1/analytics/survival?by=generation` {label}, {} starts | p50 {:.0} ms, p95 {:.0} ms |",
-            times.len(),
-            percentile(&times, 0.5),
-            percentile(&times, 0.95)
+        rows.push(timing_row(
+            &format!("the first `GET /v1/analytics/survival?by=generation` {label}"),
+            "starts",
+            &mut times,
         ));
     }
     Ok(())

@@ -281,7 +281,7 @@ impl Client {
     }
 
     /// POST /v1/nodes/{cluster}/{hostname}/state for each drain or return (`cluster`, `hostname`,
-    /// `state`, `at`, `reason`), in order.
+    /// `state`, `at`, `reason`, and the drain's `failure_id` when it names one), in order.
     pub async fn post_node_states(&self, states: &[Value]) -> anyhow::Result<SendTotals> {
         let mut totals = SendTotals::default();
         for s in states {
@@ -290,7 +290,8 @@ impl Client {
                 s["cluster"].as_str().unwrap_or_default(),
                 s["hostname"].as_str().unwrap_or_default()
             );
-            let body = json!({"state": s["state"], "at": s["at"], "reason": s["reason"]});
+            let body =
+                json!({"state": s["state"], "at": s["at"], "reason": s["reason"], "failure_id": s["failure_id"]});
             let (_, retries) = self.send_with_retry(reqwest::Method::POST, &path, &body).await?;
             totals.accepted += 1;
             totals.retries += retries;

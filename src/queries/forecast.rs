@@ -74,7 +74,7 @@ pub async fn failure_forecast(
 ) -> Result<ForecastAnswer, sqlx::Error> {
     let (lives, labels) = tokio::try_join!(
         fleet_lives(db, cluster, q.to, q.event == PartEvent::HardwareFailure),
-        NodeLabels::for_grouping(db, cluster, &q.by),
+        NodeLabels::for_grouping(db, &q.by),
     )?;
     let mut grouped: BTreeMap<String, Vec<PartHistory>> = BTreeMap::new();
     for life in &lives {

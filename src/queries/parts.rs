@@ -62,14 +62,13 @@ pub struct NodeLabels(HashMap<(String, String), (Option<String>, Option<String>)
 
 impl NodeLabels {
     /// Loaded only for a grouping by where parts served.
-    pub async fn for_grouping(db: &PgPool, cluster: Option<&str>, by: &PartGrouping) -> Result<Self, sqlx::Error> {
+    /// Every cluster's nodes: a part may have served in another cluster than the one asked for.
+    pub async fn for_grouping(db: &PgPool, by: &PartGrouping) -> Result<Self, sqlx::Error> {
         if !matches!(by, PartGrouping::Where(Location::Rack | Location::NodeGroup)) {
             return Ok(Self::default());
         }
-        // A part may have served in another cluster than its current one: every cluster's nodes.
-        let _ = cluster;
         Ok(NodeLabels(
-            storage::nodes::labels(db, None)
+            storage::nodes::labels(db)
                 .await?
                 .into_iter()
                 .map(|n| ((n.cluster, n.hostname), (n.rack, n.group_label)))
@@ -91,8 +90,9 @@ impl NodeLabels {
 }
 
 impl PartGrouping {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
+    /// The grouping a `by` value names; else what the values are.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let known = match s {
             "all" => Some(PartGrouping::All),
             "generation" => Some(PartGrouping::Generation),
             "model" => Some(PartGrouping::Model),
@@ -104,7 +104,10 @@ impl PartGrouping {
                     .filter(|k| !k.trim().is_empty() && k.len() <= 256)
                     .map(|k| PartGrouping::Attribute(k.to_string())),
             },
-        }
+        };
+        known.ok_or_else(|| {
+            format!("by '{s}' is not generation, model, cluster, all, attribute:KEY, node, rack, node_group or slot")
+        })
     }
 
     pub fn name(&self) -> String {
@@ -379,7 +382,7 @@ pub async fn survival(
 ) -> Result<SurvivalAnswer, sqlx::Error> {
     let (lives, labels) = tokio::try_join!(
         fleet_lives(db, cluster, now, event == PartEvent::HardwareFailure),
-        NodeLabels::for_grouping(db, cluster, by),
+        NodeLabels::for_grouping(db, by),
     )?;
     let mut grouped: BTreeMap<String, Vec<Spell>> = BTreeMap::new();
     let mut parts_of: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
@@ -474,7 +477,7 @@ pub async fn afr(
 ) -> Result<AfrAnswer, sqlx::Error> {
     let (lives, labels) = tokio::try_join!(
         fleet_lives(db, cluster, now, event == PartEvent::HardwareFailure),
-        NodeLabels::for_grouping(db, cluster, by),
+        NodeLabels::for_grouping(db, by),
     )?;
     // (parts, failures, installed days) per group.
     let mut grouped: BTreeMap<String, (BTreeSet<&str>, u64, f64)> = BTreeMap::new();

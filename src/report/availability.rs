@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 use sqlx::PgPool;
 
-use super::sections::{Section, Table};
+use super::sections::{Section, Table, bucket_label, strings};
 use super::svg::{self, Bar, Frame, Series, TimePoint, palette};
 use super::{Bucket, ReportData, fmt};
-use crate::analytics::availability::{AvailabilityPeriod, AvailabilityPoint, NodeState, StageStats};
+use crate::analytics::availability::{AvailabilityPoint, NodeState, StageStats};
 use crate::domain::window::Window;
 use crate::queries::availability::{AvailabilityResponse, RepairPipelineResponse, availability_and_pipeline};
 
@@ -31,19 +31,9 @@ pub struct AvailabilityFigures {
     pub pipeline: RepairPipelineResponse,
 }
 
-impl From<Bucket> for AvailabilityPeriod {
-    fn from(b: Bucket) -> Self {
-        match b {
-            Bucket::Day => AvailabilityPeriod::Day,
-            Bucket::Week => AvailabilityPeriod::Week,
-            Bucket::Month => AvailabilityPeriod::Month,
-        }
-    }
-}
-
 /// Over the report's window, in the timeline's periods.
 pub async fn gather(db: &PgPool, w: &Window) -> Result<AvailabilityFigures, sqlx::Error> {
-    let period = Bucket::for_window(w.from, w.to).into();
+    let period = Bucket::for_window(w.from, w.to);
     let (availability, pipeline) = availability_and_pipeline(db, w, period).await?;
     Ok(AvailabilityFigures { availability, pipeline })
 }
@@ -92,20 +82,8 @@ pub fn lost_by_cause(points: &[AvailabilityPoint]) -> Vec<(String, String, f64)>
     out
 }
 
-fn label(bucket: Bucket, d: NaiveDate) -> String {
-    match bucket {
-        Bucket::Day => d.format("%b %d").to_string(),
-        Bucket::Week => format!("wk {}", d.format("%b %d")),
-        Bucket::Month => d.format("%Y-%m").to_string(),
-    }
-}
-
 fn stage(s: &StageStats) -> String {
     s.median.map_or_else(|| "n/a".into(), fmt::number)
-}
-
-fn headers<const N: usize>(a: [&str; N]) -> Vec<String> {
-    a.iter().map(|s| s.to_string()).collect()
 }
 
 pub fn section(d: &ReportData) -> Section {
@@ -157,7 +135,7 @@ pub fn section(d: &ReportData) -> Section {
         &periods
             .iter()
             .map(|(start, h)| TimePoint {
-                label: label(bucket, *start),
+                label: bucket_label(bucket, *start),
                 values: h.lost.to_vec(),
             })
             .collect::<Vec<_>>(),
@@ -222,7 +200,7 @@ pub fn section(d: &ReportData) -> Section {
     let mut tables = vec![
         Table {
             caption: format!("GPU-hours per {unit}"),
-            headers: headers([
+            headers: strings([
                 &format!("{unit} starting"),
                 "Installed",
                 "Available",
@@ -249,7 +227,7 @@ pub fn section(d: &ReportData) -> Section {
         },
         Table {
             caption: "GPU-hours lost by cause".into(),
-            headers: headers(["Category", "Component", "GPU-hours lost", "Share of lost"]),
+            headers: strings(["Category", "Component", "GPU-hours lost", "Share of lost"]),
             rows: lost_by_cause(&f.availability.points)
                 .into_iter()
                 .map(|(cat, comp, h)| vec![cat, comp, fmt::number(h), fmt::pct((lost > 0.0).then(|| h / lost))])
@@ -259,7 +237,7 @@ pub fn section(d: &ReportData) -> Section {
     if !p.by_cause.is_empty() {
         tables.push(Table {
             caption: "Repair pipeline by cause (hours)".into(),
-            headers: headers([
+            headers: strings([
                 "Cause",
                 "Incidents",
                 "Open",
@@ -290,7 +268,7 @@ pub fn section(d: &ReportData) -> Section {
     if !p.stuck.is_empty() {
         tables.push(Table {
             caption: "Stuck repairs, the oldest first".into(),
-            headers: headers(["Cluster", "Node", "Cause", "Out since", "Hours out"]),
+            headers: strings(["Cluster", "Node", "Cause", "Out since", "Hours out"]),
             rows: p
                 .stuck
                 .iter()

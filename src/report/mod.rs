@@ -12,7 +12,7 @@ pub mod parts;
 pub mod sections;
 pub mod svg;
 
-use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
+use chrono::{DateTime, Duration, NaiveDate, Utc};
 
 use crate::analytics::headline::{CategoryShare, FleetMtbf, MixRow, MtbfGroup, ratio};
 use crate::domain::taxonomy::Category;
@@ -74,54 +74,9 @@ pub struct CauseSection {
     pub categories: Vec<CategoryShare>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bucket {
-    Day,
-    Week,
-    Month,
-}
-
-impl Bucket {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Bucket::Day => "day",
-            Bucket::Week => "week",
-            Bucket::Month => "month",
-        }
-    }
-
-    /// Days up to a quarter, weeks up to three years, months beyond: at most ~160 points.
-    pub fn for_window(from: DateTime<Utc>, to: DateTime<Utc>) -> Bucket {
-        let days = (to - from).num_days();
-        if days <= 92 {
-            Bucket::Day
-        } else if days <= 3 * 366 {
-            Bucket::Week
-        } else {
-            Bucket::Month
-        }
-    }
-
-    /// The start of the bucket holding `t` (UTC; weeks start on Monday, as Postgres' date_trunc).
-    pub fn start_of(self, t: DateTime<Utc>) -> NaiveDate {
-        let d = t.date_naive();
-        match self {
-            Bucket::Day => d,
-            Bucket::Week => d - Duration::days(i64::from(d.weekday().num_days_from_monday())),
-            Bucket::Month => d.with_day(1).expect("day 1 exists"),
-        }
-    }
-
-    fn next(self, d: NaiveDate) -> NaiveDate {
-        match self {
-            Bucket::Day => d + Duration::days(1),
-            Bucket::Week => d + Duration::days(7),
-            Bucket::Month => d
-                .checked_add_months(chrono::Months::new(1))
-                .expect("dates within range"),
-        }
-    }
-}
+/// The periods of the timeline and the availability section: UTC days, ISO weeks from Monday,
+/// calendar months (one definition, the availability analytics').
+pub use crate::analytics::availability::AvailabilityPeriod as Bucket;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimelinePoint {

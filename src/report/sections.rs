@@ -37,7 +37,7 @@ fn category_series() -> Vec<Series> {
         .collect()
 }
 
-fn strings<const N: usize>(a: [&str; N]) -> Vec<String> {
+pub(super) fn strings<const N: usize>(a: [&str; N]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
 }
 
@@ -398,7 +398,7 @@ fn causes(d: &ReportData) -> Section {
     }
 }
 
-fn bucket_label(bucket: Bucket, d: chrono::NaiveDate) -> String {
+pub(super) fn bucket_label(bucket: Bucket, d: chrono::NaiveDate) -> String {
     match bucket {
         Bucket::Day => d.format("%b %d").to_string(),
         Bucket::Week => format!("wk {}", d.format("%b %d")),

@@ -148,12 +148,9 @@ pub struct NodeLabels {
     pub group_label: Option<String>,
 }
 
-pub async fn labels(db: &PgPool, cluster: Option<&str>) -> Result<Vec<NodeLabels>, sqlx::Error> {
-    sqlx::query_as!(
-        NodeLabels,
-        r#"SELECT cluster, hostname, rack, group_label FROM nodes WHERE ($1::text IS NULL OR cluster = $1)"#,
-        cluster,
-    )
-    .fetch_all(db)
-    .await
+/// Every node's labels (all clusters).
+pub async fn labels(db: &PgPool) -> Result<Vec<NodeLabels>, sqlx::Error> {
+    sqlx::query_as!(NodeLabels, "SELECT cluster, hostname, rack, group_label FROM nodes")
+        .fetch_all(db)
+        .await
 }

@@ -29,18 +29,25 @@ fn xid(boot: &str, secs: u64, bus: u8) -> JournalEntry {
     )
 }
 
-#[tokio::test]
-async fn the_journal_gives_the_kernel_lines_once_and_a_restart_goes_on_after_its_cursor() {
+/// A node in boot BOOT whose kernel log is a journal directory (created empty): the node, the
+/// directory and the journal file to write. Needs journalctl and systemd-journal-remote.
+async fn journal_node(app: &crate::helpers::TestApp) -> (Node, std::path::PathBuf, std::path::PathBuf) {
     assert!(
         journal_remote().is_some() && journalctl_available("journalctl"),
         "needs journalctl and systemd-journal-remote (Debian packages systemd, systemd-journal-remote)"
     );
-    let app = spawn_app().await;
-    let node = Node::new(&app, &app.address).await;
+    let node = Node::new(app, &app.address).await;
     std::fs::write(node.dir.join("boot_id"), format!("{BOOT}\n")).unwrap();
     let journal = node.dir.join("journal");
     std::fs::create_dir_all(&journal).unwrap();
     let file = journal.join("kernel.journal");
+    (node, journal, file)
+}
+
+#[tokio::test]
+async fn the_journal_gives_the_kernel_lines_once_and_a_restart_goes_on_after_its_cursor() {
+    let app = spawn_app().await;
+    let (node, journal, file) = journal_node(&app).await;
     // Another boot's line first (the journal keeps every boot), then this boot's: two XIDs and a
     // line that is not a signal.
     write_journal(
@@ -148,16 +155,8 @@ async fn the_journal_gives_the_kernel_lines_once_and_a_restart_goes_on_after_its
 /// the boot it reads before its first record, so it finishes that boot from its first record.
 #[tokio::test]
 async fn a_boot_the_agent_read_nothing_of_is_finished_after_a_reboot() {
-    assert!(
-        journal_remote().is_some() && journalctl_available("journalctl"),
-        "needs journalctl and systemd-journal-remote (Debian packages systemd, systemd-journal-remote)"
-    );
     let app = spawn_app().await;
-    let node = Node::new(&app, &app.address).await;
-    std::fs::write(node.dir.join("boot_id"), format!("{BOOT}\n")).unwrap();
-    let journal = node.dir.join("journal");
-    std::fs::create_dir_all(&journal).unwrap();
-    let file = journal.join("kernel.journal");
+    let (node, journal, file) = journal_node(&app).await;
     write_journal(&file, &[xid(OTHER_BOOT, 10, 0x1b)]).unwrap();
     let args = ["--journal", "--journal-directory", journal.to_str().unwrap()];
     node.oneshot(&args).await;
@@ -183,20 +182,12 @@ async fn a_boot_the_agent_read_nothing_of_is_finished_after_a_reboot() {
 /// not a second signal.
 #[tokio::test]
 async fn a_line_read_again_after_a_crash_and_a_reboot_is_a_duplicate() {
-    assert!(
-        journal_remote().is_some() && journalctl_available("journalctl"),
-        "needs journalctl and systemd-journal-remote (Debian packages systemd, systemd-journal-remote)"
-    );
     const P100: &str = include_str!("../fixtures/nvidia-smi/p100-two-gpus.xml");
     let app = spawn_app().await;
-    let node = Node::new(&app, &app.address).await;
-    std::fs::write(node.dir.join("boot_id"), format!("{BOOT}\n")).unwrap();
+    let (node, journal, file) = journal_node(&app).await;
     let report = node.dir.join("report.xml");
     std::fs::write(&report, P100).unwrap();
     let fake = node.fake_tool("nvidia-smi", "-q -x", &report);
-    let journal = node.dir.join("journal");
-    std::fs::create_dir_all(&journal).unwrap();
-    let file = journal.join("kernel.journal");
     let args = [
         "--journal",
         "--journal-directory",

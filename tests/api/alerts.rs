@@ -177,7 +177,7 @@ impl Alertmanager {
             .unwrap_or_else(|| {
                 panic!(
                     "Prometheus Alertmanager is not installed: install Debian's package prometheus-alertmanager \
-                     (apt-get install prometheus-alertmanager; .ci/run does) to run the alerting tests"
+                     (apt-get install prometheus-alertmanager; scripts/test does) to run the alerting tests"
                 )
             });
         let dir = std::env::temp_dir().join(format!("faultline-am-{}", uuid::Uuid::new_v4().simple()));

@@ -646,6 +646,31 @@ fn indented_code_blocks(file: &Path, text: &str) -> Vec<String> {
     found
 }
 
+/// CI runs the README's test command as written: `.ci/run`'s one command is the README's, and
+/// what it does before (naming the Citus archive kept beside the checkout) only sets the environment.
+#[test]
+fn ci_runs_the_readme_test_command_as_written() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let test_command = readme
+        .lines()
+        .map(|l| l.split(" # ").next().unwrap().trim())
+        .find(|l| l.starts_with("scripts/test"))
+        .expect("the README names its test command");
+    let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
+    let commands: Vec<&str> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter(|l| !l.starts_with("set ") && !l.starts_with("cd ") && !l.starts_with("archive="))
+        .filter(|l| !l.starts_with("if ") && !l.starts_with("export ") && *l != "fi")
+        .collect();
+    assert_eq!(
+        commands,
+        [test_command],
+        ".ci/run runs other commands than the README's:\n{ci}"
+    );
+}
+
 #[test]
 fn every_code_block_of_the_docs_is_fenced() {
     let found: Vec<String> = markdown_files()
@@ -1113,25 +1138,12 @@ async fn the_worked_history_import_of_the_parts_page_answers_as_shown() {
     let words = shell_words(&nodes.lines.join(" "));
     let body_at = words.iter().position(|w| w == "-d").expect("a -d body") + 1;
     let nodes: Value = serde_json::from_str(&words[body_at]).unwrap();
-    let res = app
-        .client
-        .put(app.url("/v1/nodes"))
-        .bearer_auth(crate::helpers::ADMIN_TOKEN)
-        .json(&nodes)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let res = app
-        .client
-        .post(app.url("/v1/gpus/history"))
-        .bearer_auth(crate::helpers::ADMIN_TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let answer: Value = res.json().await.unwrap();
+    let (status, answer) = app.put_nodes(crate::helpers::ADMIN_TOKEN, &nodes).await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = app
+        .post_json(crate::helpers::ADMIN_TOKEN, "/v1/gpus/history", &body)
+        .await;
+    assert_eq!(status, 200, "{answer}");
     assert!(
         shows(&answer, &shown),
         "the import answered\n{answer:#}\nthe page shows\n{shown:#}"
@@ -1144,17 +1156,10 @@ async fn the_worked_history_import_of_the_parts_page_answers_as_shown() {
     assert_eq!(status, 404, "{c:#}");
 
     // Sent again: nothing is written.
-    let again: Value = app
-        .client
-        .post(app.url("/v1/gpus/history"))
-        .bearer_auth(crate::helpers::ADMIN_TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (status, again) = app
+        .post_json(crate::helpers::ADMIN_TOKEN, "/v1/gpus/history", &body)
+        .await;
+    assert_eq!(status, 200, "{again}");
     assert_eq!(
         again["written"],
         serde_json::json!({"parts": 0, "placements": 0, "removals": 0}),

@@ -308,16 +308,21 @@ impl TestApp {
             .to_string()
     }
 
-    pub async fn post_events(&self, token: &str, body: &Value) -> (u16, Value) {
+    /// POST a JSON body to `path`: the status and the JSON answer.
+    pub async fn post_json(&self, token: &str, path: &str, body: &Value) -> (u16, Value) {
         let res = self
             .client
-            .post(self.url("/v1/events"))
+            .post(self.url(path))
             .bearer_auth(token)
             .json(body)
             .send()
             .await
             .unwrap();
         status_json(res).await
+    }
+
+    pub async fn post_events(&self, token: &str, body: &Value) -> (u16, Value) {
+        self.post_json(token, "/v1/events", body).await
     }
 
     pub async fn put_nodes(&self, token: &str, body: &Value) -> (u16, Value) {

@@ -23,7 +23,7 @@ async fn three_seeded_sites_answer_as_the_model_says() {
     assert!(
         Path::new(ALERTMANAGER).exists(),
         "Prometheus Alertmanager is not installed: install Debian's package prometheus-alertmanager \
-         (apt-get install prometheus-alertmanager; .ci/run does)"
+         (apt-get install prometheus-alertmanager; scripts/test does)"
     );
     let faultline = Path::new(env!("CARGO_BIN_EXE_faultline"));
     let agent = faultline.with_file_name("faultline-agent");

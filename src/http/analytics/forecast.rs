@@ -52,11 +52,7 @@ pub struct ForecastQuery {
 impl ForecastQuery {
     fn parse(&self, caller: &Caller) -> ApiResult<(Option<String>, ForecastRequest)> {
         let by = self.by.as_deref().unwrap_or("model");
-        let grouping = PartGrouping::parse(by).ok_or_else(|| {
-            bad(format!(
-                "by '{by}' is not generation, model, cluster, all, attribute:KEY, node, rack, node_group or slot"
-            ))
-        })?;
+        let grouping = PartGrouping::parse(by).map_err(bad)?;
         let horizon_days = self.horizon_days.unwrap_or(91.0);
         if !(horizon_days.is_finite() && (1.0..=730.0).contains(&horizon_days)) {
             return Err(bad("horizon_days must be between 1 and 730"));

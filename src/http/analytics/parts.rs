@@ -44,11 +44,7 @@ pub struct PartsQuery {
 impl PartsQuery {
     pub(super) fn parse(&self, caller: &Caller) -> ApiResult<(Option<String>, PartGrouping, PartEvent, f64)> {
         let by = self.by.as_deref().unwrap_or("generation");
-        let grouping = PartGrouping::parse(by).ok_or_else(|| {
-            bad(format!(
-                "by '{by}' is not generation, model, cluster, all, attribute:KEY, node, rack, node_group or slot"
-            ))
-        })?;
+        let grouping = PartGrouping::parse(by).map_err(bad)?;
         let confidence = self.confidence.unwrap_or(0.95);
         if !(confidence.is_finite() && (0.5..=0.999).contains(&confidence)) {
             return Err(bad("confidence must be between 0.5 and 0.999"));
