@@ -82,12 +82,14 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
     let mut site = site::Site::start(&sc, &opts.tools, origin, &work, &database_url)
         .await
         .context("starting the site")?;
+    site.paged = expected.notifications.keys().cloned().collect();
     let outcome = async {
         site.boot().await?;
         for i in 0..sc.steps.len() {
             site.play(i).await.with_context(|| format!("step {i}"))?;
         }
         site.wait_all_drained(Duration::from_secs(180)).await?;
+        site.wait_thawed().await;
         // Both instances read, for the check and for each other: one database, one answer.
         let alerts = check::settled_alerts(site.client(0), &expected, Duration::from_secs(30)).await?;
         // Alertmanager holds what fires once Faultline re-sent it after its last restart.
@@ -99,18 +101,44 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         };
-        let found = check::read(site.client(0), &sc, origin, alerts.clone(), held.clone()).await?;
-        let other = check::read(site.client(1), &sc, origin, alerts, held).await?;
+        // The ticket system hears what fired once its outage (and any retry backoff) is over.
+        let started = Instant::now();
+        let tickets = loop {
+            let tickets = site.tickets();
+            let (heard, _) = check::heard(&tickets);
+            let want: std::collections::BTreeMap<String, Vec<String>> = expected
+                .notifications
+                .iter()
+                .map(|(n, e)| (n.clone(), e.iter().map(|e| e.to_string()).collect()))
+                .collect();
+            if heard == want || started.elapsed() > Duration::from_secs(30) {
+                break tickets;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let found = check::read(
+            site.client(0),
+            &sc,
+            origin,
+            alerts.clone(),
+            held.clone(),
+            tickets.clone(),
+        )
+        .await?;
+        let other = check::read(site.client(1), &sc, origin, alerts, held, tickets).await?;
         anyhow::Ok((found, other))
     }
     .await;
     let mut errors = std::mem::take(&mut site.observed.client_errors);
     errors.extend(site.agent_server_errors());
     let faults = std::mem::take(&mut site.observed.faults);
+    let disruptions = std::mem::take(&mut site.observed.disruptions);
+    let (refused, hung) = site.receiver_counts();
     site.stop();
     let differences = match &outcome {
         Ok((found, other)) => {
             let mut d = check::compare(&sc, &expected, found, origin);
+            d.extend(check::late_pages(&found.tickets, &disruptions));
             d.extend(check::same_answers(found, other));
             d
         }
@@ -130,8 +158,22 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
             .iter()
             .flat_map(|f| f.signals.iter().map(|s| s.repeats))
             .sum();
+        let (tickets, slowest) = match &outcome {
+            Ok((found, _)) => (
+                found.tickets.len(),
+                check::page_delays(&found.tickets, &disruptions)
+                    .into_iter()
+                    .filter(|d| !d.3)
+                    .map(|d| d.2)
+                    .fold(0.0, f64::max),
+            ),
+            Err(_) => (0, 0.0),
+        };
         format!(
-            "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} parts, {} faults of the system ({})",
+            "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} parts; \
+             the ticket system heard {tickets} notifications (refused {refused} while down; undisturbed, the \
+             slowest page {slowest:.2} s after its alert started), the hung bridge held {hung} connections; \
+             {} faults of the system ({})",
             sc.incidents.len(),
             expected.failures.len(),
             signals,

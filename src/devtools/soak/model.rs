@@ -73,6 +73,12 @@ pub struct Expected {
     /// retired, seen at least once (a signal), and silent since (every signal is over half an
     /// hour old when the round ends).
     pub silent: BTreeSet<String>,
+    /// Per node, the transitions of its silence alert a webhook receiver hears, in order
+    /// (docs/alerts.md, Alerts and their state): `firing` once for every node seen, as soon as it
+    /// sends (its signals are all old), and `resolved` once it is retired (the rule watches the
+    /// active inventory; the site retires a node only once its alert fired). No repeat: the
+    /// rule's repeat interval is longer than a round.
+    pub notifications: BTreeMap<String, Vec<&'static str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,7 +206,10 @@ pub fn expected(sc: &Scenario) -> Expected {
             Action::Reboot { swap: None, .. }
             | Action::KillServer { .. }
             | Action::KillAgent { .. }
-            | Action::KillAlertmanager => {}
+            | Action::KillAlertmanager
+            | Action::FreezeAlertmanager { .. }
+            | Action::TicketsDown
+            | Action::TicketsUp => {}
         }
     }
     for v in out.transitions.values_mut() {
@@ -363,11 +372,22 @@ pub fn expected(sc: &Scenario) -> Expected {
             }
         }
     }
-    out.silent = out
+    let seen: BTreeSet<String> = out
         .failures
         .iter()
         .flat_map(|f| f.signals.iter().map(|s| s.node.clone()))
-        .filter(|n| !out.retired.contains_key(n))
+        .collect();
+    out.silent = seen.iter().filter(|n| !out.retired.contains_key(*n)).cloned().collect();
+    out.notifications = seen
+        .iter()
+        .map(|n| {
+            let events = if out.retired.contains_key(n) {
+                vec!["firing", "resolved"]
+            } else {
+                vec!["firing"]
+            };
+            (n.clone(), events)
+        })
         .collect();
     for f in &out.failures {
         if let Some(p) = f.root_part.as_ref().and_then(|p| out.parts.get_mut(p)) {
@@ -431,5 +451,28 @@ mod tests {
         assert_eq!(f.signals.len(), 2, "{f:?}");
         assert!(f.signals.iter().any(|s| s.repeats >= 50), "{f:?}");
         assert!(f.signals.iter().any(|s| s.repeats == 1), "{f:?}");
+    }
+
+    /// Every node that sent pages once; the retired one, when it sent, is resolved after.
+    #[test]
+    fn the_retired_node_is_paged_then_resolved() {
+        for seed in 1..20 {
+            let sc = scenario(seed, 0);
+            let e = expected(&sc);
+            let (retired, _) = e.retired.iter().next().unwrap();
+            for (node, events) in &e.notifications {
+                let want: &[&str] = if node == retired {
+                    &["firing", "resolved"]
+                } else {
+                    &["firing"]
+                };
+                assert_eq!(events, want, "seed {seed}: {node}");
+                assert_eq!(e.silent.contains(node), node != retired, "seed {seed}: {node}");
+            }
+            assert_eq!(
+                e.notifications.len(),
+                e.silent.len() + usize::from(e.notifications.contains_key(retired))
+            );
+        }
     }
 }
