@@ -457,6 +457,22 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
             action: Action::TicketsUp,
         });
     }
+    // A node retired while its silence alert fires (so its page must resolve, and no longer page):
+    // the one drawn above if it sent, else one that did.
+    let sent: Vec<usize> = (0..NODES)
+        .filter(|&n| {
+            b.steps.iter().any(|s| match &s.action {
+                Action::Kernel { node, lines } => *node == n && lines.iter().any(|l| l.fact != Fact::Noise),
+                Action::Nccl { timeouts, .. } => timeouts.iter().any(|t| t.node == n),
+                _ => false,
+            })
+        })
+        .collect();
+    let retired = if sent.contains(&retired) || sent.is_empty() {
+        retired
+    } else {
+        sent[receivers.below(sent.len())]
+    };
     let i = b.incidents.len();
     b.incidents.push(Incident {
         kind: "retire",
@@ -612,7 +628,11 @@ impl Builder<'_> {
                 let (storm_code, other_code) = if self.rng.chance(0.5) { (48, 63) } else { (63, 64) };
                 // Half the storms (by the repeat count's parity, so that no draw moves) have the
                 // same XID on the other GPU: only the GPU tells that line from the storm's.
-                let other_code = if repeats.is_multiple_of(2) { storm_code } else { other_code };
+                let other_code = if repeats.is_multiple_of(2) {
+                    storm_code
+                } else {
+                    other_code
+                };
                 let mut lines: Vec<KernelLine> = (0..repeats)
                     .map(|k| self.xid_line(node, slot, storm_code, t + k as i64 * SECOND))
                     .collect();

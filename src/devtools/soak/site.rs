@@ -132,7 +132,7 @@ struct Hung {
 impl Hung {
     async fn start(&self) -> anyhow::Result<String> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}/hooks/hung", listener.local_addr()?);
+        let url = format!("http://{}", listener.local_addr()?);
         let connections = self.connections.clone();
         tokio::spawn(async move {
             let mut held = Vec::new();
@@ -176,9 +176,9 @@ pub struct Site<'a> {
 pub const SILENCE_RULE: &str = "soak-silence";
 pub const SILENCE_MINUTES: u32 = 20;
 const TICKETS_SECRET: &str = "soak-tickets";
-/// The rule's receivers, by their index in it.
+/// The rule's receivers, by their index in it: the ticket system, then the hung bridge's two.
 pub const RECEIVER_TICKETS: i64 = 1;
-pub const RECEIVER_HUNG: i64 = 2;
+pub const RECEIVERS_HUNG: [i64; 2] = [2, 3];
 
 /// The site's processes go when the runner goes, however it ends (a test's timeout SIGKILLs it):
 /// the kernel sends them SIGKILL when the thread that started them exits.
@@ -359,7 +359,7 @@ impl<'a> Site<'a> {
             // Alerts evaluated twice a second; a killed lease holder is replaced within seconds.
             .env("FAULTLINE_ALERT_EVALUATION_INTERVAL_SECS", "0.5")
             .env("FAULTLINE_ALERT_LEASE_SECS", "3")
-            .env("FAULTLINE_ALERT_SEND_TIMEOUT_SECS", "1")
+            .env("FAULTLINE_ALERT_SEND_TIMEOUT_SECS", "1.5")
             // A receiver that was down hears again within a second.
             .env("FAULTLINE_ALERT_RETRY_BASE_SECS", "0.2")
             .env("FAULTLINE_ALERT_RETRY_CAP_SECS", "1")
@@ -434,12 +434,14 @@ impl<'a> Site<'a> {
             .await;
         // Pages for a node silent for 20 minutes: every node that sent is, its last signal being
         // at least half an hour old; a retired one must not be.
-        // Three receivers: Alertmanager, the ticket system's signed webhook, and a bridge that hangs.
+        // Four receivers: Alertmanager, the ticket system's signed webhook, and a bridge that hangs
+        // (for a second ticket system, and for Slack).
         let rule = json!({"condition": {"kind": "silence", "minutes": SILENCE_MINUTES, "scope": "node"},
                           "repeat_interval_minutes": 60,
                           "receivers": [{"kind": "alertmanager", "url": self.alertmanager_url()},
                                         {"kind": "webhook", "url": self.tickets_url, "secret": TICKETS_SECRET},
-                                        {"kind": "webhook", "url": self.hung_url}]});
+                                        {"kind": "webhook", "url": format!("{}/hooks/tickets", self.hung_url)},
+                                        {"kind": "slack", "url": format!("{}/hooks/slack", self.hung_url)}]});
         self.send(
             1,
             reqwest::Method::PUT,
