@@ -88,6 +88,7 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
         for i in 0..sc.steps.len() {
             site.play(i).await.with_context(|| format!("step {i}"))?;
         }
+        site.load_drivers().await?;
         site.wait_all_drained(Duration::from_secs(180)).await?;
         site.wait_thawed().await;
         // Both instances read, for the check and for each other: one database, one answer.

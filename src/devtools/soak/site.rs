@@ -457,8 +457,12 @@ impl<'a> Site<'a> {
             let script = dir.join("nvidia-smi");
             std::fs::write(
                 &script,
+                // As nvidia-smi answers while the driver is not loaded yet (early in a boot).
                 format!(
-                    "#!/bin/sh\n[ \"$*\" = \"-q -x\" ] || exit 2\ncat '{}'\n",
+                    "#!/bin/sh\n[ \"$*\" = \"-q -x\" ] || exit 2\n\
+                     [ -e '{}' ] || {{ echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\"; exit 9; }}\n\
+                     cat '{}'\n",
+                    dir.join("driver_loaded").display(),
                     dir.join("report.xml").display()
                 ),
             )?;
@@ -490,6 +494,14 @@ impl<'a> Site<'a> {
         std::fs::write(dir.join("boot_id"), format!("{}\n", sc.boot_id(n, boot)))?;
         let report = sc.site.report(n, &self.nodes[n].versions);
         std::fs::write(dir.join("report.xml"), &report)?;
+        // After a reboot the driver loads once the boot's first kernel lines are read (see
+        // `Action::Kernel`): until then the agent has no GPU set of this boot.
+        let loaded = dir.join("driver_loaded");
+        if boot == 0 {
+            std::fs::write(&loaded, "")?;
+        } else if loaded.exists() {
+            std::fs::remove_file(&loaded)?;
+        }
         let gpus = crate::logparse::nvidia_smi::parse_gpus(&report).map_err(|e| anyhow::anyhow!(e))?;
         let path = format!("/v1/nodes/{CLUSTER}/{}/gpus", self.nodes[n].name);
         self.send(
@@ -606,7 +618,12 @@ impl<'a> Site<'a> {
         let step = &sc.steps[i];
         let server = i % 2;
         match &step.action {
-            Action::Kernel { node, lines } => self.write_kernel(*node, lines)?,
+            Action::Kernel { node, lines } => {
+                self.write_kernel(*node, lines)?;
+                // A boot's lines read before its GPUs answer: the agent must not name them with the
+                // boards of the boot before (they were swapped meanwhile).
+                self.load_driver(*node, true).await?;
+            }
             Action::Job(j) => {
                 let gpus: usize = j.nodes.iter().map(|&n| sc.site.generation(n).gpus).sum();
                 let nodes: Vec<&str> = j.nodes.iter().map(|&n| sc.site.nodes[n].name.as_str()).collect();
@@ -819,6 +836,43 @@ impl<'a> Site<'a> {
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
+    }
+
+    /// Loads node `n`'s driver, if it is not loaded yet, once its agent has read every line written
+    /// (when `after_reading`).
+    async fn load_driver(&mut self, n: usize, after_reading: bool) -> anyhow::Result<()> {
+        let loaded = self.nodes[n].dir.join("driver_loaded");
+        if loaded.exists() {
+            return Ok(());
+        }
+        if after_reading && !self.nodes[n].retired {
+            let started = Instant::now();
+            loop {
+                let read = self.agent_status(n).await["counters"]["kmsg_records"]
+                    .as_u64()
+                    .unwrap_or(0);
+                if read >= self.nodes[n].written {
+                    break;
+                }
+                if started.elapsed() > Duration::from_secs(60) {
+                    bail!(
+                        "the agent of {} did not read its boot's lines within 60 s",
+                        self.nodes[n].name
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        std::fs::write(&loaded, "")?;
+        Ok(())
+    }
+
+    /// Loads every node's driver (a round ends with all GPUs answering).
+    pub async fn load_drivers(&mut self) -> anyhow::Result<()> {
+        for n in 0..self.nodes.len() {
+            self.load_driver(n, false).await?;
+        }
+        Ok(())
     }
 
     /// Waits until the frozen Alertmanager is thawed.
