@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::db::embedded_pg::PrivateCluster;
+
 pub use site::Tools;
 
 #[derive(Debug, Clone)]
@@ -42,12 +44,12 @@ pub struct Round {
 }
 
 /// Runs rounds from `opts.seed` on and returns them; stops at the first that fails.
-pub async fn run(opts: &SoakOptions) -> anyhow::Result<Vec<Round>> {
+pub async fn run(opts: &SoakOptions, postgres: Option<&PrivateCluster>) -> anyhow::Result<Vec<Round>> {
     let started = Instant::now();
     let mut rounds = Vec::new();
     let mut seed = opts.seed;
     loop {
-        let round = round(opts, seed).await?;
+        let round = round(opts, seed, postgres).await?;
         let passed = round.passed;
         eprintln!("{}", round.report);
         rounds.push(round);
@@ -60,7 +62,8 @@ pub async fn run(opts: &SoakOptions) -> anyhow::Result<Vec<Round>> {
 }
 
 /// One seed: the scenario played on a fresh site and checked.
-pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
+/// `postgres`: the soak's own database server, which the round restarts as a fault of the system.
+pub async fn round(opts: &SoakOptions, seed: u64, postgres: Option<&PrivateCluster>) -> anyhow::Result<Round> {
     let started = Instant::now();
     let sc = scenario::scenario(seed, opts.extra_incidents);
     let expected = model::expected(&sc);
@@ -79,7 +82,7 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
         .join(format!("faultline-soak-{}-{seed}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
 
-    let mut site = site::Site::start(&sc, &opts.tools, origin, &work, &database_url)
+    let mut site = site::Site::start(&sc, &opts.tools, origin, &work, &database_url, postgres)
         .await
         .context("starting the site")?;
     site.paged = expected.notifications.keys().cloned().collect();
@@ -88,6 +91,7 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
         for i in 0..sc.steps.len() {
             site.play(i).await.with_context(|| format!("step {i}"))?;
         }
+        site.wait_postgres().await?;
         site.load_drivers().await?;
         site.wait_all_drained(Duration::from_secs(180)).await?;
         site.wait_thawed().await;
@@ -135,6 +139,7 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
     let faults = std::mem::take(&mut site.observed.faults);
     let disruptions = std::mem::take(&mut site.observed.disruptions);
     let (refused, hung) = site.receiver_counts();
+    let busy = site.agent_busy_answers();
     site.stop();
     let differences = match &outcome {
         Ok((found, other)) => {
@@ -174,6 +179,7 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
             "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} parts; \
              the ticket system heard {tickets} notifications (refused {refused} while down; undisturbed, the \
              slowest page {slowest:.2} s after its alert started), the hung bridge held {hung} connections; \
+             the agents were told to retry later {busy} times; \
              {} faults of the system ({})",
             sc.incidents.len(),
             expected.failures.len(),

@@ -23,6 +23,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::scenario::{Action, CLUSTER, KernelLine, NODES, Scenario, boot_lines};
+use crate::db::embedded_pg::PrivateCluster;
 use crate::devtools::client::{Client, RetryPolicy};
 
 /// Where the binaries and tools are.
@@ -169,6 +170,11 @@ pub struct Site<'a> {
     /// Nodes whose silence alert fires once they sent (the model's), so that a retirement comes
     /// after the page it ends.
     pub paged: std::collections::BTreeSet<String>,
+    /// The database server, when it is the soak's own (restarted as a fault).
+    postgres: Option<&'a PrivateCluster>,
+    /// A crashed PostgreSQL's start, pending (it answers when it is up), and since when it is down.
+    postgres_back: Option<tokio::task::JoinHandle<anyhow::Result<DateTime<Utc>>>>,
+    postgres_down_since: Option<DateTime<Utc>>,
     pub observed: Observed,
 }
 
@@ -208,6 +214,7 @@ impl<'a> Site<'a> {
         origin: DateTime<Utc>,
         work: &Path,
         database_url: &str,
+        postgres: Option<&'a PrivateCluster>,
     ) -> anyhow::Result<Site<'a>> {
         std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
         let admin = format!("soak-admin-{}", uuid::Uuid::new_v4().simple());
@@ -234,6 +241,9 @@ impl<'a> Site<'a> {
             thaw: None,
             tickets_down_since: None,
             paged: Default::default(),
+            postgres,
+            postgres_back: None,
+            postgres_down_since: None,
             observed: Observed::default(),
         };
         site.tickets_url = site.tickets.start().await?;
@@ -777,6 +787,30 @@ impl<'a> Site<'a> {
                     "the ticket system was down",
                 );
             }
+            Action::RestartPostgres { seconds } => {
+                let Some(pg) = self.postgres.as_deref() else {
+                    self.observed.faults.push(format!(
+                        "step {i}: PostgreSQL restart left out (the database server is not the soak's own: --own-postgres)"
+                    ));
+                    return Ok(());
+                };
+                let pg = pg.clone();
+                self.wait_postgres().await?;
+                let crashed = Utc::now();
+                pg.stop_immediately().await.context("crashing PostgreSQL")?;
+                self.observed.faults.push(format!(
+                    "step {i}: PostgreSQL crashed, started again {seconds:.1} s later"
+                ));
+                // The timeline goes on meanwhile: requests get 503 and are retried.
+                let seconds = *seconds;
+                self.postgres_back = Some(tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                    let mut pg = pg;
+                    pg.start_again().await.context("starting PostgreSQL again")?;
+                    anyhow::Ok(Utc::now())
+                }));
+                self.postgres_down_since = Some(crashed);
+            }
             Action::KillAgent { node } => {
                 let n = *node;
                 if self.nodes[n].retired {
@@ -875,6 +909,17 @@ impl<'a> Site<'a> {
         Ok(())
     }
 
+    /// Waits until a crashed PostgreSQL is up again.
+    pub async fn wait_postgres(&mut self) -> anyhow::Result<()> {
+        if let (Some(task), Some(since)) = (self.postgres_back.take(), self.postgres_down_since.take()) {
+            let up = task.await??;
+            // The alert lease is renewed at the next poll once the database answers; had it lapsed
+            // meanwhile, the next holder takes it within a lease.
+            self.disrupted(since, up + chrono::Duration::milliseconds(4000), "PostgreSQL was down");
+        }
+        Ok(())
+    }
+
     /// Waits until the frozen Alertmanager is thawed.
     pub async fn wait_thawed(&mut self) {
         if let Some(t) = self.thaw.take() {
@@ -933,6 +978,18 @@ impl<'a> Site<'a> {
                     .collect::<Vec<_>>()
             })
             .collect()
+    }
+
+    /// How many times the agents were told to come back later (429 or 503: busy, or the database
+    /// away), which they honour.
+    pub fn agent_busy_answers(&self) -> usize {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let log = std::fs::read_to_string(n.dir.join("agent.log")).unwrap_or_default();
+                log.lines().filter(|l| l.contains("the server is busy (")).count()
+            })
+            .sum()
     }
 
     pub fn work_dir(&self) -> &Path {
