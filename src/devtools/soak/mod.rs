@@ -92,6 +92,7 @@ pub async fn round(opts: &SoakOptions, seed: u64, postgres: Option<&PrivateClust
             site.play(i).await.with_context(|| format!("step {i}"))?;
         }
         site.wait_postgres().await?;
+        site.wait_network().await;
         site.load_drivers().await?;
         site.wait_all_drained(Duration::from_secs(180)).await?;
         site.wait_thawed().await;
@@ -139,7 +140,7 @@ pub async fn round(opts: &SoakOptions, seed: u64, postgres: Option<&PrivateClust
     let faults = std::mem::take(&mut site.observed.faults);
     let disruptions = std::mem::take(&mut site.observed.disruptions);
     let (refused, hung) = site.receiver_counts();
-    let busy = site.agent_busy_answers();
+    let (busy, unanswered) = site.agent_retries();
     site.stop();
     let differences = match &outcome {
         Ok((found, other)) => {
@@ -179,7 +180,7 @@ pub async fn round(opts: &SoakOptions, seed: u64, postgres: Option<&PrivateClust
             "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} parts; \
              the ticket system heard {tickets} notifications (refused {refused} while down; undisturbed, the \
              slowest page {slowest:.2} s after its alert started), the hung bridge held {hung} connections; \
-             the agents were told to retry later {busy} times; \
+             the agents were told to retry later {busy} times and got no answer {unanswered} times; \
              {} faults of the system ({})",
             sc.incidents.len(),
             expected.failures.len(),

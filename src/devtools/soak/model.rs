@@ -210,7 +210,8 @@ pub fn expected(sc: &Scenario) -> Expected {
             | Action::FreezeAlertmanager { .. }
             | Action::TicketsDown
             | Action::TicketsUp
-            | Action::RestartPostgres { .. } => {}
+            | Action::RestartPostgres { .. }
+            | Action::RefuseNetwork { .. } => {}
         }
     }
     for v in out.transitions.values_mut() {

@@ -299,6 +299,9 @@ pub enum Action {
     /// The ticket system answers again, once it has refused a request while down (a page came
     /// in meanwhile), or after a few seconds.
     TicketsUp,
+    /// The nodes' network refuses connections to the servers (and cuts the open ones) for
+    /// `seconds`; the timeline goes on meanwhile.
+    RefuseNetwork { seconds: f64 },
     /// The database server crashes (every process stops at once) and starts again after
     /// `seconds`; played only when the soak runs its own server.
     RestartPostgres { seconds: f64 },
@@ -445,6 +448,15 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
                 incident: None,
                 action: Action::RestartPostgres {
                     seconds: receivers.range(500, 3_000) as f64 / 1000.0,
+                },
+            });
+        }
+        // The nodes cut off from the servers as the next incident starts.
+        if receivers.chance(0.2) || k == 3 {
+            b.steps.push(Step {
+                incident: None,
+                action: Action::RefuseNetwork {
+                    seconds: receivers.range(1_000, 4_000) as f64 / 1000.0,
                 },
             });
         }

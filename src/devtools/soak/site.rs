@@ -147,6 +147,81 @@ impl Hung {
     }
 }
 
+/// The nodes' network path to a server instance: a TCP proxy the agents connect through, which
+/// refuses connections (and cuts the open ones) while down, as a network partition or a firewall
+/// change does; the runner, an operator's machine, reaches the servers directly.
+struct Network {
+    port: u16,
+    up: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Network {
+    async fn start(target: u16) -> anyhow::Result<Network> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let (up, rx) = tokio::sync::watch::channel(true);
+        tokio::spawn(Network::serve(Some(listener), port, target, rx));
+        Ok(Network { port, up: Arc::new(up) })
+    }
+
+    async fn serve(
+        mut listener: Option<tokio::net::TcpListener>,
+        port: u16,
+        target: u16,
+        mut up: tokio::sync::watch::Receiver<bool>,
+    ) {
+        loop {
+            while !*up.borrow_and_update() {
+                if up.changed().await.is_err() {
+                    return;
+                }
+            }
+            let bound = match listener.take() {
+                Some(l) => l,
+                None => match Network::bind(port).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!(port, error = %e, "the soak's network could not listen again");
+                        return;
+                    }
+                },
+            };
+            let mut open = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = bound.accept() => {
+                        let Ok((mut inbound, _)) = accepted else { continue };
+                        open.spawn(async move {
+                            if let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await {
+                                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                            }
+                        });
+                    }
+                    changed = up.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        if !*up.borrow() {
+                            break;
+                        }
+                    }
+                }
+            }
+            // Refused from now on; the open connections are cut.
+            drop(bound);
+            open.abort_all();
+        }
+    }
+
+    /// Listens on the same port again (so the agents' URLs stay valid).
+    async fn bind(port: u16) -> std::io::Result<tokio::net::TcpListener> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.set_reuseaddr(true)?;
+        socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], port)))?;
+        socket.listen(128)
+    }
+}
+
 pub struct Site<'a> {
     sc: &'a Scenario,
     tools: &'a Tools,
@@ -170,6 +245,10 @@ pub struct Site<'a> {
     /// Nodes whose silence alert fires once they sent (the model's), so that a retirement comes
     /// after the page it ends.
     pub paged: std::collections::BTreeSet<String>,
+    /// The nodes' network path to each server instance.
+    networks: Vec<Network>,
+    /// The network's return, pending.
+    network_back: Option<tokio::task::JoinHandle<()>>,
     /// The database server, when it is the soak's own (restarted as a fault).
     postgres: Option<&'a PrivateCluster>,
     /// A crashed PostgreSQL's start, pending (it answers when it is up), and since when it is down.
@@ -241,6 +320,8 @@ impl<'a> Site<'a> {
             thaw: None,
             tickets_down_since: None,
             paged: Default::default(),
+            networks: Vec::new(),
+            network_back: None,
             postgres,
             postgres_back: None,
             postgres_down_since: None,
@@ -268,6 +349,10 @@ impl<'a> Site<'a> {
         for i in 0..2 {
             site.start_server(i)?;
             site.wait_healthy(i).await?;
+        }
+        for i in 0..2 {
+            let network = Network::start(site.servers[i].port).await?;
+            site.networks.push(network);
         }
         let policy = RetryPolicy {
             attempts: 120,
@@ -527,7 +612,7 @@ impl<'a> Site<'a> {
 
     fn start_agent(&mut self, n: usize) -> anyhow::Result<()> {
         let node = &self.nodes[n];
-        let server = self.url(self.sc.site.nodes[n].server);
+        let server = format!("http://127.0.0.1:{}", self.networks[self.sc.site.nodes[n].server].port);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -811,6 +896,25 @@ impl<'a> Site<'a> {
                 }));
                 self.postgres_down_since = Some(crashed);
             }
+            Action::RefuseNetwork { seconds } => {
+                if let Some(t) = self.network_back.take() {
+                    let _ = t.await;
+                }
+                for net in &self.networks {
+                    net.up.send_replace(false);
+                }
+                self.observed.faults.push(format!(
+                    "step {i}: the nodes' network refused connections for {seconds:.1} s"
+                ));
+                let ups: Vec<_> = self.networks.iter().map(|n| n.up.clone()).collect();
+                let seconds = *seconds;
+                self.network_back = Some(tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                    for up in ups {
+                        up.send_replace(true);
+                    }
+                }));
+            }
             Action::KillAgent { node } => {
                 let n = *node;
                 if self.nodes[n].retired {
@@ -909,6 +1013,13 @@ impl<'a> Site<'a> {
         Ok(())
     }
 
+    /// Waits until the nodes' network is back.
+    pub async fn wait_network(&mut self) {
+        if let Some(t) = self.network_back.take() {
+            let _ = t.await;
+        }
+    }
+
     /// Waits until a crashed PostgreSQL is up again.
     pub async fn wait_postgres(&mut self) -> anyhow::Result<()> {
         if let (Some(task), Some(since)) = (self.postgres_back.take(), self.postgres_down_since.take()) {
@@ -981,15 +1092,18 @@ impl<'a> Site<'a> {
     }
 
     /// How many times the agents were told to come back later (429 or 503: busy, or the database
-    /// away), which they honour.
-    pub fn agent_busy_answers(&self) -> usize {
-        self.nodes
-            .iter()
-            .map(|n| {
-                let log = std::fs::read_to_string(n.dir.join("agent.log")).unwrap_or_default();
-                log.lines().filter(|l| l.contains("the server is busy (")).count()
-            })
-            .sum()
+    /// away), which they honour, and how many of their sends got no answer (refused or cut).
+    pub fn agent_retries(&self) -> (usize, usize) {
+        let mut busy = 0;
+        let mut unanswered = 0;
+        for n in &self.nodes {
+            let log = std::fs::read_to_string(n.dir.join("agent.log")).unwrap_or_default();
+            for l in log.lines() {
+                busy += usize::from(l.contains("the server is busy ("));
+                unanswered += usize::from(l.contains(" signals to http") && l.ends_with("; will retry"));
+            }
+        }
+        (busy, unanswered)
     }
 
     pub fn work_dir(&self) -> &Path {
