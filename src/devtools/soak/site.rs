@@ -873,7 +873,7 @@ impl<'a> Site<'a> {
                 );
             }
             Action::RestartPostgres { seconds } => {
-                let Some(pg) = self.postgres.as_deref() else {
+                let Some(pg) = self.postgres else {
                     self.observed.faults.push(format!(
                         "step {i}: PostgreSQL restart left out (the database server is not the soak's own: --own-postgres)"
                     ));
