@@ -926,6 +926,13 @@ fn step_line(sc: &Scenario, a: &Action) -> String {
         Action::FreezeAlertmanager { seconds } => format!("Alertmanager frozen for {seconds:.1} s"),
         Action::TicketsDown => "the ticket system's webhook down (503)".into(),
         Action::TicketsUp => "the ticket system's webhook up again".into(),
+        Action::Bmc { node, records } => format!(
+            "{}'s BMC logs {} record(s) +{}: {}",
+            name(node),
+            records.len(),
+            records.first().map_or(String::new(), |r| minutes(r.at)),
+            records.first().map_or("", |r| r.text.as_str())
+        ),
         Action::RefuseNetwork { seconds } => format!("the nodes' network refuses connections for {seconds:.1} s"),
         Action::RestartPostgres { seconds } => format!("PostgreSQL crashed, started again {seconds:.1} s later"),
     }

@@ -113,6 +113,9 @@ fn classify(kind: &str, code: Option<i64>) -> Class {
         ("xid", Some(64)) => c("hardware", "gpu_memory", 4, false),
         ("xid", Some(74)) => c("hardware", "nvlink", 3, false),
         ("nccl_timeout", _) => c("unknown", "unknown", 3, true),
+        // The BMC records the site logs are a power supply's lost input (the classifier's
+        // lexicon: "ac lost", a fault of power, critical).
+        ("bmc_event", _) => c("hardware", "power", 4, false),
         _ => c("unknown", "unknown", 1, false),
     }
 }
@@ -161,6 +164,19 @@ pub fn expected(sc: &Scenario) -> Expected {
                             incident: step.incident,
                         });
                     }
+                }
+            }
+            Action::Bmc { node, records } => {
+                for r in records {
+                    occurrences.push(Occurrence {
+                        node: *node,
+                        kind: "bmc_event",
+                        code: None,
+                        slot: None,
+                        job: None,
+                        at: r.at,
+                        incident: step.incident,
+                    });
                 }
             }
             // A job sent again replaces its record.
@@ -514,7 +530,8 @@ mod tests {
                 assert_eq!(fs.len(), want, "seed {seed}: {}", sc.describe(i));
                 for f in &fs {
                     assert_eq!(f.category, "hardware", "seed {seed}: {f:?}");
-                    assert!(f.root_part.is_some(), "seed {seed}: {f:?}");
+                    // A power supply is no GPU part.
+                    assert_eq!(f.root_part.is_some(), inc.kind != "psu_fault", "seed {seed}: {f:?}");
                 }
                 if inc.kind == "board_swap" {
                     assert_ne!(

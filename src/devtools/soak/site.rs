@@ -68,6 +68,8 @@ struct NodeRun {
     versions: Vec<usize>,
     /// Journal records written for this node (every boot).
     written: u64,
+    /// Records in its BMC's event log.
+    sel_written: u64,
     retired: bool,
 }
 
@@ -561,9 +563,21 @@ impl<'a> Site<'a> {
                     dir.join("report.xml").display()
                 ),
             )?;
+            // The BMC's event log as `ipmitool sel elist` prints it (ipmitool 1.8.19 and later: the
+            // time with its zone); empty, as ipmitool says it.
+            let ipmitool = dir.join("ipmitool");
+            std::fs::write(dir.join("sel.txt"), "SEL has no entries\n")?;
+            std::fs::write(
+                &ipmitool,
+                format!(
+                    "#!/bin/sh\n[ \"$*\" = \"sel elist\" ] || exit 2\ncat '{}'\n",
+                    dir.join("sel.txt").display()
+                ),
+            )?;
             {
                 use std::os::unix::fs::PermissionsExt;
                 std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+                std::fs::set_permissions(&ipmitool, std::fs::Permissions::from_mode(0o755))?;
             }
             self.nodes.push(NodeRun {
                 name: spec.name.clone(),
@@ -573,6 +587,7 @@ impl<'a> Site<'a> {
                 boot_start: sc.first_boot,
                 versions: vec![0; sc.site.generation(n).gpus],
                 written: 0,
+                sel_written: 0,
                 retired: false,
             });
             self.power_on(n).await?;
@@ -630,7 +645,9 @@ impl<'a> Site<'a> {
             .arg(node.dir.join("boot_id"))
             .arg("--nvidia-smi")
             .arg(node.dir.join("nvidia-smi"))
-            .args(["--gpu-interval", "20", "--sel-interval", "0", "--max-backoff", "1"])
+            .arg("--ipmitool")
+            .arg(node.dir.join("ipmitool"))
+            .args(["--gpu-interval", "20", "--sel-interval", "1", "--max-backoff", "1"])
             .args(["--compact-window", &self.tools.compact_window.to_string()])
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
@@ -693,6 +710,31 @@ impl<'a> Site<'a> {
         Ok(())
     }
 
+    /// Appends records to the node's BMC event log (ids counting up from 1, times in UTC).
+    fn write_sel(&mut self, n: usize, records: &[super::scenario::SelRecord]) -> anyhow::Result<()> {
+        let path = self.nodes[n].dir.join("sel.txt");
+        let mut text = std::fs::read_to_string(&path)?;
+        if self.nodes[n].sel_written == 0 {
+            text.clear();
+        }
+        for r in records {
+            self.nodes[n].sel_written += 1;
+            let at = self.at(r.at);
+            text.push_str(&format!(
+                "{:>4x} | {} | {} UTC | {}\n",
+                self.nodes[n].sel_written,
+                at.format("%m/%d/%y"),
+                at.format("%H:%M:%S"),
+                r.text
+            ));
+        }
+        // Written whole and renamed, as the agent may run ipmitool at any moment.
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(())
+    }
+
     /// A request of the runner, retried through 429/503 and restarts; a failure for good is
     /// recorded (the check reports it), not fatal.
     async fn send(&mut self, server: usize, method: reqwest::Method, path: &str, body: Value) -> Option<Value> {
@@ -719,6 +761,7 @@ impl<'a> Site<'a> {
                 // boards of the boot before (they were swapped meanwhile).
                 self.load_driver(*node, true).await?;
             }
+            Action::Bmc { node, records } => self.write_sel(*node, records)?,
             Action::Job(j) => {
                 let gpus: usize = j.nodes.iter().map(|&n| sc.site.generation(n).gpus).sum();
                 let nodes: Vec<&str> = j.nodes.iter().map(|&n| sc.site.nodes[n].name.as_str()).collect();
@@ -956,13 +999,14 @@ impl<'a> Site<'a> {
                 }
                 let s = self.agent_status(n).await;
                 let read = s["counters"]["kmsg_records"].as_u64().unwrap_or(0);
+                let sel = s["counters"]["sel_records"].as_u64().unwrap_or(0);
                 let spooled = s["spool_records"].as_u64().unwrap_or(u64::MAX);
                 // Repeats held in an open storm window are sent when it closes.
                 let open = s["open_runs"].as_u64().unwrap_or(u64::MAX);
-                if read < self.nodes[n].written || spooled > 0 || open > 0 {
+                if read < self.nodes[n].written || sel < self.nodes[n].sel_written || spooled > 0 || open > 0 {
                     pending.push(format!(
-                        "{}: {read} of {} records read, {spooled} signals spooled, {open} storm windows open",
-                        self.nodes[n].name, self.nodes[n].written
+                        "{}: {read} of {} records read, {sel} of {} BMC records, {spooled} signals spooled, {open} storm windows open",
+                        self.nodes[n].name, self.nodes[n].written, self.nodes[n].sel_written
                     ));
                 }
             }
