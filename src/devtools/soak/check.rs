@@ -933,6 +933,9 @@ fn step_line(sc: &Scenario, a: &Action) -> String {
             records.first().map_or(String::new(), |r| minutes(r.at)),
             records.first().map_or("", |r| r.text.as_str())
         ),
+        Action::EditCatalog { rule, component, .. } => {
+            format!("the catalog edited: rule {rule} files its signals under {component}")
+        }
         Action::RefuseNetwork { seconds } => format!("the nodes' network refuses connections for {seconds:.1} s"),
         Action::RestartPostgres { seconds } => format!("PostgreSQL crashed, started again {seconds:.1} s later"),
     }

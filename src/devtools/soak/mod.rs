@@ -95,6 +95,7 @@ pub async fn round(opts: &SoakOptions, seed: u64, postgres: Option<&PrivateClust
         site.wait_network().await;
         site.load_drivers().await?;
         site.wait_all_drained(Duration::from_secs(180)).await?;
+        site.wait_rebuilt(Duration::from_secs(60)).await?;
         site.wait_thawed().await;
         // Both instances read, for the check and for each other: one database, one answer.
         let alerts = check::settled_alerts(site.client(0), &expected, Duration::from_secs(30)).await?;

@@ -149,6 +149,15 @@ pub fn expected(sc: &Scenario) -> Expected {
     let mut versions: Vec<Vec<Vec<(i64, usize)>>> = (0..NODES)
         .map(|n| vec![vec![(sc.first_boot, 0)]; site.generation(n).gpus])
         .collect();
+    // A catalog edit applies to every failure once the rebuild is done, earlier ones included.
+    let edits: BTreeMap<i64, &'static str> = sc
+        .steps
+        .iter()
+        .filter_map(|s| match s.action {
+            Action::EditCatalog { code, component, .. } => Some((code, component)),
+            _ => None,
+        })
+        .collect();
     for step in &sc.steps {
         match &step.action {
             Action::Kernel { node, lines } => {
@@ -227,7 +236,8 @@ pub fn expected(sc: &Scenario) -> Expected {
             | Action::TicketsDown
             | Action::TicketsUp
             | Action::RestartPostgres { .. }
-            | Action::RefuseNetwork { .. } => {}
+            | Action::RefuseNetwork { .. }
+            | Action::EditCatalog { .. } => {}
         }
     }
     for v in out.transitions.values_mut() {
@@ -367,7 +377,11 @@ pub fn expected(sc: &Scenario) -> Expected {
                 root_bus: root.sig.bus.clone(),
                 root_part: root.slot.map(|s| board_at(root.node, s, root.sig.first)),
                 category: class.category.to_string(),
-                component: class.component.to_string(),
+                component: match (root.sig.kind.as_str(), root.sig.code) {
+                    ("xid", Some(code)) => edits.get(&code).copied().unwrap_or(class.component),
+                    _ => class.component,
+                }
+                .to_string(),
                 generation: site.generation(root.node).name.to_string(),
                 signals,
             });

@@ -310,6 +310,14 @@ pub enum Action {
     /// The ticket system answers again, once it has refused a request while down (a page came
     /// in meanwhile), or after a few seconds.
     TicketsUp,
+    /// An administrator edits the classification catalog: the rule for XID `code` now files it under
+    /// `component` (`PUT /v1/classification-rules/{rule}`); the failures are rebuilt under the
+    /// new version in the background while the timeline goes on.
+    EditCatalog {
+        rule: &'static str,
+        code: i64,
+        component: &'static str,
+    },
     /// The nodes' network refuses connections to the servers (and cuts the open ones) for
     /// `seconds`; the timeline goes on meanwhile.
     RefuseNetwork { seconds: f64 },
@@ -459,6 +467,17 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
                 incident: None,
                 action: Action::RestartPostgres {
                     seconds: receivers.range(500, 3_000) as f64 / 1000.0,
+                },
+            });
+        }
+        // Mid-timeline, the site files NVLink errors under the network (its fabric team owns them).
+        if k == 4 {
+            b.steps.push(Step {
+                incident: None,
+                action: Action::EditCatalog {
+                    rule: "xid-74",
+                    code: 74,
+                    component: "network",
                 },
             });
         }
