@@ -99,7 +99,8 @@ pub async fn read(
     alertmanager: Vec<Value>,
     tickets: Vec<Received>,
 ) -> anyhow::Result<Found> {
-    let from = (origin - chrono::Duration::hours(1)).to_rfc3339();
+    // Imported history reaches back a year.
+    let from = (origin - chrono::Duration::days(400)).to_rfc3339();
     let to = (origin + chrono::Duration::microseconds(sc.end) + chrono::Duration::hours(2)).to_rfc3339();
     let enc = |s: &str| s.replace('+', "%2B").replace(':', "%3A");
     let parts_to = (origin + chrono::Duration::microseconds(sc.end) + chrono::Duration::minutes(30)).to_rfc3339();
@@ -932,6 +933,12 @@ fn step_line(sc: &Scenario, a: &Action) -> String {
             records.len(),
             records.first().map_or(String::new(), |r| minutes(r.at)),
             records.first().map_or("", |r| r.text.as_str())
+        ),
+        Action::ImportHistory { events } => format!(
+            "{} incidents of last year imported ({}..{})",
+            events.len(),
+            events.first().map_or(0, |e| e.at / super::scenario::SECOND / 86_400),
+            events.last().map_or(0, |e| e.at / super::scenario::SECOND / 86_400)
         ),
         Action::EditCatalog { rule, component, .. } => {
             format!("the catalog edited: rule {rule} files its signals under {component}")

@@ -175,6 +175,19 @@ pub fn expected(sc: &Scenario) -> Expected {
                     }
                 }
             }
+            Action::ImportHistory { events } => {
+                for e in events {
+                    occurrences.push(Occurrence {
+                        node: e.node,
+                        kind: "xid",
+                        code: Some(e.code),
+                        slot: None,
+                        job: None,
+                        at: e.at,
+                        incident: step.incident,
+                    });
+                }
+            }
             Action::Bmc { node, records } => {
                 for r in records {
                     occurrences.push(Occurrence {

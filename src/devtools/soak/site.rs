@@ -942,6 +942,18 @@ impl<'a> Site<'a> {
                 }));
                 self.postgres_down_since = Some(crashed);
             }
+            Action::ImportHistory { events } => {
+                let items: Vec<Value> = events
+                    .iter()
+                    .map(|e| {
+                        json!({"id": e.id, "occurred_at": self.rfc3339(e.at), "cluster": CLUSTER,
+                               "node": sc.site.nodes[e.node].name, "kind": "xid", "code": e.code,
+                               "message": e.message})
+                    })
+                    .collect();
+                self.send(server, reqwest::Method::POST, "/v1/events", json!({"events": items}))
+                    .await;
+            }
             Action::EditCatalog { rule, component, .. } => {
                 let (list, _) = self.clients[server]
                     .send_json(reqwest::Method::GET, "/v1/classification-rules?kind=xid", None)
