@@ -44,6 +44,8 @@ pub struct Found {
     pub failure_mix: Value,
     /// `GET /v1/analytics/mtbf?group_size=8` over the timeline.
     pub mtbf: Value,
+    /// `GET /v1/analytics/afr?by=model&event=hardware_failure` as of the timeline's end.
+    pub afr: Value,
 }
 
 /// The subjects of the silence rule's alerts Alertmanager holds as active.
@@ -200,6 +202,13 @@ pub async fn read(
             None,
         )
         .await?;
+    let (afr, _) = client
+        .send_json(
+            reqwest::Method::GET,
+            &format!("/v1/analytics/afr?by=model&event=hardware_failure&cluster={CLUSTER}&to={wto}"),
+            None,
+        )
+        .await?;
     let mut deliveries = BTreeMap::new();
     for a in &alerts {
         let fp = a["fingerprint"].as_str().unwrap_or_default().to_string();
@@ -215,6 +224,7 @@ pub async fn read(
         deliveries,
         failure_mix,
         mtbf,
+        afr,
         gpus: g["gpus"].as_array().cloned().unwrap_or_default(),
         failures,
         details,
@@ -311,6 +321,13 @@ fn as_expected(f: &Value, detail: &Value, origin: DateTime<Utc>) -> ExpectedFail
         root_part: detail["root_gpu"]["part"].as_str().map(str::to_string),
         category: f["root_cause"]["category"].as_str().unwrap_or_default().to_string(),
         component: f["root_cause"]["component"].as_str().unwrap_or_default().to_string(),
+        severity: match f["root_cause"]["severity"].as_str() {
+            Some("critical") => 4,
+            Some("high") => 3,
+            Some("medium") => 2,
+            Some("low") => 1,
+            _ => 0,
+        },
         generation: f["gpu_generation"].as_str().unwrap_or_default().to_string(),
         signals,
     }
@@ -624,6 +641,27 @@ fn compare_figures(sc: &Scenario, expected: &Expected, found: &Found) -> Vec<Dif
             out.push(Difference {
                 object: format!("MTBF group {} (GET /v1/analytics/mtbf)", want.group),
                 expected: format!("{want:?}, MTBF {mtbf:?} h, {per_week:?} a week"),
+                found: g.map_or("no group".into(), |g| g.to_string()),
+                incident: None,
+            });
+        }
+    }
+    let afr_groups = found.afr["groups"].as_array().cloned().unwrap_or_default();
+    for want in super::model::afr_by_model(sc, expected, sc.end) {
+        let g = afr_groups.iter().find(|g| g["group"] == want.model.as_str());
+        let rate = want.failures as f64 / want.part_years;
+        // Relative: the API counts each placement's installed time from millisecond timestamps.
+        let near = |a: f64, b: Option<f64>| b.is_some_and(|b| (a - b).abs() <= 1e-6 * a.abs().max(1.0));
+        let same = g.is_some_and(|g| {
+            g["parts"].as_u64() == Some(want.parts)
+                && g["failures"].as_u64() == Some(want.failures)
+                && near(want.part_years, g["part_years"].as_f64())
+                && near(rate, g["rate_per_year"].as_f64())
+        });
+        if !same {
+            out.push(Difference {
+                object: format!("the AFR of {} (GET /v1/analytics/afr?by=model)", want.model),
+                expected: format!("{want:?}, {rate:.6} a part-year"),
                 found: g.map_or("no group".into(), |g| g.to_string()),
                 incident: None,
             });
@@ -995,6 +1033,7 @@ mod tests {
             deliveries: BTreeMap::new(),
             failure_mix: Value::Null,
             mtbf: Value::Null,
+            afr: Value::Null,
         }
     }
 

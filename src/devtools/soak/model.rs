@@ -42,6 +42,8 @@ pub struct ExpectedFailure {
     pub root_part: Option<String>,
     pub category: String,
     pub component: String,
+    /// Of its root signal: critical 4, high 3, medium 2, low 1.
+    pub severity: u8,
     pub generation: String,
     /// Its stored signals, in identity order.
     pub signals: Vec<ExpectedSignal>,
@@ -395,6 +397,7 @@ pub fn expected(sc: &Scenario) -> Expected {
                     _ => class.component,
                 }
                 .to_string(),
+                severity: class.severity,
                 generation: site.generation(root.node).name.to_string(),
                 signals,
             });
@@ -471,6 +474,63 @@ pub struct GroupFigure {
     pub exposure_hours: f64,
     /// Failures whose root node is in the group.
     pub failures: u64,
+}
+
+/// One GPU model's annualised failure rate (docs/parts.md, Annualised failure rate) as of `to`:
+/// every hard failure resolved to a part of the model (hardware, critical or high, none of the
+/// XIDs used is transient) over the parts' installed time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AfrFigure {
+    pub model: String,
+    pub parts: u64,
+    pub failures: u64,
+    /// Installed part-days / 365.25, each placement's time in whole milliseconds.
+    pub part_years: f64,
+}
+
+pub fn afr_by_model(sc: &Scenario, e: &Expected, to: i64) -> Vec<AfrFigure> {
+    let mut out: BTreeMap<String, AfrFigure> = BTreeMap::new();
+    let mut parts: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    // Each part's model: what the report names for its slot.
+    let mut model_of: BTreeMap<String, String> = BTreeMap::new();
+    for (node, ps) in &e.placements {
+        let n = sc
+            .site
+            .nodes
+            .iter()
+            .position(|s| &s.name == node)
+            .expect("a node of the site");
+        for p in ps.iter().filter(|p| p.installed_at < to) {
+            let model = sc.site.slot_model(n, p.index);
+            let row = out.entry(model.clone()).or_insert_with(|| AfrFigure {
+                model: model.clone(),
+                parts: 0,
+                failures: 0,
+                part_years: 0.0,
+            });
+            let end = p.removed_at.unwrap_or(to).min(to);
+            let ms = (end - p.installed_at).max(0) / 1000;
+            row.part_years += ms as f64 / 86_400_000.0 / 365.25;
+            parts.entry(model.clone()).or_default().insert(p.part.clone());
+            model_of.insert(p.part.clone(), model);
+        }
+    }
+    for f in e.failures.iter().filter(|f| f.first <= to) {
+        let hard = f.category == "hardware" && f.severity >= 3;
+        if let Some(row) = f
+            .root_part
+            .as_ref()
+            .filter(|_| hard)
+            .and_then(|p| model_of.get(p))
+            .and_then(|m| out.get_mut(m))
+        {
+            row.failures += 1;
+        }
+    }
+    for (model, row) in out.iter_mut() {
+        row.parts = parts.get(model).map_or(0, |p| p.len() as u64);
+    }
+    out.into_values().collect()
 }
 
 /// The failure mix by generation and the MTBF groups over the window [`from`, `to`) of signal

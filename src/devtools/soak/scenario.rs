@@ -119,6 +119,15 @@ impl Site {
         Board { serial, uuid }
     }
 
+    /// The GPU model the report names for a slot's boards (`product_name`: a report may name its
+    /// GPUs differently, as the recorded P100 report does).
+    pub fn slot_model(&self, node: usize, slot: usize) -> String {
+        let g = self.generation(node);
+        let blocks = gpu_blocks(g.report);
+        let b = blocks.get(slot).unwrap_or(&blocks[0]);
+        tag(b, "product_name").unwrap_or_else(|| g.model.to_string())
+    }
+
     /// The `nvidia-smi -q -x` report of a node whose slots hold the given board versions.
     pub fn report(&self, node: usize, versions: &[usize]) -> String {
         let g = self.generation(node);
