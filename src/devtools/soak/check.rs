@@ -66,13 +66,11 @@ pub async fn settled_alerts(
 ) -> anyhow::Result<Vec<Value>> {
     let started = std::time::Instant::now();
     loop {
-        let (a, _) = client
-            .send_json(
-                reqwest::Method::GET,
-                &format!("/v1/alerts?cluster={CLUSTER}&rule_id={}", super::site::SILENCE_RULE),
-                None,
-            )
-            .await?;
+        let a = get(
+            client,
+            &format!("/v1/alerts?cluster={CLUSTER}&rule_id={}", super::site::SILENCE_RULE),
+        )
+        .await?;
         let alerts = a
             .as_array()
             .cloned()
@@ -91,6 +89,11 @@ fn firing(alerts: &[Value]) -> BTreeSet<String> {
         .filter(|a| a["state"] == "firing")
         .filter_map(|a| a["subject"].as_str().map(str::to_string))
         .collect()
+}
+
+/// A read of the runner's (retried through 429/503 and restarts).
+async fn get(client: &Client, path: &str) -> anyhow::Result<Value> {
+    Ok(client.send_json(reqwest::Method::GET, path, None).await?.0)
 }
 
 pub async fn read(
@@ -117,7 +120,7 @@ pub async fn read(
         if let Some(c) = &cursor {
             path.push_str(&format!("&cursor={}", enc(c)));
         }
-        let (page, _) = client.send_json(reqwest::Method::GET, &path, None).await?;
+        let page = get(client, &path).await?;
         failures.extend(page["failures"].as_array().cloned().unwrap_or_default());
         match page["next_cursor"].as_str() {
             Some(c) => cursor = Some(c.to_string()),
@@ -127,94 +130,67 @@ pub async fn read(
     let mut details = BTreeMap::new();
     for f in &failures {
         let id = f["id"].as_str().unwrap_or_default().to_string();
-        let (d, _) = client
-            .send_json(reqwest::Method::GET, &format!("/v1/failures/{id}"), None)
-            .await?;
+        let d = get(client, &format!("/v1/failures/{id}")).await?;
         details.insert(id, d);
     }
     let mut placements = BTreeMap::new();
     let mut transitions = BTreeMap::new();
     for spec in &sc.site.nodes {
-        let (p, _) = client
-            .send_json(
-                reqwest::Method::GET,
-                &format!("/v1/nodes/{CLUSTER}/{}/gpus", spec.name),
-                None,
-            )
-            .await?;
+        let p = get(client, &format!("/v1/nodes/{CLUSTER}/{}/gpus", spec.name)).await?;
         placements.insert(
             spec.name.clone(),
             p["placements"].as_array().cloned().unwrap_or_default(),
         );
-        let (s, _) = client
-            .send_json(
-                reqwest::Method::GET,
-                &format!(
-                    "/v1/nodes/{CLUSTER}/{}/state?from={}&to={}",
-                    spec.name,
-                    enc(&from),
-                    enc(&to)
-                ),
-                None,
-            )
-            .await?;
+        let s = get(
+            client,
+            &format!(
+                "/v1/nodes/{CLUSTER}/{}/state?from={}&to={}",
+                spec.name,
+                enc(&from),
+                enc(&to)
+            ),
+        )
+        .await?;
         transitions.insert(
             spec.name.clone(),
             s["transitions"].as_array().cloned().unwrap_or_default(),
         );
     }
-    let (n, _) = client
-        .send_json(
-            reqwest::Method::GET,
-            &format!("/v1/nodes?cluster={CLUSTER}&limit=100"),
-            None,
-        )
-        .await?;
-    let (g, _) = client
-        .send_json(
-            reqwest::Method::GET,
-            // Installed time counted to a fixed instant (the round's start), so both instances'
-            // answers compare.
-            &format!("/v1/gpus?cluster={CLUSTER}&limit=1000&to={}", enc(&parts_to)),
-            None,
-        )
-        .await?;
+    let n = get(client, &format!("/v1/nodes?cluster={CLUSTER}&limit=100")).await?;
+    let g = get(
+        client, // Installed time counted to a fixed instant (the round's start), so both instances'
+        // answers compare.
+        &format!("/v1/gpus?cluster={CLUSTER}&limit=1000&to={}", enc(&parts_to)),
+    )
+    .await?;
     // The figures over the timeline's window in signal time: partial days at both ends, whole
     // days (rollup rows) between when it spans them.
     let (wfrom, wto) = (
         enc(&origin.to_rfc3339()),
         enc(&(origin + chrono::Duration::microseconds(sc.end)).to_rfc3339()),
     );
-    let (failure_mix, _) = client
-        .send_json(
-            reqwest::Method::GET,
-            &format!("/v1/analytics/failure-mix?by=gpu_generation&cluster={CLUSTER}&from={wfrom}&to={wto}"),
-            None,
-        )
-        .await?;
-    let (mtbf, _) = client
-        .send_json(
-            reqwest::Method::GET,
-            &format!(
-                "/v1/analytics/mtbf?group_size={}&cluster={CLUSTER}&from={wfrom}&to={wto}",
-                super::model::MTBF_GROUP_SIZE
-            ),
-            None,
-        )
-        .await?;
-    let (afr, _) = client
-        .send_json(
-            reqwest::Method::GET,
-            &format!("/v1/analytics/afr?by=model&event=hardware_failure&cluster={CLUSTER}&to={wto}"),
-            None,
-        )
-        .await?;
+    let failure_mix = get(
+        client,
+        &format!("/v1/analytics/failure-mix?by=gpu_generation&cluster={CLUSTER}&from={wfrom}&to={wto}"),
+    )
+    .await?;
+    let mtbf = get(
+        client,
+        &format!(
+            "/v1/analytics/mtbf?group_size={}&cluster={CLUSTER}&from={wfrom}&to={wto}",
+            super::model::MTBF_GROUP_SIZE
+        ),
+    )
+    .await?;
+    let afr = get(
+        client,
+        &format!("/v1/analytics/afr?by=model&event=hardware_failure&cluster={CLUSTER}&to={wto}"),
+    )
+    .await?;
     let mut deliveries = BTreeMap::new();
     for a in &alerts {
         let fp = a["fingerprint"].as_str().unwrap_or_default().to_string();
-        let (d, _) = client
-            .send_json(reqwest::Method::GET, &format!("/v1/alerts/{fp}/deliveries"), None)
-            .await?;
+        let d = get(client, &format!("/v1/alerts/{fp}/deliveries")).await?;
         deliveries.insert(fp, d.as_array().cloned().unwrap_or_default());
     }
     Ok(Found {
