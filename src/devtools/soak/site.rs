@@ -1191,7 +1191,12 @@ impl<'a> Site<'a> {
             .flat_map(|n| {
                 let log = std::fs::read_to_string(n.dir.join("agent.log")).unwrap_or_default();
                 log.lines()
-                    .filter(|l| l.contains("failed (5") || l.contains("GPU set: 5"))
+                    // 503 (with Retry-After) is the documented answer while the database is away,
+                    // and the agent comes back; any other 5xx is an error.
+                    .filter(|l| {
+                        (l.contains("failed (5") && !l.contains("failed (503"))
+                            || (l.contains("GPU set: 5") && !l.contains("GPU set: 503"))
+                    })
                     .map(|l| format!("{}: {l}", n.name))
                     .collect::<Vec<_>>()
             })
