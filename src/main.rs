@@ -359,6 +359,7 @@ async fn soak(args: faultline::cli::SoakArgs) -> anyhow::Result<()> {
             alertmanager: args.alertmanager,
         },
         work_dir: args.work_dir,
+        slurm: args.slurm,
     };
     let rounds = soak::run(&opts).await;
     server.stop().await?;

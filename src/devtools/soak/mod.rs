@@ -7,6 +7,7 @@ pub mod check;
 pub mod model;
 pub mod scenario;
 pub mod site;
+pub mod slurm;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -29,6 +30,19 @@ pub struct SoakOptions {
     pub tools: Tools,
     /// Where each round's processes keep their files [default: the temp directory].
     pub work_dir: Option<PathBuf>,
+    /// Whether rounds run the Slurm track (a real Slurm, `faultline slurm sync --follow`).
+    pub slurm: SlurmTrack,
+}
+
+/// Whether rounds run the Slurm track.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SlurmTrack {
+    /// Where this machine can run Slurm (its programs, root, MariaDB); else the rounds say they run
+    /// without it.
+    Auto,
+    /// Always: a machine that cannot run Slurm fails the round.
+    On,
+    Off,
 }
 
 /// One round's outcome.
@@ -46,8 +60,17 @@ pub async fn run(opts: &SoakOptions) -> anyhow::Result<Vec<Round>> {
     let started = Instant::now();
     let mut rounds = Vec::new();
     let mut seed = opts.seed;
+    let slurm = match (opts.slurm, crate::devtools::slurm_cluster::unavailable()) {
+        (SlurmTrack::Off, _) => false,
+        (_, None) => true,
+        (SlurmTrack::On, Some(why)) => anyhow::bail!("--slurm on, but this machine cannot run Slurm: {why}"),
+        (SlurmTrack::Auto, Some(why)) => {
+            eprintln!("soak: the rounds run without the Slurm track: {why}");
+            false
+        }
+    };
     loop {
-        let round = round(opts, seed).await?;
+        let round = round(opts, seed, slurm).await?;
         let passed = round.passed;
         eprintln!("{}", round.report);
         rounds.push(round);
@@ -59,11 +82,24 @@ pub async fn run(opts: &SoakOptions) -> anyhow::Result<Vec<Round>> {
     Ok(rounds)
 }
 
-/// One seed: the scenario played on a fresh site and checked.
-pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
+/// The message of a blocking task's panic (a Slurm step that failed, with the daemons' logs).
+fn panicked(e: tokio::task::JoinError) -> anyhow::Error {
+    match e.try_into_panic() {
+        Ok(p) => anyhow::anyhow!(
+            "{}",
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic".into())
+        ),
+        Err(e) => anyhow::anyhow!("{e}"),
+    }
+}
+
+/// One seed: the scenario played on a fresh site (with the Slurm track when `slurm`) and checked.
+pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result<Round> {
     let started = Instant::now();
     let sc = scenario::scenario(seed, opts.extra_incidents);
-    let expected = model::expected(&sc);
     // Signal time: the timeline ends half an hour before now.
     let now = chrono::Utc::now();
     let origin = now - chrono::Duration::microseconds(sc.end) - chrono::Duration::minutes(30);
@@ -79,15 +115,51 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
         .join(format!("faultline-soak-{}-{seed}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
 
+    // Slurm starts (about 3 s) while the servers do.
+    let slurm_start = slurm.then(|| {
+        let (sc, work) = (sc.clone(), work.clone());
+        tokio::task::spawn_blocking(move || slurm::SlurmSite::start(&sc, &work))
+    });
+    let mut slurm_site: Option<slurm::SlurmSite> = None;
     let mut site = site::Site::start(&sc, &opts.tools, origin, &work, &database_url)
         .await
         .context("starting the site")?;
     let outcome = async {
         site.boot().await?;
+        // The Slurm track plays in wall time beside the timeline.
+        let track = match slurm_start {
+            Some(start) => {
+                let mut s = start.await.map_err(panicked).context("starting Slurm")?;
+                s.start_sync(slurm::SyncCommand {
+                    faultline: opts.tools.faultline.clone(),
+                    server: site.url(sc.slurm.server),
+                    token: site.agent_token().to_string(),
+                    since: now - chrono::Duration::minutes(10),
+                })
+                .context("starting faultline slurm sync")?;
+                let sc = sc.clone();
+                Some(tokio::task::spawn_blocking(move || {
+                    let played = s.play(&sc, origin);
+                    (s, played)
+                }))
+            }
+            None => None,
+        };
         for i in 0..sc.steps.len() {
             site.play(i).await.with_context(|| format!("step {i}"))?;
         }
+        let record = match track {
+            Some(track) => {
+                let (s, played) = track.await.map_err(panicked).context("the Slurm track")?;
+                let s = slurm_site.insert(s);
+                slurm::wait_synced(site.client(0), played.read_at, s.log(), Duration::from_secs(60)).await?;
+                s.stop_sync();
+                Some(played.record)
+            }
+            None => None,
+        };
         site.wait_all_drained(Duration::from_secs(180)).await?;
+        let expected = model::expected(&sc, record.as_ref());
         // Both instances read, for the check and for each other: one database, one answer.
         let alerts = check::settled_alerts(site.client(0), &expected, Duration::from_secs(30)).await?;
         // Alertmanager holds what fires once Faultline re-sent it after its last restart.
@@ -99,24 +171,32 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         };
-        let found = check::read(site.client(0), &sc, origin, alerts.clone(), held.clone()).await?;
-        let other = check::read(site.client(1), &sc, origin, alerts, held).await?;
-        anyhow::Ok((found, other))
+        let jobs: Vec<String> = expected.jobs.keys().cloned().collect();
+        let found = check::read(site.client(0), &sc, origin, alerts.clone(), held.clone(), &jobs).await?;
+        let other = check::read(site.client(1), &sc, origin, alerts, held, &jobs).await?;
+        anyhow::Ok((found, other, expected))
     }
     .await;
     let mut errors = std::mem::take(&mut site.observed.client_errors);
     errors.extend(site.agent_server_errors());
-    let faults = std::mem::take(&mut site.observed.faults);
+    let mut faults = std::mem::take(&mut site.observed.faults);
+    if let Some(s) = slurm_site.as_mut() {
+        faults.append(&mut s.faults);
+    }
     site.stop();
-    let differences = match &outcome {
-        Ok((found, other)) => {
-            let mut d = check::compare(&sc, &expected, found, origin);
-            d.extend(check::same_answers(found, other));
-            d
+    if let Some(s) = slurm_site.take() {
+        // Slurm's daemons stop in a few seconds.
+        let _ = tokio::task::spawn_blocking(move || drop(s)).await;
+    }
+    let (differences, expected) = match outcome {
+        Ok((found, other, expected)) => {
+            let mut d = check::compare(&sc, &expected, &found, origin);
+            d.extend(check::same_answers(&found, &other));
+            (d, expected)
         }
         Err(e) => {
             errors.push(format!("{e:#}"));
-            Vec::new()
+            (Vec::new(), model::expected(&sc, None))
         }
     };
     let passed = differences.is_empty() && errors.is_empty();
@@ -131,18 +211,29 @@ pub async fn round(opts: &SoakOptions, seed: u64) -> anyhow::Result<Round> {
             .flat_map(|f| f.signals.iter().map(|s| s.repeats))
             .sum();
         format!(
-            "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} parts, {} faults of the system ({})",
+            "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} parts, {}, {} faults of the system ({})",
             sc.incidents.len(),
             expected.failures.len(),
             signals,
             expected.parts.len(),
+            if slurm {
+                format!("{} Slurm jobs", expected.jobs.len())
+            } else {
+                "without the Slurm track".into()
+            },
             faults.len(),
             faults.join("; ")
         )
     } else {
         format!(
-            "{}files of the round (server and agent logs, journals): {}\ndatabase kept: {db}\n",
+            "{}{}files of the round (server and agent logs, journals{}): {}\ndatabase kept: {db}\n",
             check::report(&sc, origin, &differences, &errors, &faults),
+            if slurm {
+                format!("  slurm track: {}\n", sc.slurm.describe(&sc.site))
+            } else {
+                String::new()
+            },
+            if slurm { ", slurm-sync.log" } else { "" },
             work.display()
         )
     };

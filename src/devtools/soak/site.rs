@@ -237,6 +237,11 @@ impl<'a> Site<'a> {
         format!("http://127.0.0.1:{}", self.servers[server].port)
     }
 
+    /// The cluster-scoped agent token (the agents' and the Slurm sync's).
+    pub fn agent_token(&self) -> &str {
+        &self.agent_token
+    }
+
     /// The runner's client of server instance `server`.
     pub fn client(&self, server: usize) -> &Client {
         &self.clients[server]
