@@ -373,6 +373,7 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
         let j = found.jobs.get(id).unwrap_or(&Value::Null);
         let got = (!j.is_null()).then(|| ExpectedJob {
             story: want.story.clone(),
+            recorded: want.recorded.clone(),
             state: j["state"].as_str().unwrap_or_default().to_string(),
             scheduler_state: j["scheduler_state"].as_str().unwrap_or_default().to_string(),
             restarts: j["restarts"].as_i64().unwrap_or(-1),
@@ -388,7 +389,7 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
         if got.as_ref() != Some(want) {
             out.push(Difference {
                 object: format!("Slurm job {id} (GET /v1/jobs/{CLUSTER}/{id}): {}", want.story),
-                expected: show_job(want),
+                expected: format!("{} (sacct recorded: {})", show_job(want), want.recorded),
                 found: got.as_ref().map_or("no such job".into(), show_job),
                 incident: None,
             });

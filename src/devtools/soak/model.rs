@@ -99,8 +99,9 @@ pub struct SlurmEvent {
 /// A job's answer (`GET /v1/jobs/{cluster}/{id}`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpectedJob {
-    /// What the track did with it, for a report.
+    /// What the track did with it, and what sacct recorded of it, for a report.
     pub story: String,
+    pub recorded: String,
     pub state: String,
     pub scheduler_state: String,
     pub restarts: i64,
@@ -498,7 +499,20 @@ fn slurm_track(
             .max_by_key(|r| r.start)
             .and_then(|r| r.end)
     };
+    let recorded = |id: &str| {
+        record
+            .runs
+            .iter()
+            .filter(|r| r.job == id)
+            .map(|r| {
+                let at = |t: Option<i64>| t.map_or("Unknown".into(), |t| format!("+{}", super::scenario::minutes(t)));
+                format!("{} {} {}..{}", r.state, r.nodes, at(r.start), at(r.end))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     let requeued = ExpectedJob {
+        recorded: recorded(&record.requeued),
         story: format!(
             "requeued by an administrator while it ran on {}, ran again on {} to its end",
             name(plan.requeued_first),
@@ -514,6 +528,7 @@ fn slurm_track(
         failures: 0,
     };
     let held = ExpectedJob {
+        recorded: recorded(&record.held),
         story: format!(
             "--requeue, on {} when it was set DOWN ({}): NODE_FAIL, requeued, held pending",
             name(plan.held_node),
