@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::model::{Expected, ExpectedFailure, ExpectedJob, ExpectedPlacement, ExpectedSignal, FOLD_WINDOW};
 use super::scenario::{Action, CLUSTER, Scenario, minutes};
+use super::site::{RECEIVER_TICKETS, RECEIVERS_HUNG, Received};
 use crate::devtools::client::Client;
 
 /// One difference between the model and the site.
@@ -35,6 +36,10 @@ pub struct Found {
     pub alerts: Vec<Value>,
     /// What Alertmanager holds (its `GET /api/v2/alerts`).
     pub alertmanager: Vec<Value>,
+    /// What the ticket system's webhook accepted, in order of arrival.
+    pub tickets: Vec<Received>,
+    /// `GET /v1/alerts/{fingerprint}/deliveries` of each of the rule's alerts.
+    pub deliveries: BTreeMap<String, Vec<Value>>,
     /// The Slurm track's jobs (`GET /v1/jobs/{cluster}/{id}`; Null when not found), by id.
     pub jobs: BTreeMap<String, Value>,
 }
@@ -90,6 +95,7 @@ pub async fn read(
     origin: DateTime<Utc>,
     alerts: Vec<Value>,
     alertmanager: Vec<Value>,
+    tickets: Vec<Received>,
     job_ids: &[String],
 ) -> anyhow::Result<Found> {
     let from = (origin - chrono::Duration::hours(1)).to_rfc3339();
@@ -169,6 +175,14 @@ pub async fn read(
             None,
         )
         .await?;
+    let mut deliveries = BTreeMap::new();
+    for a in &alerts {
+        let fp = a["fingerprint"].as_str().unwrap_or_default().to_string();
+        let (d, _) = client
+            .send_json(reqwest::Method::GET, &format!("/v1/alerts/{fp}/deliveries"), None)
+            .await?;
+        deliveries.insert(fp, d.as_array().cloned().unwrap_or_default());
+    }
     let mut jobs = BTreeMap::new();
     for id in job_ids {
         let answer = client
@@ -182,6 +196,8 @@ pub async fn read(
         jobs,
         alerts,
         alertmanager,
+        tickets,
+        deliveries,
         gpus: g["gpus"].as_array().cloned().unwrap_or_default(),
         failures,
         details,
@@ -567,6 +583,161 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
             incident: None,
         });
     }
+    out.extend(compare_notifications(sc, expected, found));
+    out
+}
+
+/// Per node, the events the ticket system heard, in order of arrival, each once; and how many
+/// requests repeated one already heard (the same alert, event and times).
+pub fn heard(tickets: &[Received]) -> (BTreeMap<String, Vec<String>>, usize) {
+    let mut seen = BTreeSet::new();
+    let mut by_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut repeated = 0;
+    for r in tickets {
+        let b = &r.body;
+        let key = (
+            b["fingerprint"].to_string(),
+            b["event"].to_string(),
+            b["starts_at"].to_string(),
+            b["ends_at"].to_string(),
+        );
+        if !seen.insert(key) {
+            repeated += 1;
+            continue;
+        }
+        let node = b["labels"]["node"].as_str().unwrap_or("(no node label)").to_string();
+        by_node
+            .entry(node)
+            .or_default()
+            .push(b["event"].as_str().unwrap_or_default().to_string());
+    }
+    (by_node, repeated)
+}
+
+/// How late a page may reach the ticket system after its alert started: an evaluation (0.5 s)
+/// and a delivery poll (0.2 s) with room for a loaded machine; below what a receiver that holds
+/// up the others costs (a send timeout, 1.5 s, per request to the hung bridge's two receivers or
+/// to a frozen Alertmanager, and some are due every second).
+pub const PAGE_LATENCY_SECS: f64 = 2.0;
+
+/// Each page the ticket system heard (firing or resolved): its node, when its alert started or
+/// resolved, how long after that it
+/// arrived (seconds), and whether a disruption of the site's (a server killed, the ticket system
+/// down) overlapped that time.
+pub fn page_delays(
+    tickets: &[Received],
+    disruptions: &[(DateTime<Utc>, DateTime<Utc>, String)],
+) -> Vec<(String, DateTime<Utc>, f64, bool)> {
+    tickets
+        .iter()
+        .filter_map(|r| {
+            // A page's moment: when its alert started firing, or resolved.
+            let started = match r.body["event"].as_str()? {
+                "firing" => time(&r.body["starts_at"])?,
+                "resolved" => time(&r.body["ends_at"])?,
+                _ => return None,
+            };
+            let late = (r.arrived - started).num_milliseconds() as f64 / 1000.0;
+            let excused = disruptions
+                .iter()
+                .any(|(from, to, _)| *from <= r.arrived && started <= *to);
+            let node = r.body["labels"]["node"].as_str().unwrap_or("?").to_string();
+            Some((node, started, late, excused))
+        })
+        .collect()
+}
+
+/// Pages the ticket system heard later than [`PAGE_LATENCY_SECS`] after their alert started
+/// with no server killed and the ticket system up meanwhile: another receiver held them up.
+pub fn late_pages(tickets: &[Received], disruptions: &[(DateTime<Utc>, DateTime<Utc>, String)]) -> Vec<Difference> {
+    page_delays(tickets, disruptions)
+        .into_iter()
+        .filter(|(_, _, late, excused)| *late > PAGE_LATENCY_SECS && !excused)
+        .map(|(node, started, late, _)| Difference {
+            object: format!("the page for {node} the ticket system heard"),
+            expected: format!("within {PAGE_LATENCY_SECS} s of its alert's transition ({started})"),
+            found: format!(
+                "{late:.2} s after it, with no server killed and the ticket system up meanwhile (a receiver held up the others?)"
+            ),
+            incident: None,
+        })
+        .collect()
+}
+
+/// The silence rule's notifications: what the ticket system heard against the model, the
+/// delivery records of the ticket system (each notification delivered once) and of the hung
+/// bridge (never delivered, every attempt timed out).
+fn compare_notifications(sc: &Scenario, expected: &Expected, found: &Found) -> Vec<Difference> {
+    let mut out = Vec::new();
+    let retire = sc.incidents.iter().position(|i| i.kind == "retire");
+    let (got, repeated) = heard(&found.tickets);
+    let nodes: BTreeSet<&String> = got.keys().chain(expected.notifications.keys()).collect();
+    for node in nodes {
+        let want: Vec<&str> = expected.notifications.get(node).cloned().unwrap_or_default();
+        let have: Vec<&str> = got
+            .get(node)
+            .map(|v| v.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        if want != have {
+            out.push(Difference {
+                object: format!("the silence notifications of {node} the ticket system heard"),
+                expected: format!("{want:?}"),
+                found: format!("{have:?}"),
+                incident: retire.filter(|&i| sc.incidents[i].summary.starts_with(&format!("{node} "))),
+            });
+        }
+    }
+    // A crash between a receiver's 2xx and its record sends again (at least once): only a round
+    // that killed a server may hear a notification twice.
+    let killed = sc.steps.iter().any(|s| matches!(s.action, Action::KillServer { .. }));
+    if repeated > 0 && !killed {
+        out.push(Difference {
+            object: "notifications the ticket system heard twice".into(),
+            expected: "none (no server was killed)".into(),
+            found: format!("{repeated}"),
+            incident: None,
+        });
+    }
+    let mut delivered: BTreeMap<String, usize> = BTreeMap::new();
+    let mut hung = Vec::new();
+    for d in found.deliveries.values().flatten() {
+        match d["receiver"].as_i64() {
+            Some(RECEIVER_TICKETS) => {
+                *delivered.entry(d["notification"].to_string()).or_default() +=
+                    usize::from(d["outcome"] == "delivered");
+            }
+            Some(r)
+                if RECEIVERS_HUNG.contains(&r)
+                    && (d["outcome"] == "delivered"
+                        || !d["error"].as_str().is_some_and(|e| e.starts_with("timed out after"))) =>
+            {
+                hung.push(format!("{} {}", d["outcome"], d["error"]));
+            }
+            _ => {}
+        }
+    }
+    let sent: usize = expected.notifications.values().map(Vec::len).sum();
+    let once = delivered.values().filter(|&&n| n == 1).count();
+    if delivered.len() != sent || once != sent {
+        out.push(Difference {
+            object: "the ticket system's delivery records (GET /v1/alerts/{fingerprint}/deliveries)".into(),
+            expected: format!("{sent} notifications, each delivered once"),
+            found: format!(
+                "{} notifications, delivered {:?} times",
+                delivered.len(),
+                delivered.values().collect::<Vec<_>>()
+            ),
+            incident: None,
+        });
+    }
+    if !hung.is_empty() {
+        out.push(Difference {
+            object: "the hung bridge's delivery records".into(),
+            expected: "attempts that time out, none delivered".into(),
+            found: hung.join("; "),
+            incident: None,
+        });
+    }
     out
 }
 
@@ -701,6 +872,9 @@ fn step_line(sc: &Scenario, a: &Action) -> String {
         Action::KillServer { server } => format!("server {server} SIGKILLed"),
         Action::KillAgent { node } => format!("agent of {} SIGKILLed", name(node)),
         Action::KillAlertmanager => "Alertmanager SIGKILLed".into(),
+        Action::FreezeAlertmanager { seconds } => format!("Alertmanager frozen for {seconds:.1} s"),
+        Action::TicketsDown => "the ticket system's webhook down (503)".into(),
+        Action::TicketsUp => "the ticket system's webhook up again".into(),
     }
 }
 
@@ -747,6 +921,8 @@ mod tests {
             gpus: Vec::new(),
             alerts: Vec::new(),
             alertmanager: Vec::new(),
+            tickets: Vec::new(),
+            deliveries: BTreeMap::new(),
             jobs: BTreeMap::new(),
         }
     }

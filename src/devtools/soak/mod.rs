@@ -114,6 +114,9 @@ pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result
         .unwrap_or_else(std::env::temp_dir)
         .join(format!("faultline-soak-{}-{seed}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
+    // What the timeline alone brings (the nodes that page); the Slurm track's part is known once
+    // Slurm recorded it.
+    let planned = model::expected(&sc, None);
 
     // Slurm starts (about 3 s) while the servers do.
     let slurm_start = slurm.then(|| {
@@ -124,6 +127,7 @@ pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result
     let mut site = site::Site::start(&sc, &opts.tools, origin, &work, &database_url)
         .await
         .context("starting the site")?;
+    site.paged = planned.notifications.keys().cloned().collect();
     let outcome = async {
         site.boot().await?;
         // The Slurm track plays in wall time beside the timeline.
@@ -137,17 +141,28 @@ pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result
                     since: now - chrono::Duration::minutes(10),
                 })
                 .context("starting faultline slurm sync")?;
-                let sc = sc.clone();
-                Some(tokio::task::spawn_blocking(move || {
-                    let played = s.play(&sc, origin);
+                let (sc, (go, down)) = (sc.clone(), std::sync::mpsc::channel());
+                let track = tokio::task::spawn_blocking(move || {
+                    let played = s.play(&sc, origin, down);
                     (s, played)
-                }))
+                });
+                Some((track, go))
             }
             None => None,
         };
         for i in 0..sc.steps.len() {
             site.play(i).await.with_context(|| format!("step {i}"))?;
         }
+        // The held job's node goes down once the timeline is played and its silence page is out:
+        // the DOWN, a signal of now, resolves it.
+        let track = match track {
+            Some((track, go)) => {
+                site.wait_page_out(&sc.site.nodes[sc.slurm.held_node].name).await?;
+                let _ = go.send(());
+                Some(track)
+            }
+            None => None,
+        };
         let record = match track {
             Some(track) => {
                 let (s, played) = track.await.map_err(panicked).context("the Slurm track")?;
@@ -159,6 +174,7 @@ pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result
             None => None,
         };
         site.wait_all_drained(Duration::from_secs(180)).await?;
+        site.wait_thawed().await;
         let expected = model::expected(&sc, record.as_ref());
         // Both instances read, for the check and for each other: one database, one answer.
         let alerts = check::settled_alerts(site.client(0), &expected, Duration::from_secs(30)).await?;
@@ -171,9 +187,33 @@ pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         };
+        // The ticket system hears what fired once its outage (and any retry backoff) is over.
+        let started = Instant::now();
+        let tickets = loop {
+            let tickets = site.tickets();
+            let (heard, _) = check::heard(&tickets);
+            let want: std::collections::BTreeMap<String, Vec<String>> = expected
+                .notifications
+                .iter()
+                .map(|(n, e)| (n.clone(), e.iter().map(|e| e.to_string()).collect()))
+                .collect();
+            if heard == want || started.elapsed() > Duration::from_secs(30) {
+                break tickets;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
         let jobs: Vec<String> = expected.jobs.keys().cloned().collect();
-        let found = check::read(site.client(0), &sc, origin, alerts.clone(), held.clone(), &jobs).await?;
-        let other = check::read(site.client(1), &sc, origin, alerts, held, &jobs).await?;
+        let found = check::read(
+            site.client(0),
+            &sc,
+            origin,
+            alerts.clone(),
+            held.clone(),
+            tickets.clone(),
+            &jobs,
+        )
+        .await?;
+        let other = check::read(site.client(1), &sc, origin, alerts, held, tickets, &jobs).await?;
         anyhow::Ok((found, other, expected))
     }
     .await;
@@ -183,20 +223,23 @@ pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result
     if let Some(s) = slurm_site.as_mut() {
         faults.append(&mut s.faults);
     }
+    let disruptions = std::mem::take(&mut site.observed.disruptions);
+    let (refused, hung) = site.receiver_counts();
     site.stop();
     if let Some(s) = slurm_site.take() {
         // Slurm's daemons stop in a few seconds.
         let _ = tokio::task::spawn_blocking(move || drop(s)).await;
     }
-    let (differences, expected) = match outcome {
+    let (differences, expected, tickets) = match outcome {
         Ok((found, other, expected)) => {
             let mut d = check::compare(&sc, &expected, &found, origin);
+            d.extend(check::late_pages(&found.tickets, &disruptions));
             d.extend(check::same_answers(&found, &other));
-            (d, expected)
+            (d, expected, Some(found.tickets))
         }
         Err(e) => {
             errors.push(format!("{e:#}"));
-            (Vec::new(), model::expected(&sc, None))
+            (Vec::new(), planned, None)
         }
     };
     let passed = differences.is_empty() && errors.is_empty();
@@ -210,8 +253,22 @@ pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result
             .iter()
             .flat_map(|f| f.signals.iter().map(|s| s.repeats))
             .sum();
+        let (tickets, slowest) = match &tickets {
+            Some(tickets) => (
+                tickets.len(),
+                check::page_delays(tickets, &disruptions)
+                    .into_iter()
+                    .filter(|d| !d.3)
+                    .map(|d| d.2)
+                    .fold(0.0, f64::max),
+            ),
+            None => (0, 0.0),
+        };
         format!(
-            "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} parts, {}, {} faults of the system ({})",
+            "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} parts, {}; \
+             the ticket system heard {tickets} notifications (refused {refused} while down; undisturbed, the \
+             slowest page {slowest:.2} s after its alert started), the hung bridge held {hung} connections; \
+             {} faults of the system ({})",
             sc.incidents.len(),
             expected.failures.len(),
             signals,

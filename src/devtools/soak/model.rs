@@ -130,6 +130,12 @@ pub struct Expected {
     /// retired, seen at least once (a signal), and silent since (every signal is over half an
     /// hour old when the round ends).
     pub silent: BTreeSet<String>,
+    /// Per node, the transitions of its silence alert a webhook receiver hears, in order
+    /// (docs/alerts.md, Alerts and their state): `firing` once for every node seen, as soon as it
+    /// sends (its signals are all old), and `resolved` once it is retired (the rule watches the
+    /// active inventory; the site retires a node only once its alert fired). No repeat: the
+    /// rule's repeat interval is longer than a round.
+    pub notifications: BTreeMap<String, Vec<&'static str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -291,9 +297,15 @@ pub fn expected(sc: &Scenario, slurm: Option<&SlurmRecord>) -> Expected {
             Action::Reboot { swap: None, .. }
             | Action::KillServer { .. }
             | Action::KillAgent { .. }
-            | Action::KillAlertmanager => {}
+            | Action::KillAlertmanager
+            | Action::FreezeAlertmanager { .. }
+            | Action::TicketsDown
+            | Action::TicketsUp => {}
         }
     }
+    // The nodes that sent in signal time (the Slurm track's node events come in the round's last
+    // minutes).
+    let seen: BTreeSet<String> = occurrences.iter().map(|o| site.nodes[o.node].name.clone()).collect();
     if let Some(record) = slurm {
         slurm_track(sc, record, &mut out, &mut jobs, &mut occurrences);
     }
@@ -460,13 +472,23 @@ pub fn expected(sc: &Scenario, slurm: Option<&SlurmRecord>) -> Expected {
         }
     }
     // A node event of the Slurm track is a signal of the round's last minutes: its node is heard
-    // from.
+    // from. The site downs it once its silence alert fired, which then resolves.
     let heard: BTreeSet<&String> = slurm.iter().flat_map(|r| r.events.iter().map(|e| &e.node)).collect();
-    out.silent = out
-        .failures
+    out.silent = seen
         .iter()
-        .flat_map(|f| f.signals.iter().map(|s| s.node.clone()))
-        .filter(|n| !out.retired.contains_key(n) && !heard.contains(n))
+        .filter(|n| !out.retired.contains_key(*n) && !heard.contains(n))
+        .cloned()
+        .collect();
+    out.notifications = seen
+        .iter()
+        .map(|n| {
+            let events = if out.retired.contains_key(n) || heard.contains(n) {
+                vec!["firing", "resolved"]
+            } else {
+                vec!["firing"]
+            };
+            (n.clone(), events)
+        })
         .collect();
     for (id, j) in out.jobs.iter_mut() {
         j.failures = out.failures.iter().filter(|f| f.job.as_ref() == Some(id)).count();
@@ -640,7 +662,7 @@ mod tests {
 
     /// The Slurm track: the requeued job keeps its first run (start, nodes, restarts), the held job
     /// is between runs, and its node's DOWN is a drain and a failure of the held job, classified by
-    /// the XID its reason names; the node is heard from, so not silent.
+    /// the XID its reason names; the node is heard from, so not silent (its page resolves).
     #[test]
     fn the_slurm_track_keeps_every_run_and_folds_the_down_into_the_held_job() {
         for seed in 1..8 {
@@ -723,13 +745,43 @@ mod tests {
             );
             assert!(!e.silent.contains(&name(p.held_node)));
             assert!(!e.retired.contains_key(&name(p.held_node)));
-            // Without the track, nothing of it.
+            // Without the track, nothing of it; with it, the held node's page (when it sent in
+            // signal time) resolves.
             let without = expected(&sc, None);
             assert!(without.jobs.is_empty());
             assert_eq!(without.failures.len() + 1, e.failures.len());
+            let held = name(p.held_node);
+            assert_eq!(
+                e.notifications.get(&held).cloned(),
+                without.silent.contains(&held).then(|| vec!["firing", "resolved"]),
+                "seed {seed}"
+            );
         }
         assert_eq!(named_xid("Xid 79 on gpu 3: GPU has fallen off the bus"), Some(79));
         assert_eq!(named_xid("NHC: XID=48 seen"), Some(48));
         assert_eq!(named_xid("NHC: check_fs_mount: /lustre not mounted"), None);
+    }
+
+    /// Every node that sent pages once; the retired one, when it sent, is resolved after.
+    #[test]
+    fn the_retired_node_is_paged_then_resolved() {
+        for seed in 1..20 {
+            let sc = scenario(seed, 0);
+            let e = expected(&sc, None);
+            let (retired, _) = e.retired.iter().next().unwrap();
+            for (node, events) in &e.notifications {
+                let want: &[&str] = if node == retired {
+                    &["firing", "resolved"]
+                } else {
+                    &["firing"]
+                };
+                assert_eq!(events, want, "seed {seed}: {node}");
+                assert_eq!(e.silent.contains(node), node != retired, "seed {seed}: {node}");
+            }
+            assert_eq!(
+                e.notifications.len(),
+                e.silent.len() + usize::from(e.notifications.contains_key(retired))
+            );
+        }
     }
 }

@@ -291,6 +291,14 @@ pub enum Action {
     KillAgent { node: usize },
     /// The site's Alertmanager is SIGKILLed and started again (its alerts, held in memory, lost).
     KillAlertmanager,
+    /// The site's Alertmanager is frozen (SIGSTOP) for `seconds`: it accepts connections and
+    /// answers none; the timeline goes on meanwhile.
+    FreezeAlertmanager { seconds: f64 },
+    /// The ticket system's webhook answers 503 until `TicketsUp`; the timeline goes on meanwhile.
+    TicketsDown,
+    /// The ticket system answers again, once it has refused a request while down (a page came
+    /// in meanwhile), or after a few seconds.
+    TicketsUp,
 }
 
 #[derive(Debug, Clone)]
@@ -406,6 +414,7 @@ const KINDS: [&str; 6] = [
 /// window after the last signal of the one before); faults of the system fall between them.
 pub fn scenario(seed: u64, extra: usize) -> Scenario {
     let mut rng = Rng::new(seed, 0x50a4);
+    let mut receivers = Rng::new(seed, 0x50a5);
     // Every generation on at least two nodes.
     let mut gens: Vec<usize> = vec![0, 1, 2, 0, 1, 2, rng.below(3), rng.below(3)];
     shuffle(&mut rng, &mut gens);
@@ -438,6 +447,7 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
     let mut t = 30 * MINUTE;
     let mut kills_server = 0;
     let mut kills_agent = 0;
+    let mut tickets_down = false;
     for (k, kind) in kinds.iter().enumerate() {
         let lasts = b.incident(kind, t);
         t = lasts + b.rng.range(25 * MINUTE, 40 * MINUTE);
@@ -465,7 +475,54 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
             });
             kills_agent += 1;
         }
+        // Receivers that stop answering, drawn from a stream of their own so that the draws above
+        // (and the scenarios of the seeds that found defects) stay as they were: each at least
+        // once in a round.
+        if receivers.chance(0.3) || k == 0 {
+            b.steps.push(Step {
+                incident: None,
+                action: Action::FreezeAlertmanager {
+                    seconds: receivers.range(2_000, 5_000) as f64 / 1000.0,
+                },
+            });
+        }
+        // Down across the next incident, when nodes may page.
+        if tickets_down {
+            b.steps.push(Step {
+                incident: None,
+                action: Action::TicketsUp,
+            });
+            tickets_down = false;
+        } else if receivers.chance(0.3) || k == 1 {
+            b.steps.push(Step {
+                incident: None,
+                action: Action::TicketsDown,
+            });
+            tickets_down = true;
+        }
     }
+    if tickets_down {
+        b.steps.push(Step {
+            incident: None,
+            action: Action::TicketsUp,
+        });
+    }
+    // A node retired while its silence alert fires (so its page must resolve, and no longer page):
+    // the one drawn above if it sent, else one that did.
+    let sent: Vec<usize> = (0..NODES)
+        .filter(|&n| {
+            b.steps.iter().any(|s| match &s.action {
+                Action::Kernel { node, lines } => *node == n && lines.iter().any(|l| l.fact != Fact::Noise),
+                Action::Nccl { timeouts, .. } => timeouts.iter().any(|t| t.node == n),
+                _ => false,
+            })
+        })
+        .collect();
+    let retired = if sent.contains(&retired) || sent.is_empty() {
+        retired
+    } else {
+        sent[receivers.below(sent.len())]
+    };
     let i = b.incidents.len();
     b.incidents.push(Incident {
         kind: "retire",
@@ -648,7 +705,11 @@ impl Builder<'_> {
                 let (storm_code, other_code) = if self.rng.chance(0.5) { (48, 63) } else { (63, 64) };
                 // Half the storms (by the repeat count's parity, so that no draw moves) have the
                 // same XID on the other GPU: only the GPU tells that line from the storm's.
-                let other_code = if repeats % 2 == 0 { storm_code } else { other_code };
+                let other_code = if repeats.is_multiple_of(2) {
+                    storm_code
+                } else {
+                    other_code
+                };
                 let mut lines: Vec<KernelLine> = (0..repeats)
                     .map(|k| self.xid_line(node, slot, storm_code, t + k as i64 * SECOND))
                     .collect();

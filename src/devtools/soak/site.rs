@@ -14,6 +14,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -44,6 +46,9 @@ pub struct Observed {
     pub client_errors: Vec<String>,
     /// Faults of the system done: (step, what).
     pub faults: Vec<String>,
+    /// Wall-clock spans in which a notification may arrive late for a reason of the site's (a
+    /// server killed, the receiver down), with the reason.
+    pub disruptions: Vec<(DateTime<Utc>, DateTime<Utc>, String)>,
 }
 
 struct Server {
@@ -74,6 +79,73 @@ struct Alertmanager {
     dir: PathBuf,
 }
 
+/// One request the ticket system's webhook accepted.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub arrived: DateTime<Utc>,
+    pub body: Value,
+}
+
+/// The site's ticket system: a webhook receiver that records what it accepts; while down, it
+/// answers 503 and records nothing.
+#[derive(Clone, Default)]
+struct Tickets {
+    got: Arc<Mutex<Vec<Received>>>,
+    down: Arc<AtomicBool>,
+    refused: Arc<AtomicUsize>,
+}
+
+impl Tickets {
+    async fn start(&self) -> anyhow::Result<String> {
+        let me = self.clone();
+        let app = axum::Router::new().fallback(move |body: axum::body::Bytes| {
+            let me = me.clone();
+            async move {
+                if me.down.load(Ordering::SeqCst) {
+                    me.refused.fetch_add(1, Ordering::SeqCst);
+                    return axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                }
+                let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+                    return axum::http::StatusCode::BAD_REQUEST;
+                };
+                me.got.lock().expect("the receiver's lock").push(Received {
+                    arrived: Utc::now(),
+                    body,
+                });
+                axum::http::StatusCode::OK
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}/hooks/faultline", listener.local_addr()?);
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Ok(url)
+    }
+}
+
+/// A receiver that accepts connections and never answers (a hung ticket bridge): it costs
+/// Faultline a send timeout per attempt, and must delay no other receiver.
+#[derive(Clone, Default)]
+struct Hung {
+    connections: Arc<AtomicUsize>,
+}
+
+impl Hung {
+    async fn start(&self) -> anyhow::Result<String> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let connections = self.connections.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                connections.fetch_add(1, Ordering::SeqCst);
+                // Kept open, never read or answered; dropped when the round ends.
+                held.push(socket);
+            }
+        });
+        Ok(url)
+    }
+}
+
 pub struct Site<'a> {
     sc: &'a Scenario,
     tools: &'a Tools,
@@ -86,12 +158,27 @@ pub struct Site<'a> {
     nodes: Vec<NodeRun>,
     clients: Vec<Client>,
     alertmanager: Alertmanager,
+    tickets: Tickets,
+    tickets_url: String,
+    hung: Hung,
+    hung_url: String,
+    /// The frozen Alertmanager's thaw, pending; aborted when it is killed meanwhile.
+    thaw: Option<tokio::task::JoinHandle<()>>,
+    /// Since when the ticket system is down, and how many requests it had refused then.
+    tickets_down_since: Option<(DateTime<Utc>, usize)>,
+    /// Nodes whose silence alert fires once they sent (the model's), so that a retirement comes
+    /// after the page it ends.
+    pub paged: std::collections::BTreeSet<String>,
     pub observed: Observed,
 }
 
 /// The silence rule the site runs (`silence`, node scope).
 pub const SILENCE_RULE: &str = "soak-silence";
 pub const SILENCE_MINUTES: u32 = 20;
+const TICKETS_SECRET: &str = "soak-tickets";
+/// The rule's receivers, by their index in it: the ticket system, then the hung bridge's two.
+pub const RECEIVER_TICKETS: i64 = 1;
+pub const RECEIVERS_HUNG: [i64; 2] = [2, 3];
 
 /// The site's processes go when the runner goes, however it ends (a test's timeout SIGKILLs it):
 /// the kernel sends them SIGKILL when the thread that started them exits.
@@ -140,8 +227,17 @@ impl<'a> Site<'a> {
                 child: None,
                 dir: work.join("alertmanager"),
             },
+            tickets: Tickets::default(),
+            tickets_url: String::new(),
+            hung: Hung::default(),
+            hung_url: String::new(),
+            thaw: None,
+            tickets_down_since: None,
+            paged: Default::default(),
             observed: Observed::default(),
         };
+        site.tickets_url = site.tickets.start().await?;
+        site.hung_url = site.hung.start().await?;
         std::fs::create_dir_all(site.alertmanager.dir.join("data"))?;
         std::fs::write(
             site.alertmanager.dir.join("alertmanager.yml"),
@@ -268,7 +364,10 @@ impl<'a> Site<'a> {
             // Alerts evaluated twice a second; a killed lease holder is replaced within seconds.
             .env("FAULTLINE_ALERT_EVALUATION_INTERVAL_SECS", "0.5")
             .env("FAULTLINE_ALERT_LEASE_SECS", "3")
-            .env("FAULTLINE_ALERT_SEND_TIMEOUT_SECS", "1")
+            .env("FAULTLINE_ALERT_SEND_TIMEOUT_SECS", "1.5")
+            // A receiver that was down hears again within a second.
+            .env("FAULTLINE_ALERT_RETRY_BASE_SECS", "0.2")
+            .env("FAULTLINE_ALERT_RETRY_CAP_SECS", "1")
             .env("FAULTLINE_ALERT_DELIVERY_POLL_SECS", "0.2")
             // Firing alerts re-sent every 2 s: a restarted Alertmanager knows them again soon.
             .env("FAULTLINE_ALERT_RESEND_INTERVAL_SECS", "2")
@@ -340,9 +439,14 @@ impl<'a> Site<'a> {
             .await;
         // Pages for a node silent for 20 minutes: every node that sent is, its last signal being
         // at least half an hour old; a retired one must not be.
+        // Four receivers: Alertmanager, the ticket system's signed webhook, and a bridge that hangs
+        // (for a second ticket system, and for Slack).
         let rule = json!({"condition": {"kind": "silence", "minutes": SILENCE_MINUTES, "scope": "node"},
                           "repeat_interval_minutes": 60,
-                          "receivers": [{"kind": "alertmanager", "url": self.alertmanager_url()}]});
+                          "receivers": [{"kind": "alertmanager", "url": self.alertmanager_url()},
+                                        {"kind": "webhook", "url": self.tickets_url, "secret": TICKETS_SECRET},
+                                        {"kind": "webhook", "url": format!("{}/hooks/tickets", self.hung_url)},
+                                        {"kind": "slack", "url": format!("{}/hooks/slack", self.hung_url)}]});
         self.send(
             1,
             reqwest::Method::PUT,
@@ -557,6 +661,8 @@ impl<'a> Site<'a> {
                 let n = *node;
                 // Its last signals sent, the node is powered off and leaves the inventory's service.
                 self.wait_drained(&[n], Duration::from_secs(120)).await?;
+                // Retired mid-alert, undisturbed.
+                self.wait_page_out(&sc.site.nodes[n].name).await?;
                 self.kill_agent(n);
                 self.nodes[n].retired = true;
                 let g = sc.site.generation(n);
@@ -566,6 +672,7 @@ impl<'a> Site<'a> {
             }
             Action::KillServer { server } => {
                 let s = *server;
+                let killed = Utc::now();
                 if let Some(mut c) = self.servers[s].child.take() {
                     let _ = c.kill();
                     let _ = c.wait();
@@ -576,8 +683,18 @@ impl<'a> Site<'a> {
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 self.start_server(s)?;
                 self.wait_healthy(s).await?;
+                // Had it held the lease, the other instance takes it over when the lease (3 s)
+                // runs out, and sends at its next poll.
+                self.disrupted(
+                    killed,
+                    killed + chrono::Duration::milliseconds(4000),
+                    "a server was killed",
+                );
             }
             Action::KillAlertmanager => {
+                if let Some(t) = self.thaw.take() {
+                    t.abort();
+                }
                 if let Some(mut c) = self.alertmanager.child.take() {
                     let _ = c.kill();
                     let _ = c.wait();
@@ -588,6 +705,55 @@ impl<'a> Site<'a> {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 self.start_alertmanager()?;
                 self.wait_alertmanager().await?;
+            }
+            Action::FreezeAlertmanager { seconds } => {
+                // A stopped process keeps its listening socket: connections are accepted, never
+                // answered.
+                let Some(pid) = self.alertmanager.child.as_ref().map(|c| c.id() as i32) else {
+                    return Ok(());
+                };
+                // SAFETY: kill(2) on our own child's pid.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                self.observed
+                    .faults
+                    .push(format!("step {i}: Alertmanager frozen for {seconds:.1} s"));
+                let seconds = *seconds;
+                if let Some(t) = self.thaw.take() {
+                    t.abort();
+                }
+                self.thaw = Some(tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                    // SAFETY: as above; the thaw is aborted before the child is killed and reaped,
+                    // so the pid is still this Alertmanager's.
+                    unsafe { libc::kill(pid, libc::SIGCONT) };
+                }));
+            }
+            Action::TicketsDown => {
+                self.tickets.down.store(true, Ordering::SeqCst);
+                self.tickets_down_since = Some((Utc::now(), self.tickets.refused.load(Ordering::SeqCst)));
+            }
+            Action::TicketsUp => {
+                let Some((since, refused)) = self.tickets_down_since.take() else {
+                    return Ok(());
+                };
+                let started = Instant::now();
+                while self.tickets.refused.load(Ordering::SeqCst) == refused
+                    && started.elapsed() < Duration::from_secs(6)
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                self.tickets.down.store(false, Ordering::SeqCst);
+                let refused = self.tickets.refused.load(Ordering::SeqCst) - refused;
+                self.observed.faults.push(format!(
+                    "step {i}: the ticket system's webhook was down {:.1} s (503 to {refused} requests)",
+                    (Utc::now() - since).num_milliseconds() as f64 / 1000.0
+                ));
+                // A refused notification is retried within the retry cap (1 s) and a poll.
+                self.disrupted(
+                    since,
+                    Utc::now() + chrono::Duration::milliseconds(1500),
+                    "the ticket system was down",
+                );
             }
             Action::KillAgent { node } => {
                 let n = *node;
@@ -650,6 +816,62 @@ impl<'a> Site<'a> {
         }
     }
 
+    /// Waits until the frozen Alertmanager is thawed.
+    pub async fn wait_thawed(&mut self) {
+        if let Some(t) = self.thaw.take() {
+            let _ = t.await;
+        }
+    }
+
+    /// Records that notifications from `since` to `until` may arrive late for a reason of the
+    /// site's, not of the sender.
+    fn disrupted(&mut self, since: DateTime<Utc>, until: DateTime<Utc>, why: &str) {
+        self.observed.disruptions.push((since, until, why.to_string()));
+    }
+
+    /// What the ticket system accepted, in order of arrival.
+    pub fn tickets(&self) -> Vec<Received> {
+        self.tickets.got.lock().expect("the receiver's lock").clone()
+    }
+
+    /// Requests the ticket system refused while down, and connections the hung bridge held.
+    pub fn receiver_counts(&self) -> (usize, usize) {
+        (
+            self.tickets.refused.load(Ordering::SeqCst),
+            self.hung.connections.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Waits until the node's silence page is out (the ticket system has it), when it pages, and
+    /// no disruption is under way, so that the page resolving it next is timed undisturbed
+    /// (check::late_pages).
+    pub async fn wait_page_out(&self, node: &str) -> anyhow::Result<()> {
+        if self.paged.contains(node) {
+            self.wait_ticket(node, "firing", Duration::from_secs(30)).await?;
+        }
+        if let Some(until) = self.observed.disruptions.iter().map(|d| d.1).max()
+            && let Ok(left) = (until - Utc::now()).to_std()
+        {
+            tokio::time::sleep(left).await;
+        }
+        Ok(())
+    }
+
+    async fn wait_ticket(&self, node: &str, event: &str, limit: Duration) -> anyhow::Result<()> {
+        let started = Instant::now();
+        while !self
+            .tickets()
+            .iter()
+            .any(|r| r.body["labels"]["node"] == node && r.body["event"] == event)
+        {
+            if started.elapsed() > limit {
+                bail!("the ticket system did not hear `{event}` for {node} within {limit:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
     pub async fn wait_all_drained(&self, limit: Duration) -> anyhow::Result<()> {
         let all: Vec<usize> = (0..NODES).collect();
         self.wait_drained(&all, limit).await
@@ -675,6 +897,9 @@ impl<'a> Site<'a> {
 
     /// Stops every process.
     pub fn stop(&mut self) {
+        if let Some(t) = self.thaw.take() {
+            t.abort();
+        }
         for n in 0..self.nodes.len() {
             self.kill_agent(n);
         }

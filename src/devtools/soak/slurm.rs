@@ -124,8 +124,9 @@ impl SlurmSite {
             .push(format!("the Slurm sync SIGKILLed and restarted {when}"));
     }
 
-    /// Plays the plan; returns what Slurm recorded.
-    pub fn play(&mut self, sc: &Scenario, origin: DateTime<Utc>) -> Played {
+    /// Plays the plan, setting the held job's node DOWN when `down` says so; returns what Slurm
+    /// recorded.
+    pub fn play(&mut self, sc: &Scenario, origin: DateTime<Utc>, down: std::sync::mpsc::Receiver<()>) -> Played {
         let plan = &sc.slurm;
         let name = |n: usize| sc.site.nodes[n].name.clone();
         let c = &self.cluster;
@@ -167,7 +168,8 @@ impl SlurmSite {
             self.kill_sync("after the requeue");
         }
         let c = &self.cluster;
-        std::thread::sleep(Duration::from_secs(1));
+        down.recv_timeout(Duration::from_secs(300))
+            .expect("the runner lets the held job's node go down within 300 s");
         c.scontrol(&[
             "update",
             &format!("nodename={}", name(plan.held_node)),
