@@ -196,8 +196,7 @@ impl SlurmSite {
                 record
                     .runs
                     .iter()
-                    .filter(|r| r.job == id)
-                    .last()
+                    .rfind(|r| r.job == id)
                     .is_some_and(|r| r.state.starts_with(last))
             };
             if (settled(&record.requeued, "COMPLETED") && settled(&record.held, "PENDING"))
