@@ -71,6 +71,11 @@ pub struct SoakArgs {
     /// Incidents drawn at random beyond one of each kind.
     #[arg(long, env = "FAULTLINE_SOAK_EXTRA_INCIDENTS", default_value_t = 3)]
     pub extra_incidents: usize,
+    /// Run the rounds on a PostgreSQL cluster of the soak's own (initdb'd in the work directory,
+    /// removed at the end) and restart it (a crash: `pg_ctl stop -m immediate`) as a fault of the
+    /// system; without it the rounds use the database server above and never restart it.
+    #[arg(long, env = "FAULTLINE_SOAK_OWN_POSTGRES")]
+    pub own_postgres: bool,
     /// Prefix of each round's database (`<prefix>_<seed>`): dropped and created afresh, dropped
     /// again when the round passes.
     #[arg(long, env = "FAULTLINE_SOAK_DB_NAME", default_value = "faultline_soak")]

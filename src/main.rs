@@ -342,8 +342,17 @@ async fn soak(args: faultline::cli::SoakArgs) -> anyhow::Result<()> {
         "{} is missing: build it (cargo build -p faultline-agent) or name it with --agent",
         agent.display()
     );
-    let server =
-        faultline::db::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir).await?;
+    let work_dir = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let server = if args.own_postgres {
+        let dir = work_dir.join(format!("faultline-soak-postgres-{}", std::process::id()));
+        faultline::db::embedded_pg::DatabaseServer::Private(
+            faultline::db::embedded_pg::PrivateCluster::start(&dir)
+                .await
+                .context("starting the soak's own PostgreSQL cluster")?,
+        )
+    } else {
+        faultline::db::embedded_pg::resolve(args.database.database_url.as_deref(), &args.database.data_dir).await?
+    };
     let opts = soak::SoakOptions {
         server_url: server.url().to_string(),
         db_name: args.db_name,
@@ -361,8 +370,20 @@ async fn soak(args: faultline::cli::SoakArgs) -> anyhow::Result<()> {
         work_dir: args.work_dir,
         slurm: args.slurm,
     };
-    let rounds = soak::run(&opts).await;
+    let rounds = match &server {
+        faultline::db::embedded_pg::DatabaseServer::Private(cluster) if args.own_postgres => {
+            soak::run(&opts, Some(cluster)).await
+        }
+        _ => soak::run(&opts, None).await,
+    };
     server.stop().await?;
+    if args.own_postgres
+        && let faultline::db::embedded_pg::DatabaseServer::Private(cluster) = &server
+        && rounds.as_ref().is_ok_and(|r| r.iter().all(|r| r.passed))
+        && let Some(dir) = cluster.pgdata().parent()
+    {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     let rounds = rounds?;
     let failed: Vec<u64> = rounds.iter().filter(|r| !r.passed).map(|r| r.seed).collect();
     println!(

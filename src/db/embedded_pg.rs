@@ -89,7 +89,7 @@ pub async fn local_server() -> Option<String> {
 }
 
 /// A PostgreSQL cluster that Faultline initialised and runs itself.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PrivateCluster {
     /// The cluster directory (`PGDATA`): `<data_dir>/pg`, or under the fallback directory.
     pgdata: PathBuf,
@@ -209,6 +209,23 @@ impl PrivateCluster {
             bail!("pg_ctl stop failed ({}): {}", out.status, output_text(&out));
         }
         info!(pgdata = %self.pgdata.display(), "stopped private PostgreSQL cluster");
+        Ok(())
+    }
+
+    /// Stops the server as a crash would (`pg_ctl stop -m immediate`: every process quits at
+    /// once, nothing is checkpointed, the next start recovers from the WAL): how the soak
+    /// restarts the database under load.
+    pub async fn stop_immediately(&self) -> Result<()> {
+        let out = self
+            .pg_ctl(&["stop".into(), "-w".into(), "-m".into(), "immediate".into()])
+            .await?;
+        if !out.status.success() {
+            bail!(
+                "pg_ctl stop -m immediate failed ({}): {}",
+                out.status,
+                output_text(&out)
+            );
+        }
         Ok(())
     }
 

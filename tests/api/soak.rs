@@ -1,9 +1,10 @@
 //! `faultline soak` on three fixed seeds: the real server binary (two instances on one database),
-//! eight real agents reading real journal files, in one seed a real Slurm on three of the nodes
-//! read by `faultline slurm sync --follow` (a requeued job, a job held after its node went down),
-//! servers, agents and the sync SIGKILLed along the way, and every answer compared with the model
-//! (src/devtools/soak/). A difference fails the test with the soak's report: the seed, the first
-//! differing object and the steps that led to it.
+//! eight real agents reading real journal files, a real Alertmanager and webhook receivers (one
+//! hung), in one seed a real Slurm on three of the nodes read by `faultline slurm sync --follow` (a
+//! requeued job, a job held after its node went down), servers, agents, Alertmanager, PostgreSQL and
+//! the sync killed along the way, and every answer compared with the model (src/devtools/soak/). A
+//! difference fails the test with the soak's report: the seed, the first differing object and the
+//! steps that led to it.
 
 use std::path::Path;
 use std::time::Instant;
@@ -38,27 +39,18 @@ async fn three_seeded_sites_answer_as_the_model_says() {
         "{} is missing: build the workspace (cargo build --workspace, or cargo nextest run from the root)",
         agent.display()
     );
-    let server_url = crate::helpers::test_server_url().await.unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    // Named like the other tests' databases, so a killed run's leftovers are swept.
-    let db_name = format!("faultline_test_{now}_{}", uuid::Uuid::new_v4().simple());
     for (seed, slurm) in SEEDS {
         let started = Instant::now();
         let out = tokio::process::Command::new(faultline)
-            .args(["soak", "--seed", &seed.to_string(), "--db-name", &db_name])
+            .args(["soak", "--seed", &seed.to_string()])
             .arg("--agent")
             .arg(&agent)
             .arg("--journal-remote")
             .arg(remote.as_ref().unwrap())
             .args(["--alertmanager", ALERTMANAGER])
             .args(["--slurm", slurm])
-            .env(
-                "DATABASE_URL",
-                faultline::db::database::with_database(&server_url, "postgres"),
-            )
+            // Its own PostgreSQL, which it crashes and starts again mid-round.
+            .arg("--own-postgres")
             .kill_on_drop(true)
             .output()
             .await

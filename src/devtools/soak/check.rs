@@ -875,6 +875,7 @@ fn step_line(sc: &Scenario, a: &Action) -> String {
         Action::FreezeAlertmanager { seconds } => format!("Alertmanager frozen for {seconds:.1} s"),
         Action::TicketsDown => "the ticket system's webhook down (503)".into(),
         Action::TicketsUp => "the ticket system's webhook up again".into(),
+        Action::RestartPostgres { seconds } => format!("PostgreSQL crashed, started again {seconds:.1} s later"),
     }
 }
 

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::db::embedded_pg::PrivateCluster;
+
 pub use site::Tools;
 
 #[derive(Debug, Clone)]
@@ -56,7 +58,7 @@ pub struct Round {
 }
 
 /// Runs rounds from `opts.seed` on and returns them; stops at the first that fails.
-pub async fn run(opts: &SoakOptions) -> anyhow::Result<Vec<Round>> {
+pub async fn run(opts: &SoakOptions, postgres: Option<&PrivateCluster>) -> anyhow::Result<Vec<Round>> {
     let started = Instant::now();
     let mut rounds = Vec::new();
     let mut seed = opts.seed;
@@ -70,7 +72,7 @@ pub async fn run(opts: &SoakOptions) -> anyhow::Result<Vec<Round>> {
         }
     };
     loop {
-        let round = round(opts, seed, slurm).await?;
+        let round = round(opts, seed, slurm, postgres).await?;
         let passed = round.passed;
         eprintln!("{}", round.report);
         rounds.push(round);
@@ -97,7 +99,13 @@ fn panicked(e: tokio::task::JoinError) -> anyhow::Error {
 }
 
 /// One seed: the scenario played on a fresh site (with the Slurm track when `slurm`) and checked.
-pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result<Round> {
+/// `postgres`: the soak's own database server, which the round restarts as a fault of the system.
+pub async fn round(
+    opts: &SoakOptions,
+    seed: u64,
+    slurm: bool,
+    postgres: Option<&PrivateCluster>,
+) -> anyhow::Result<Round> {
     let started = Instant::now();
     let sc = scenario::scenario(seed, opts.extra_incidents);
     // Signal time: the timeline ends half an hour before now.
@@ -124,7 +132,7 @@ pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result
         tokio::task::spawn_blocking(move || slurm::SlurmSite::start(&sc, &work))
     });
     let mut slurm_site: Option<slurm::SlurmSite> = None;
-    let mut site = site::Site::start(&sc, &opts.tools, origin, &work, &database_url)
+    let mut site = site::Site::start(&sc, &opts.tools, origin, &work, &database_url, postgres)
         .await
         .context("starting the site")?;
     site.paged = planned.notifications.keys().cloned().collect();
@@ -153,6 +161,8 @@ pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result
         for i in 0..sc.steps.len() {
             site.play(i).await.with_context(|| format!("step {i}"))?;
         }
+        site.wait_postgres().await?;
+        site.load_drivers().await?;
         // The held job's node goes down once the timeline is played and its silence page is out:
         // the DOWN, a signal of now, resolves it.
         let track = match track {
@@ -225,6 +235,7 @@ pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result
     }
     let disruptions = std::mem::take(&mut site.observed.disruptions);
     let (refused, hung) = site.receiver_counts();
+    let busy = site.agent_busy_answers();
     site.stop();
     if let Some(s) = slurm_site.take() {
         // Slurm's daemons stop in a few seconds.
@@ -268,6 +279,7 @@ pub async fn round(opts: &SoakOptions, seed: u64, slurm: bool) -> anyhow::Result
             "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} parts, {}; \
              the ticket system heard {tickets} notifications (refused {refused} while down; undisturbed, the \
              slowest page {slowest:.2} s after its alert started), the hung bridge held {hung} connections; \
+             the agents were told to retry later {busy} times; \
              {} faults of the system ({})",
             sc.incidents.len(),
             expected.failures.len(),

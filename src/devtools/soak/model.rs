@@ -300,7 +300,8 @@ pub fn expected(sc: &Scenario, slurm: Option<&SlurmRecord>) -> Expected {
             | Action::KillAlertmanager
             | Action::FreezeAlertmanager { .. }
             | Action::TicketsDown
-            | Action::TicketsUp => {}
+            | Action::TicketsUp
+            | Action::RestartPostgres { .. } => {}
         }
     }
     // The nodes that sent in signal time (the Slurm track's node events come in the round's last

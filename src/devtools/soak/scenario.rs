@@ -299,6 +299,9 @@ pub enum Action {
     /// The ticket system answers again, once it has refused a request while down (a page came
     /// in meanwhile), or after a few seconds.
     TicketsUp,
+    /// The database server crashes (every process stops at once) and starts again after
+    /// `seconds`; played only when the soak runs its own server.
+    RestartPostgres { seconds: f64 },
 }
 
 #[derive(Debug, Clone)]
@@ -483,6 +486,15 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
                 incident: None,
                 action: Action::FreezeAlertmanager {
                     seconds: receivers.range(2_000, 5_000) as f64 / 1000.0,
+                },
+            });
+        }
+        // The database crashes once in a round (after the third incident), now and then again.
+        if receivers.chance(0.15) || k == 2 {
+            b.steps.push(Step {
+                incident: None,
+                action: Action::RestartPostgres {
+                    seconds: receivers.range(500, 3_000) as f64 / 1000.0,
                 },
             });
         }

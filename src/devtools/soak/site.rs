@@ -23,6 +23,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::scenario::{Action, CLUSTER, KernelLine, NODES, Scenario, boot_lines};
+use crate::db::embedded_pg::PrivateCluster;
 use crate::devtools::client::{Client, RetryPolicy};
 
 /// Where the binaries and tools are.
@@ -169,6 +170,11 @@ pub struct Site<'a> {
     /// Nodes whose silence alert fires once they sent (the model's), so that a retirement comes
     /// after the page it ends.
     pub paged: std::collections::BTreeSet<String>,
+    /// The database server, when it is the soak's own (restarted as a fault).
+    postgres: Option<&'a PrivateCluster>,
+    /// A crashed PostgreSQL's start, pending (it answers when it is up), and since when it is down.
+    postgres_back: Option<tokio::task::JoinHandle<anyhow::Result<DateTime<Utc>>>>,
+    postgres_down_since: Option<DateTime<Utc>>,
     pub observed: Observed,
 }
 
@@ -208,6 +214,7 @@ impl<'a> Site<'a> {
         origin: DateTime<Utc>,
         work: &Path,
         database_url: &str,
+        postgres: Option<&'a PrivateCluster>,
     ) -> anyhow::Result<Site<'a>> {
         std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
         let admin = format!("soak-admin-{}", uuid::Uuid::new_v4().simple());
@@ -234,6 +241,9 @@ impl<'a> Site<'a> {
             thaw: None,
             tickets_down_since: None,
             paged: Default::default(),
+            postgres,
+            postgres_back: None,
+            postgres_down_since: None,
             observed: Observed::default(),
         };
         site.tickets_url = site.tickets.start().await?;
@@ -462,8 +472,12 @@ impl<'a> Site<'a> {
             let script = dir.join("nvidia-smi");
             std::fs::write(
                 &script,
+                // As nvidia-smi answers while the driver is not loaded yet (early in a boot).
                 format!(
-                    "#!/bin/sh\n[ \"$*\" = \"-q -x\" ] || exit 2\ncat '{}'\n",
+                    "#!/bin/sh\n[ \"$*\" = \"-q -x\" ] || exit 2\n\
+                     [ -e '{}' ] || {{ echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\"; exit 9; }}\n\
+                     cat '{}'\n",
+                    dir.join("driver_loaded").display(),
                     dir.join("report.xml").display()
                 ),
             )?;
@@ -495,6 +509,14 @@ impl<'a> Site<'a> {
         std::fs::write(dir.join("boot_id"), format!("{}\n", sc.boot_id(n, boot)))?;
         let report = sc.site.report(n, &self.nodes[n].versions);
         std::fs::write(dir.join("report.xml"), &report)?;
+        // After a reboot the driver loads once the boot's first kernel lines are read (see
+        // `Action::Kernel`): until then the agent has no GPU set of this boot.
+        let loaded = dir.join("driver_loaded");
+        if boot == 0 {
+            std::fs::write(&loaded, "")?;
+        } else if loaded.exists() {
+            std::fs::remove_file(&loaded)?;
+        }
         let gpus = crate::logparse::nvidia_smi::parse_gpus(&report).map_err(|e| anyhow::anyhow!(e))?;
         let path = format!("/v1/nodes/{CLUSTER}/{}/gpus", self.nodes[n].name);
         self.send(
@@ -611,7 +633,12 @@ impl<'a> Site<'a> {
         let step = &sc.steps[i];
         let server = i % 2;
         match &step.action {
-            Action::Kernel { node, lines } => self.write_kernel(*node, lines)?,
+            Action::Kernel { node, lines } => {
+                self.write_kernel(*node, lines)?;
+                // A boot's lines read before its GPUs answer: the agent must not name them with the
+                // boards of the boot before (they were swapped meanwhile).
+                self.load_driver(*node, true).await?;
+            }
             Action::Job(j) => {
                 let gpus: usize = j.nodes.iter().map(|&n| sc.site.generation(n).gpus).sum();
                 let nodes: Vec<&str> = j.nodes.iter().map(|&n| sc.site.nodes[n].name.as_str()).collect();
@@ -755,6 +782,30 @@ impl<'a> Site<'a> {
                     "the ticket system was down",
                 );
             }
+            Action::RestartPostgres { seconds } => {
+                let Some(pg) = self.postgres.as_deref() else {
+                    self.observed.faults.push(format!(
+                        "step {i}: PostgreSQL restart left out (the database server is not the soak's own: --own-postgres)"
+                    ));
+                    return Ok(());
+                };
+                let pg = pg.clone();
+                self.wait_postgres().await?;
+                let crashed = Utc::now();
+                pg.stop_immediately().await.context("crashing PostgreSQL")?;
+                self.observed.faults.push(format!(
+                    "step {i}: PostgreSQL crashed, started again {seconds:.1} s later"
+                ));
+                // The timeline goes on meanwhile: requests get 503 and are retried.
+                let seconds = *seconds;
+                self.postgres_back = Some(tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                    let mut pg = pg;
+                    pg.start_again().await.context("starting PostgreSQL again")?;
+                    anyhow::Ok(Utc::now())
+                }));
+                self.postgres_down_since = Some(crashed);
+            }
             Action::KillAgent { node } => {
                 let n = *node;
                 if self.nodes[n].retired {
@@ -814,6 +865,54 @@ impl<'a> Site<'a> {
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
+    }
+
+    /// Loads node `n`'s driver, if it is not loaded yet, once its agent has read every line written
+    /// (when `after_reading`).
+    async fn load_driver(&mut self, n: usize, after_reading: bool) -> anyhow::Result<()> {
+        let loaded = self.nodes[n].dir.join("driver_loaded");
+        if loaded.exists() {
+            return Ok(());
+        }
+        if after_reading && !self.nodes[n].retired {
+            let started = Instant::now();
+            loop {
+                let read = self.agent_status(n).await["counters"]["kmsg_records"]
+                    .as_u64()
+                    .unwrap_or(0);
+                if read >= self.nodes[n].written {
+                    break;
+                }
+                if started.elapsed() > Duration::from_secs(60) {
+                    bail!(
+                        "the agent of {} did not read its boot's lines within 60 s",
+                        self.nodes[n].name
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        std::fs::write(&loaded, "")?;
+        Ok(())
+    }
+
+    /// Loads every node's driver (a round ends with all GPUs answering).
+    pub async fn load_drivers(&mut self) -> anyhow::Result<()> {
+        for n in 0..self.nodes.len() {
+            self.load_driver(n, false).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits until a crashed PostgreSQL is up again.
+    pub async fn wait_postgres(&mut self) -> anyhow::Result<()> {
+        if let (Some(task), Some(since)) = (self.postgres_back.take(), self.postgres_down_since.take()) {
+            let up = task.await??;
+            // The alert lease is renewed at the next poll once the database answers; had it lapsed
+            // meanwhile, the next holder takes it within a lease.
+            self.disrupted(since, up + chrono::Duration::milliseconds(4000), "PostgreSQL was down");
+        }
+        Ok(())
     }
 
     /// Waits until the frozen Alertmanager is thawed.
@@ -889,6 +988,18 @@ impl<'a> Site<'a> {
                     .collect::<Vec<_>>()
             })
             .collect()
+    }
+
+    /// How many times the agents were told to come back later (429 or 503: busy, or the database
+    /// away), which they honour.
+    pub fn agent_busy_answers(&self) -> usize {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let log = std::fs::read_to_string(n.dir.join("agent.log")).unwrap_or_default();
+                log.lines().filter(|l| l.contains("the server is busy (")).count()
+            })
+            .sum()
     }
 
     pub fn work_dir(&self) -> &Path {
