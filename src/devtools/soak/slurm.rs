@@ -2,7 +2,8 @@
 //! the site's, `faultline slurm sync --follow` as a real process against one server instance, and
 //! the plan's jobs played in wall time beside the signal timeline: a job an administrator requeues
 //! that runs again on another node, and a `--requeue` job whose node is set DOWN with a health
-//! check's reason (NODE_FAIL, requeued, held pending). The sync is SIGKILLed and started again once.
+//! check's reason (NODE_FAIL, requeued, held pending) when the runner says so (the timeline played,
+//! the node's silence page out). The sync is SIGKILLed and started again once.
 //! The sync runs every 2 s reaching back 10 s (slurmdbd writes a requeued job's pending record
 //! about 5 s after its NODE_FAIL run ended; a window that moved past that run sooner never reads
 //! it), and the requeued job's last run lasts 18 s, so its first run ends windows before the
