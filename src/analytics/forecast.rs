@@ -552,10 +552,7 @@ pub fn quarter_origins(from: DateTime<Utc>, to: DateTime<Utc>, horizon_days: f64
     let mut out = Vec::new();
     let mut y = from.year();
     let mut q = (from.month0() / 3) as i32;
-    loop {
-        let Some(t) = Utc.with_ymd_and_hms(y, (q * 3 + 1) as u32, 1, 0, 0, 0).single() else {
-            break;
-        };
+    while let Some(t) = Utc.with_ymd_and_hms(y, (q * 3 + 1) as u32, 1, 0, 0, 0).single() {
         if t + horizon > to {
             break;
         }
@@ -609,7 +606,7 @@ mod tests {
     fn spares_quantile_and_interval_by_hand() {
         // Two parts failing with p = 0.5 each: P(0) = 0.25, P(1) = 0.5, P(2) = 0.25.
         let p = Predictive::bernoulli_sum(&[0.5, 0.5]);
-        assert_eq!(p.pmf.len() >= 3, true);
+        assert!(p.pmf.len() >= 3, "{:?}", p.pmf);
         assert!((p.pmf[0] - 0.25).abs() < 1e-15 && (p.pmf[1] - 0.5).abs() < 1e-15 && (p.pmf[2] - 0.25).abs() < 1e-15);
         assert_eq!(
             (p.quantile(0.05), p.quantile(0.25), p.quantile(0.26), p.quantile(0.95)),

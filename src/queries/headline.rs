@@ -76,7 +76,7 @@ pub struct MtbfResponse {
 }
 
 const MTBF_DEFINITIONS: &str = "Groups: nodes with a group label form `cluster/label`; unlabelled nodes are packed greedily in natural \
-hostname order within their cluster into `cluster/auto-N` groups of at most group_size GPUs. A group's exposure_hours are its \
+hostname order within their cluster into `cluster/auto-N` groups (from auto-000) of at most group_size GPUs. A group's exposure_hours are its \
 GPU-weighted hours in service inside the window (sum of GPUs x hours / GPUs). MTBF = exposure_hours / failures whose root-cause node \
 is in the group; failures_per_week = failures / exposure_hours x 168. The 95% interval is the exact chi-square interval for a \
 Poisson count over a fixed time: lower = 2T / chi2(0.975; 2r+2), upper = 2T / chi2(0.025; 2r), infinite (null) when r = 0. \

@@ -40,6 +40,10 @@ pub struct Found {
     pub tickets: Vec<Received>,
     /// `GET /v1/alerts/{fingerprint}/deliveries` of each of the rule's alerts.
     pub deliveries: BTreeMap<String, Vec<Value>>,
+    /// `GET /v1/analytics/failure-mix?by=gpu_generation` over the timeline.
+    pub failure_mix: Value,
+    /// `GET /v1/analytics/mtbf?group_size=8` over the timeline.
+    pub mtbf: Value,
     /// The Slurm track's jobs (`GET /v1/jobs/{cluster}/{id}`; Null when not found), by id.
     pub jobs: BTreeMap<String, Value>,
 }
@@ -175,6 +179,29 @@ pub async fn read(
             None,
         )
         .await?;
+    // The figures over the timeline's window in signal time: partial days at both ends, whole
+    // days (rollup rows) between when it spans them.
+    let (wfrom, wto) = (
+        enc(&origin.to_rfc3339()),
+        enc(&(origin + chrono::Duration::microseconds(sc.end)).to_rfc3339()),
+    );
+    let (failure_mix, _) = client
+        .send_json(
+            reqwest::Method::GET,
+            &format!("/v1/analytics/failure-mix?by=gpu_generation&cluster={CLUSTER}&from={wfrom}&to={wto}"),
+            None,
+        )
+        .await?;
+    let (mtbf, _) = client
+        .send_json(
+            reqwest::Method::GET,
+            &format!(
+                "/v1/analytics/mtbf?group_size={}&cluster={CLUSTER}&from={wfrom}&to={wto}",
+                super::model::MTBF_GROUP_SIZE
+            ),
+            None,
+        )
+        .await?;
     let mut deliveries = BTreeMap::new();
     for a in &alerts {
         let fp = a["fingerprint"].as_str().unwrap_or_default().to_string();
@@ -198,6 +225,8 @@ pub async fn read(
         alertmanager,
         tickets,
         deliveries,
+        failure_mix,
+        mtbf,
         gpus: g["gpus"].as_array().cloned().unwrap_or_default(),
         failures,
         details,
@@ -584,6 +613,82 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
         });
     }
     out.extend(compare_notifications(sc, expected, found));
+    out.extend(compare_figures(sc, expected, found));
+    out
+}
+
+/// The API rounds figures to 6 decimals.
+const FIGURE_TOLERANCE: f64 = 1e-6;
+
+fn close(a: f64, b: Option<f64>) -> bool {
+    b.is_some_and(|b| (a - b).abs() <= FIGURE_TOLERANCE)
+}
+
+/// The failure mix by generation and the MTBF groups against the model's, to the API's rounding.
+fn compare_figures(sc: &Scenario, expected: &Expected, found: &Found) -> Vec<Difference> {
+    let mut out = Vec::new();
+    let (mix, groups) = super::model::figures(sc, expected, 0, sc.end);
+    let rows = found.failure_mix["rows"].as_array().cloned().unwrap_or_default();
+    for want in &mix {
+        let row = rows.iter().find(|r| r["key"] == want.generation.as_str());
+        let shares = |v: &Value| -> BTreeMap<String, u64> {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| Some((s["name"].as_str()?.to_string(), s["failures"].as_u64()?)))
+                .collect()
+        };
+        let rate = (want.gpu_days > 0.0).then(|| want.failures as f64 / want.gpu_days * 1000.0);
+        let same = row.is_some_and(|r| {
+            r["gpus_in_service"].as_u64() == Some(want.gpus_in_service)
+                && r["failures"].as_u64() == Some(want.failures)
+                && close(want.gpu_days, r["gpu_days"].as_f64())
+                && rate.is_some_and(|x| close(x, r["failures_per_1000_gpu_days"].as_f64()))
+                && shares(&r["by_category"]) == want.by_category
+                && shares(&r["by_component"]) == want.by_component
+        });
+        if !same {
+            out.push(Difference {
+                object: format!("the failure mix of {} (GET /v1/analytics/failure-mix)", want.generation),
+                expected: format!("{want:?}, {:.6} per 1,000 GPU-days", rate.unwrap_or_default()),
+                found: row.map_or("no row".into(), |r| r.to_string()),
+                incident: None,
+            });
+        }
+    }
+    let found_groups = found.mtbf["groups"].as_array().cloned().unwrap_or_default();
+    for want in &groups {
+        let g = found_groups.iter().find(|g| g["group"] == want.group.as_str());
+        let mtbf = (want.failures > 0).then(|| want.exposure_hours / want.failures as f64);
+        let per_week = (want.exposure_hours > 0.0).then(|| want.failures as f64 / want.exposure_hours * 168.0);
+        let same = g.is_some_and(|g| {
+            g["gpus"].as_u64() == Some(want.gpus)
+                && g["nodes"].as_u64() == Some(want.nodes.len() as u64)
+                && g["failures"].as_u64() == Some(want.failures)
+                && close(want.exposure_hours, g["exposure_hours"].as_f64())
+                && match mtbf {
+                    Some(m) => close(m, g["mtbf_hours"].as_f64()),
+                    None => g["mtbf_hours"].is_null(),
+                }
+                && per_week.is_some_and(|w| close(w, g["failures_per_week"].as_f64()))
+        });
+        if !same {
+            out.push(Difference {
+                object: format!("MTBF group {} (GET /v1/analytics/mtbf)", want.group),
+                expected: format!("{want:?}, MTBF {mtbf:?} h, {per_week:?} a week"),
+                found: g.map_or("no group".into(), |g| g.to_string()),
+                incident: None,
+            });
+        }
+    }
+    if found_groups.len() != groups.len() || rows.len() != mix.len() {
+        out.push(Difference {
+            object: "the figures' groups".into(),
+            expected: format!("{} generations, {} MTBF groups", mix.len(), groups.len()),
+            found: format!("{} rows, {} groups", rows.len(), found_groups.len()),
+            incident: None,
+        });
+    }
     out
 }
 
@@ -762,6 +867,16 @@ pub fn same_answers(zero: &Found, one: &Found) -> Vec<Difference> {
     differ("the drains", show(&zero.transitions), show(&one.transitions));
     differ("the nodes", show(&zero.nodes), show(&one.nodes));
     differ("the parts", show(&zero.gpus), show(&one.gpus));
+    differ(
+        "the failure mix",
+        zero.failure_mix["rows"].to_string(),
+        one.failure_mix["rows"].to_string(),
+    );
+    differ(
+        "the MTBF groups",
+        zero.mtbf["groups"].to_string(),
+        one.mtbf["groups"].to_string(),
+    );
     // The time of the last write differs by nothing a reader asks for.
     let jobs = |f: &Found| {
         let mut jobs = f.jobs.clone();
@@ -875,6 +990,14 @@ fn step_line(sc: &Scenario, a: &Action) -> String {
         Action::FreezeAlertmanager { seconds } => format!("Alertmanager frozen for {seconds:.1} s"),
         Action::TicketsDown => "the ticket system's webhook down (503)".into(),
         Action::TicketsUp => "the ticket system's webhook up again".into(),
+        Action::Bmc { node, records } => format!(
+            "{}'s BMC logs {} record(s) +{}: {}",
+            name(node),
+            records.len(),
+            records.first().map_or(String::new(), |r| minutes(r.at)),
+            records.first().map_or("", |r| r.text.as_str())
+        ),
+        Action::RefuseNetwork { seconds } => format!("the nodes' network refuses connections for {seconds:.1} s"),
         Action::RestartPostgres { seconds } => format!("PostgreSQL crashed, started again {seconds:.1} s later"),
     }
 }
@@ -924,6 +1047,8 @@ mod tests {
             alertmanager: Vec::new(),
             tickets: Vec::new(),
             deliveries: BTreeMap::new(),
+            failure_mix: Value::Null,
+            mtbf: Value::Null,
             jobs: BTreeMap::new(),
         }
     }

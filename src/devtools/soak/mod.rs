@@ -162,6 +162,7 @@ pub async fn round(
             site.play(i).await.with_context(|| format!("step {i}"))?;
         }
         site.wait_postgres().await?;
+        site.wait_network().await;
         site.load_drivers().await?;
         // The held job's node goes down once the timeline is played and its silence page is out:
         // the DOWN, a signal of now, resolves it.
@@ -235,7 +236,7 @@ pub async fn round(
     }
     let disruptions = std::mem::take(&mut site.observed.disruptions);
     let (refused, hung) = site.receiver_counts();
-    let busy = site.agent_busy_answers();
+    let (busy, unanswered) = site.agent_retries();
     site.stop();
     if let Some(s) = slurm_site.take() {
         // Slurm's daemons stop in a few seconds.
@@ -279,7 +280,7 @@ pub async fn round(
             "soak seed {seed}: passed in {seconds:.1} s: {} incidents, {} failures, {} signals, {} parts, {}; \
              the ticket system heard {tickets} notifications (refused {refused} while down; undisturbed, the \
              slowest page {slowest:.2} s after its alert started), the hung bridge held {hung} connections; \
-             the agents were told to retry later {busy} times; \
+             the agents were told to retry later {busy} times and got no answer {unanswered} times; \
              {} faults of the system ({})",
             sc.incidents.len(),
             expected.failures.len(),

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::scenario::{Action, Fact, MINUTE, NODES, SECOND, Scenario};
+use super::scenario::{Action, CLUSTER, Fact, MINUTE, NODES, SECOND, Scenario};
 
 /// Signals of one identity closer than this are one stored signal (docs/ingest.md, Bursts).
 pub const BURST_GAP: i64 = 60 * SECOND;
@@ -199,6 +199,9 @@ fn classify(kind: &str, code: Option<i64>) -> Class {
         ("xid", Some(64)) => c("hardware", "gpu_memory", 4, false),
         ("xid", Some(74)) => c("hardware", "nvlink", 3, false),
         ("nccl_timeout", _) => c("unknown", "unknown", 3, true),
+        // The BMC records the site logs are a power supply's lost input (the classifier's
+        // lexicon: "ac lost", a fault of power, critical).
+        ("bmc_event", _) => c("hardware", "power", 4, false),
         _ => c("unknown", "unknown", 1, false),
     }
 }
@@ -253,6 +256,20 @@ pub fn expected(sc: &Scenario, slurm: Option<&SlurmRecord>) -> Expected {
                     }
                 }
             }
+            Action::Bmc { node, records } => {
+                for r in records {
+                    occurrences.push(Occurrence {
+                        node: *node,
+                        kind: "bmc_event",
+                        code: None,
+                        slot: None,
+                        job: None,
+                        at: r.at,
+                        incident: step.incident,
+                        named: None,
+                    });
+                }
+            }
             // A job sent again replaces its record.
             Action::Job(j) => {
                 jobs.retain(|k: &super::scenario::Job| k.id != j.id);
@@ -301,7 +318,8 @@ pub fn expected(sc: &Scenario, slurm: Option<&SlurmRecord>) -> Expected {
             | Action::FreezeAlertmanager { .. }
             | Action::TicketsDown
             | Action::TicketsUp
-            | Action::RestartPostgres { .. } => {}
+            | Action::RestartPostgres { .. }
+            | Action::RefuseNetwork { .. } => {}
         }
     }
     // The nodes that sent in signal time (the Slurm track's node events come in the round's last
@@ -605,6 +623,98 @@ fn slurm_track(
     }
 }
 
+/// The MTBF groups' size the check asks for: the site's 8 nodes (2 or 4 GPUs each) make several.
+pub const MTBF_GROUP_SIZE: u64 = 8;
+
+/// One generation's row of the failure mix (docs/analytics.md, Definitions and Headline figures).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixFigure {
+    pub generation: String,
+    /// GPUs of the nodes in service at some time in the window.
+    pub gpus_in_service: u64,
+    /// Σ nodes GPUs × days in service inside the window.
+    pub gpu_days: f64,
+    /// Failures whose first signal is in the window, by their root node's generation.
+    pub failures: u64,
+    pub by_category: BTreeMap<String, u64>,
+    /// By `category/component`.
+    pub by_component: BTreeMap<String, u64>,
+}
+
+/// One MTBF group (docs/analytics.md, Definitions): unlabelled nodes packed greedily in natural
+/// hostname order into groups of at most [`MTBF_GROUP_SIZE`] GPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupFigure {
+    pub group: String,
+    pub nodes: Vec<String>,
+    pub gpus: u64,
+    /// Σ GPUs × hours in service inside the window / GPUs of the group.
+    pub exposure_hours: f64,
+    /// Failures whose root node is in the group.
+    pub failures: u64,
+}
+
+/// The failure mix by generation and the MTBF groups over the window [`from`, `to`) of signal
+/// time: every node in service from the first boot until its retirement.
+pub fn figures(sc: &Scenario, e: &Expected, from: i64, to: i64) -> (Vec<MixFigure>, Vec<GroupFigure>) {
+    let site = &sc.site;
+    // Each node's service in whole milliseconds (docs/analytics.md, Exposure).
+    let hours = |n: usize| {
+        let end = e.retired.get(&site.nodes[n].name).copied().unwrap_or(to).min(to);
+        let ms = (end - from.max(sc.first_boot)).max(0) / 1000;
+        ms as f64 / 3_600_000.0
+    };
+    let in_window: Vec<&ExpectedFailure> = e.failures.iter().filter(|f| f.first >= from && f.first < to).collect();
+    let mut mix: BTreeMap<String, MixFigure> = BTreeMap::new();
+    for n in 0..NODES {
+        let g = site.generation(n);
+        let row = mix.entry(g.name.to_string()).or_insert_with(|| MixFigure {
+            generation: g.name.to_string(),
+            gpus_in_service: 0,
+            gpu_days: 0.0,
+            failures: 0,
+            by_category: BTreeMap::new(),
+            by_component: BTreeMap::new(),
+        });
+        if hours(n) > 0.0 {
+            row.gpus_in_service += g.gpus as u64;
+        }
+        row.gpu_days += g.gpus as f64 * hours(n) / 24.0;
+    }
+    for f in &in_window {
+        if let Some(row) = mix.get_mut(&f.generation) {
+            row.failures += 1;
+            *row.by_category.entry(f.category.clone()).or_default() += 1;
+            *row.by_component
+                .entry(format!("{}/{}", f.category, f.component))
+                .or_default() += 1;
+        }
+    }
+    // Natural hostname order is the names' order here (soak-n01 ... soak-n08).
+    let mut groups: Vec<GroupFigure> = Vec::new();
+    for n in 0..NODES {
+        let gpus = site.generation(n).gpus as u64;
+        if groups.last().is_none_or(|g| g.gpus + gpus > MTBF_GROUP_SIZE) {
+            groups.push(GroupFigure {
+                group: format!("{CLUSTER}/auto-{:03}", groups.len()),
+                nodes: Vec::new(),
+                gpus: 0,
+                exposure_hours: 0.0,
+                failures: 0,
+            });
+        }
+        let g = groups.last_mut().expect("a group");
+        g.nodes.push(site.nodes[n].name.clone());
+        g.gpus += gpus;
+        g.exposure_hours += gpus as f64 * hours(n);
+    }
+    for g in &mut groups {
+        g.exposure_hours /= g.gpus as f64;
+        g.failures = in_window.iter().filter(|f| g.nodes.contains(&f.root_node)).count() as u64;
+    }
+    (mix.into_values().collect(), groups)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::scenario::scenario;
@@ -628,7 +738,8 @@ mod tests {
                 assert_eq!(fs.len(), want, "seed {seed}: {}", sc.describe(i));
                 for f in &fs {
                     assert_eq!(f.category, "hardware", "seed {seed}: {f:?}");
-                    assert!(f.root_part.is_some(), "seed {seed}: {f:?}");
+                    // A power supply is no GPU part.
+                    assert_eq!(f.root_part.is_some(), inc.kind != "psu_fault", "seed {seed}: {f:?}");
                 }
                 if inc.kind == "board_swap" {
                     assert_ne!(
@@ -784,5 +895,39 @@ mod tests {
                 e.silent.len() + usize::from(e.notifications.contains_key(retired))
             );
         }
+    }
+
+    /// The figures by hand for seed 1: the window is the whole timeline, every node in service
+    /// from the first boot, the retired one until its retirement.
+    #[test]
+    fn figures_count_exposure_by_hand() {
+        let sc = scenario(1, 3);
+        let e = expected(&sc, None);
+        let (mix, groups) = figures(&sc, &e, 0, sc.end);
+        let (retired, at) = e.retired.iter().next().unwrap();
+        let full_ms = (sc.end / 1000) as f64;
+        let retired_ms = (*at / 1000) as f64;
+        let gpu_ms: f64 = (0..NODES)
+            .map(|n| {
+                let g = sc.site.generation(n).gpus as f64;
+                g * if &sc.site.nodes[n].name == retired {
+                    retired_ms
+                } else {
+                    full_ms
+                }
+            })
+            .sum();
+        let gpu_days: f64 = mix.iter().map(|m| m.gpu_days).sum();
+        assert!((gpu_days - gpu_ms / 86_400_000.0).abs() < 1e-12, "{gpu_days}");
+        assert_eq!(mix.iter().map(|m| m.failures).sum::<u64>(), e.failures.len() as u64);
+        // Packed in name order, at most 8 GPUs each, every node once.
+        let names: Vec<String> = groups.iter().flat_map(|g| g.nodes.clone()).collect();
+        let want: Vec<String> = sc.site.nodes.iter().map(|n| n.name.clone()).collect();
+        assert_eq!(names, want);
+        assert!(groups.iter().all(|g| g.gpus <= MTBF_GROUP_SIZE));
+        assert_eq!(groups[0].group, "soak/auto-000");
+        assert_eq!(groups.iter().map(|g| g.failures).sum::<u64>(), e.failures.len() as u64);
+        let with_retired = groups.iter().find(|g| g.nodes.contains(retired)).unwrap();
+        assert!(with_retired.exposure_hours < full_ms / 3_600_000.0);
     }
 }

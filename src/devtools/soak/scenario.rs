@@ -244,6 +244,15 @@ pub struct KernelLine {
     pub message: String,
 }
 
+/// A record of a node's BMC event log, as `ipmitool sel elist` prints it after the time:
+/// `Sensor | Event | Asserted`.
+#[derive(Debug, Clone)]
+pub struct SelRecord {
+    /// Whole seconds (the BMC stamps seconds).
+    pub at: i64,
+    pub text: String,
+}
+
 /// An NCCL watchdog timeout a rank of a job logged, sent by the site's log shipper.
 #[derive(Debug, Clone)]
 pub struct NcclTimeout {
@@ -267,6 +276,8 @@ pub struct Job {
 pub enum Action {
     /// Lines the node's kernel logs in its current boot (journald keeps them).
     Kernel { node: usize, lines: Vec<KernelLine> },
+    /// Records the node's BMC logs (its agent reads them with `ipmitool sel elist`).
+    Bmc { node: usize, records: Vec<SelRecord> },
     /// The scheduler's record of a job (`PUT /v1/jobs`).
     Job(Job),
     /// A job's ranks report NCCL timeouts (`POST /v1/events`).
@@ -299,6 +310,9 @@ pub enum Action {
     /// The ticket system answers again, once it has refused a request while down (a page came
     /// in meanwhile), or after a few seconds.
     TicketsUp,
+    /// The nodes' network refuses connections to the servers (and cuts the open ones) for
+    /// `seconds`; the timeline goes on meanwhile.
+    RefuseNetwork { seconds: f64 },
     /// The database server crashes (every process stops at once) and starts again after
     /// `seconds`; played only when the soak runs its own server.
     RestartPostgres { seconds: f64 },
@@ -498,6 +512,15 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
                 },
             });
         }
+        // The nodes cut off from the servers as the next incident starts.
+        if receivers.chance(0.2) || k == 3 {
+            b.steps.push(Step {
+                incident: None,
+                action: Action::RefuseNetwork {
+                    seconds: receivers.range(1_000, 4_000) as f64 / 1000.0,
+                },
+            });
+        }
         // Down across the next incident, when nodes may page.
         if tickets_down {
             b.steps.push(Step {
@@ -519,6 +542,28 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
             action: Action::TicketsUp,
         });
     }
+    // A power supply losing its input, in the BMC's event log (drawn from the second stream, after
+    // the other incidents, so that their draws stay as they were).
+    let node = receivers.below(NODES);
+    let psu = 1 + receivers.below(2);
+    let at = t / SECOND * SECOND;
+    let i = b.incidents.len();
+    b.incidents.push(Incident {
+        kind: "psu_fault",
+        at,
+        summary: format!("{}: PSU{psu} loses AC (BMC event log)", site.nodes[node].name),
+    });
+    b.steps.push(Step {
+        incident: Some(i),
+        action: Action::Bmc {
+            node,
+            records: vec![SelRecord {
+                at,
+                text: format!("Power Supply PS{psu} Status | Power Supply AC lost | Asserted"),
+            }],
+        },
+    });
+    t = at + receivers.range(25 * MINUTE, 40 * MINUTE);
     // A node retired while its silence alert fires (so its page must resolve, and no longer page):
     // the one drawn above if it sent, else one that did.
     let sent: Vec<usize> = (0..NODES)
@@ -526,6 +571,7 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
             b.steps.iter().any(|s| match &s.action {
                 Action::Kernel { node, lines } => *node == n && lines.iter().any(|l| l.fact != Fact::Noise),
                 Action::Nccl { timeouts, .. } => timeouts.iter().any(|t| t.node == n),
+                Action::Bmc { node, records } => *node == n && !records.is_empty(),
                 _ => false,
             })
         })

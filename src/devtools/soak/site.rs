@@ -68,6 +68,8 @@ struct NodeRun {
     versions: Vec<usize>,
     /// Journal records written for this node (every boot).
     written: u64,
+    /// Records in its BMC's event log.
+    sel_written: u64,
     retired: bool,
 }
 
@@ -147,6 +149,81 @@ impl Hung {
     }
 }
 
+/// The nodes' network path to a server instance: a TCP proxy the agents connect through, which
+/// refuses connections (and cuts the open ones) while down, as a network partition or a firewall
+/// change does; the runner, an operator's machine, reaches the servers directly.
+struct Network {
+    port: u16,
+    up: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Network {
+    async fn start(target: u16) -> anyhow::Result<Network> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let (up, rx) = tokio::sync::watch::channel(true);
+        tokio::spawn(Network::serve(Some(listener), port, target, rx));
+        Ok(Network { port, up: Arc::new(up) })
+    }
+
+    async fn serve(
+        mut listener: Option<tokio::net::TcpListener>,
+        port: u16,
+        target: u16,
+        mut up: tokio::sync::watch::Receiver<bool>,
+    ) {
+        loop {
+            while !*up.borrow_and_update() {
+                if up.changed().await.is_err() {
+                    return;
+                }
+            }
+            let bound = match listener.take() {
+                Some(l) => l,
+                None => match Network::bind(port).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!(port, error = %e, "the soak's network could not listen again");
+                        return;
+                    }
+                },
+            };
+            let mut open = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = bound.accept() => {
+                        let Ok((mut inbound, _)) = accepted else { continue };
+                        open.spawn(async move {
+                            if let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await {
+                                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                            }
+                        });
+                    }
+                    changed = up.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        if !*up.borrow() {
+                            break;
+                        }
+                    }
+                }
+            }
+            // Refused from now on; the open connections are cut.
+            drop(bound);
+            open.abort_all();
+        }
+    }
+
+    /// Listens on the same port again (so the agents' URLs stay valid).
+    async fn bind(port: u16) -> std::io::Result<tokio::net::TcpListener> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.set_reuseaddr(true)?;
+        socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], port)))?;
+        socket.listen(128)
+    }
+}
+
 pub struct Site<'a> {
     sc: &'a Scenario,
     tools: &'a Tools,
@@ -170,6 +247,10 @@ pub struct Site<'a> {
     /// Nodes whose silence alert fires once they sent (the model's), so that a retirement comes
     /// after the page it ends.
     pub paged: std::collections::BTreeSet<String>,
+    /// The nodes' network path to each server instance.
+    networks: Vec<Network>,
+    /// The network's return, pending.
+    network_back: Option<tokio::task::JoinHandle<()>>,
     /// The database server, when it is the soak's own (restarted as a fault).
     postgres: Option<&'a PrivateCluster>,
     /// A crashed PostgreSQL's start, pending (it answers when it is up), and since when it is down.
@@ -241,6 +322,8 @@ impl<'a> Site<'a> {
             thaw: None,
             tickets_down_since: None,
             paged: Default::default(),
+            networks: Vec::new(),
+            network_back: None,
             postgres,
             postgres_back: None,
             postgres_down_since: None,
@@ -268,6 +351,10 @@ impl<'a> Site<'a> {
         for i in 0..2 {
             site.start_server(i)?;
             site.wait_healthy(i).await?;
+        }
+        for i in 0..2 {
+            let network = Network::start(site.servers[i].port).await?;
+            site.networks.push(network);
         }
         let policy = RetryPolicy {
             attempts: 120,
@@ -481,9 +568,21 @@ impl<'a> Site<'a> {
                     dir.join("report.xml").display()
                 ),
             )?;
+            // The BMC's event log as `ipmitool sel elist` prints it (ipmitool 1.8.19 and later: the
+            // time with its zone); empty, as ipmitool says it.
+            let ipmitool = dir.join("ipmitool");
+            std::fs::write(dir.join("sel.txt"), "SEL has no entries\n")?;
+            std::fs::write(
+                &ipmitool,
+                format!(
+                    "#!/bin/sh\n[ \"$*\" = \"sel elist\" ] || exit 2\ncat '{}'\n",
+                    dir.join("sel.txt").display()
+                ),
+            )?;
             {
                 use std::os::unix::fs::PermissionsExt;
                 std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+                std::fs::set_permissions(&ipmitool, std::fs::Permissions::from_mode(0o755))?;
             }
             self.nodes.push(NodeRun {
                 name: spec.name.clone(),
@@ -493,6 +592,7 @@ impl<'a> Site<'a> {
                 boot_start: sc.first_boot,
                 versions: vec![0; sc.site.generation(n).gpus],
                 written: 0,
+                sel_written: 0,
                 retired: false,
             });
             self.power_on(n).await?;
@@ -532,7 +632,7 @@ impl<'a> Site<'a> {
 
     fn start_agent(&mut self, n: usize) -> anyhow::Result<()> {
         let node = &self.nodes[n];
-        let server = self.url(self.sc.site.nodes[n].server);
+        let server = format!("http://127.0.0.1:{}", self.networks[self.sc.site.nodes[n].server].port);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -550,7 +650,9 @@ impl<'a> Site<'a> {
             .arg(node.dir.join("boot_id"))
             .arg("--nvidia-smi")
             .arg(node.dir.join("nvidia-smi"))
-            .args(["--gpu-interval", "20", "--sel-interval", "0", "--max-backoff", "1"])
+            .arg("--ipmitool")
+            .arg(node.dir.join("ipmitool"))
+            .args(["--gpu-interval", "20", "--sel-interval", "1", "--max-backoff", "1"])
             .args(["--compact-window", &self.tools.compact_window.to_string()])
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
@@ -613,6 +715,31 @@ impl<'a> Site<'a> {
         Ok(())
     }
 
+    /// Appends records to the node's BMC event log (ids counting up from 1, times in UTC).
+    fn write_sel(&mut self, n: usize, records: &[super::scenario::SelRecord]) -> anyhow::Result<()> {
+        let path = self.nodes[n].dir.join("sel.txt");
+        let mut text = std::fs::read_to_string(&path)?;
+        if self.nodes[n].sel_written == 0 {
+            text.clear();
+        }
+        for r in records {
+            self.nodes[n].sel_written += 1;
+            let at = self.at(r.at);
+            text.push_str(&format!(
+                "{:>4x} | {} | {} UTC | {}\n",
+                self.nodes[n].sel_written,
+                at.format("%m/%d/%y"),
+                at.format("%H:%M:%S"),
+                r.text
+            ));
+        }
+        // Written whole and renamed, as the agent may run ipmitool at any moment.
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(())
+    }
+
     /// A request of the runner, retried through 429/503 and restarts; a failure for good is
     /// recorded (the check reports it), not fatal.
     async fn send(&mut self, server: usize, method: reqwest::Method, path: &str, body: Value) -> Option<Value> {
@@ -639,6 +766,7 @@ impl<'a> Site<'a> {
                 // boards of the boot before (they were swapped meanwhile).
                 self.load_driver(*node, true).await?;
             }
+            Action::Bmc { node, records } => self.write_sel(*node, records)?,
             Action::Job(j) => {
                 let gpus: usize = j.nodes.iter().map(|&n| sc.site.generation(n).gpus).sum();
                 let nodes: Vec<&str> = j.nodes.iter().map(|&n| sc.site.nodes[n].name.as_str()).collect();
@@ -783,7 +911,7 @@ impl<'a> Site<'a> {
                 );
             }
             Action::RestartPostgres { seconds } => {
-                let Some(pg) = self.postgres.as_deref() else {
+                let Some(pg) = self.postgres else {
                     self.observed.faults.push(format!(
                         "step {i}: PostgreSQL restart left out (the database server is not the soak's own: --own-postgres)"
                     ));
@@ -805,6 +933,25 @@ impl<'a> Site<'a> {
                     anyhow::Ok(Utc::now())
                 }));
                 self.postgres_down_since = Some(crashed);
+            }
+            Action::RefuseNetwork { seconds } => {
+                if let Some(t) = self.network_back.take() {
+                    let _ = t.await;
+                }
+                for net in &self.networks {
+                    net.up.send_replace(false);
+                }
+                self.observed.faults.push(format!(
+                    "step {i}: the nodes' network refused connections for {seconds:.1} s"
+                ));
+                let ups: Vec<_> = self.networks.iter().map(|n| n.up.clone()).collect();
+                let seconds = *seconds;
+                self.network_back = Some(tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                    for up in ups {
+                        up.send_replace(true);
+                    }
+                }));
             }
             Action::KillAgent { node } => {
                 let n = *node;
@@ -847,13 +994,14 @@ impl<'a> Site<'a> {
                 }
                 let s = self.agent_status(n).await;
                 let read = s["counters"]["kmsg_records"].as_u64().unwrap_or(0);
+                let sel = s["counters"]["sel_records"].as_u64().unwrap_or(0);
                 let spooled = s["spool_records"].as_u64().unwrap_or(u64::MAX);
                 // Repeats held in an open storm window are sent when it closes.
                 let open = s["open_runs"].as_u64().unwrap_or(u64::MAX);
-                if read < self.nodes[n].written || spooled > 0 || open > 0 {
+                if read < self.nodes[n].written || sel < self.nodes[n].sel_written || spooled > 0 || open > 0 {
                     pending.push(format!(
-                        "{}: {read} of {} records read, {spooled} signals spooled, {open} storm windows open",
-                        self.nodes[n].name, self.nodes[n].written
+                        "{}: {read} of {} records read, {sel} of {} BMC records, {spooled} signals spooled, {open} storm windows open",
+                        self.nodes[n].name, self.nodes[n].written, self.nodes[n].sel_written
                     ));
                 }
             }
@@ -902,6 +1050,13 @@ impl<'a> Site<'a> {
             self.load_driver(n, false).await?;
         }
         Ok(())
+    }
+
+    /// Waits until the nodes' network is back.
+    pub async fn wait_network(&mut self) {
+        if let Some(t) = self.network_back.take() {
+            let _ = t.await;
+        }
     }
 
     /// Waits until a crashed PostgreSQL is up again.
@@ -991,15 +1146,18 @@ impl<'a> Site<'a> {
     }
 
     /// How many times the agents were told to come back later (429 or 503: busy, or the database
-    /// away), which they honour.
-    pub fn agent_busy_answers(&self) -> usize {
-        self.nodes
-            .iter()
-            .map(|n| {
-                let log = std::fs::read_to_string(n.dir.join("agent.log")).unwrap_or_default();
-                log.lines().filter(|l| l.contains("the server is busy (")).count()
-            })
-            .sum()
+    /// away), which they honour, and how many of their sends got no answer (refused or cut).
+    pub fn agent_retries(&self) -> (usize, usize) {
+        let mut busy = 0;
+        let mut unanswered = 0;
+        for n in &self.nodes {
+            let log = std::fs::read_to_string(n.dir.join("agent.log")).unwrap_or_default();
+            for l in log.lines() {
+                busy += usize::from(l.contains("the server is busy ("));
+                unanswered += usize::from(l.contains(" signals to http") && l.ends_with("; will retry"));
+            }
+        }
+        (busy, unanswered)
     }
 
     pub fn work_dir(&self) -> &Path {
