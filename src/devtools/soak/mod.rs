@@ -127,11 +127,14 @@ pub async fn round(
     let planned = model::expected(&sc, None);
 
     // Slurm starts (about 3 s) while the servers do.
-    let slurm_start = slurm.then(|| {
+    let mut slurm_start = slurm.then(|| {
         let (sc, work) = (sc.clone(), work.clone());
         tokio::task::spawn_blocking(move || slurm::SlurmSite::start(&sc, &work))
     });
     let mut slurm_site: Option<slurm::SlurmSite> = None;
+    // The track playing, and what lets its node go down (closed: the track stops).
+    type Track = tokio::task::JoinHandle<(slurm::SlurmSite, slurm::Played)>;
+    let mut track: Option<(Track, std::sync::mpsc::Sender<()>)> = None;
     let mut site = site::Site::start(&sc, &opts.tools, origin, &work, &database_url, postgres)
         .await
         .context("starting the site")?;
@@ -139,25 +142,22 @@ pub async fn round(
     let outcome = async {
         site.boot().await?;
         // The Slurm track plays in wall time beside the timeline.
-        let track = match slurm_start {
-            Some(start) => {
-                let mut s = start.await.map_err(panicked).context("starting Slurm")?;
-                s.start_sync(slurm::SyncCommand {
-                    faultline: opts.tools.faultline.clone(),
-                    server: site.url(sc.slurm.server),
-                    token: site.agent_token().to_string(),
-                    since: now - chrono::Duration::minutes(10),
-                })
-                .context("starting faultline slurm sync")?;
-                let (sc, (go, down)) = (sc.clone(), std::sync::mpsc::channel());
-                let track = tokio::task::spawn_blocking(move || {
-                    let played = s.play(&sc, origin, down);
-                    (s, played)
-                });
-                Some((track, go))
-            }
-            None => None,
-        };
+        if let Some(start) = slurm_start.take() {
+            let mut s = start.await.map_err(panicked).context("starting Slurm")?;
+            s.start_sync(slurm::SyncCommand {
+                faultline: opts.tools.faultline.clone(),
+                server: site.url(sc.slurm.server),
+                token: site.agent_token().to_string(),
+                since: now - chrono::Duration::minutes(10),
+            })
+            .context("starting faultline slurm sync")?;
+            let (sc, (go, down)) = (sc.clone(), std::sync::mpsc::channel());
+            let playing = tokio::task::spawn_blocking(move || {
+                let played = s.play(&sc, origin, down);
+                (s, played)
+            });
+            track = Some((playing, go));
+        }
         for i in 0..sc.steps.len() {
             site.play(i).await.with_context(|| format!("step {i}"))?;
         }
@@ -166,17 +166,13 @@ pub async fn round(
         site.load_drivers().await?;
         // The held job's node goes down once the timeline is played and its silence page is out:
         // the DOWN, a signal of now, resolves it.
-        let track = match track {
-            Some((track, go)) => {
-                site.wait_page_out(&sc.site.nodes[sc.slurm.held_node].name).await?;
-                let _ = go.send(());
-                Some(track)
-            }
-            None => None,
-        };
-        let record = match track {
-            Some(track) => {
-                let (s, played) = track.await.map_err(panicked).context("the Slurm track")?;
+        if let Some((_, go)) = &track {
+            site.wait_page_out(&sc.site.nodes[sc.slurm.held_node].name).await?;
+            let _ = go.send(());
+        }
+        let record = match track.take() {
+            Some((playing, _)) => {
+                let (s, played) = playing.await.map_err(panicked).context("the Slurm track")?;
                 let s = slurm_site.insert(s);
                 slurm::wait_synced(site.client(0), played.read_at, s.log(), Duration::from_secs(60)).await?;
                 s.stop_sync();
@@ -228,6 +224,19 @@ pub async fn round(
         anyhow::Ok((found, other, expected))
     }
     .await;
+    // A round that ended early leaves no Slurm behind: a track told to stop (its channel closed)
+    // ends, its cluster stopped as it panics, or handed back here.
+    if let Some(start) = slurm_start.take()
+        && let Ok(s) = start.await
+    {
+        slurm_site = Some(s);
+    }
+    if let Some((playing, go)) = track.take() {
+        drop(go);
+        if let Ok((s, _)) = playing.await {
+            slurm_site = Some(s);
+        }
+    }
     let mut errors = std::mem::take(&mut site.observed.client_errors);
     errors.extend(site.agent_server_errors());
     let mut faults = std::mem::take(&mut site.observed.faults);

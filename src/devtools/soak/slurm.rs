@@ -170,7 +170,7 @@ impl SlurmSite {
         }
         let c = &self.cluster;
         down.recv_timeout(Duration::from_secs(300))
-            .expect("the runner lets the held job's node go down within 300 s");
+            .expect("the round ended, or waited 300 s, before letting the held job's node go down");
         c.scontrol(&[
             "update",
             &format!("nodename={}", name(plan.held_node)),
