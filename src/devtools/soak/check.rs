@@ -44,6 +44,8 @@ pub struct Found {
     pub failure_mix: Value,
     /// `GET /v1/analytics/mtbf?group_size=8` over the timeline.
     pub mtbf: Value,
+    /// `GET /v1/analytics/afr?by=model&event=hardware_failure` as of the timeline's end.
+    pub afr: Value,
     /// The Slurm track's jobs (`GET /v1/jobs/{cluster}/{id}`; Null when not found), by id.
     pub jobs: BTreeMap<String, Value>,
 }
@@ -66,13 +68,11 @@ pub async fn settled_alerts(
 ) -> anyhow::Result<Vec<Value>> {
     let started = std::time::Instant::now();
     loop {
-        let (a, _) = client
-            .send_json(
-                reqwest::Method::GET,
-                &format!("/v1/alerts?cluster={CLUSTER}&rule_id={}", super::site::SILENCE_RULE),
-                None,
-            )
-            .await?;
+        let a = get(
+            client,
+            &format!("/v1/alerts?cluster={CLUSTER}&rule_id={}", super::site::SILENCE_RULE),
+        )
+        .await?;
         let alerts = a
             .as_array()
             .cloned()
@@ -93,6 +93,11 @@ fn firing(alerts: &[Value]) -> BTreeSet<String> {
         .collect()
 }
 
+/// A read of the runner's (retried through 429/503 and restarts).
+async fn get(client: &Client, path: &str) -> anyhow::Result<Value> {
+    Ok(client.send_json(reqwest::Method::GET, path, None).await?.0)
+}
+
 pub async fn read(
     client: &Client,
     sc: &Scenario,
@@ -102,7 +107,8 @@ pub async fn read(
     tickets: Vec<Received>,
     job_ids: &[String],
 ) -> anyhow::Result<Found> {
-    let from = (origin - chrono::Duration::hours(1)).to_rfc3339();
+    // Imported history reaches back a year.
+    let from = (origin - chrono::Duration::days(400)).to_rfc3339();
     let to = (origin + chrono::Duration::microseconds(sc.end) + chrono::Duration::hours(2)).to_rfc3339();
     let enc = |s: &str| s.replace('+', "%2B").replace(':', "%3A");
     let parts_to = (origin + chrono::Duration::microseconds(sc.end) + chrono::Duration::minutes(30)).to_rfc3339();
@@ -117,7 +123,7 @@ pub async fn read(
         if let Some(c) = &cursor {
             path.push_str(&format!("&cursor={}", enc(c)));
         }
-        let (page, _) = client.send_json(reqwest::Method::GET, &path, None).await?;
+        let page = get(client, &path).await?;
         failures.extend(page["failures"].as_array().cloned().unwrap_or_default());
         match page["next_cursor"].as_str() {
             Some(c) => cursor = Some(c.to_string()),
@@ -127,87 +133,67 @@ pub async fn read(
     let mut details = BTreeMap::new();
     for f in &failures {
         let id = f["id"].as_str().unwrap_or_default().to_string();
-        let (d, _) = client
-            .send_json(reqwest::Method::GET, &format!("/v1/failures/{id}"), None)
-            .await?;
+        let d = get(client, &format!("/v1/failures/{id}")).await?;
         details.insert(id, d);
     }
     let mut placements = BTreeMap::new();
     let mut transitions = BTreeMap::new();
     for spec in &sc.site.nodes {
-        let (p, _) = client
-            .send_json(
-                reqwest::Method::GET,
-                &format!("/v1/nodes/{CLUSTER}/{}/gpus", spec.name),
-                None,
-            )
-            .await?;
+        let p = get(client, &format!("/v1/nodes/{CLUSTER}/{}/gpus", spec.name)).await?;
         placements.insert(
             spec.name.clone(),
             p["placements"].as_array().cloned().unwrap_or_default(),
         );
-        let (s, _) = client
-            .send_json(
-                reqwest::Method::GET,
-                &format!(
-                    "/v1/nodes/{CLUSTER}/{}/state?from={}&to={}",
-                    spec.name,
-                    enc(&from),
-                    enc(&to)
-                ),
-                None,
-            )
-            .await?;
+        let s = get(
+            client,
+            &format!(
+                "/v1/nodes/{CLUSTER}/{}/state?from={}&to={}",
+                spec.name,
+                enc(&from),
+                enc(&to)
+            ),
+        )
+        .await?;
         transitions.insert(
             spec.name.clone(),
             s["transitions"].as_array().cloned().unwrap_or_default(),
         );
     }
-    let (n, _) = client
-        .send_json(
-            reqwest::Method::GET,
-            &format!("/v1/nodes?cluster={CLUSTER}&limit=100"),
-            None,
-        )
-        .await?;
-    let (g, _) = client
-        .send_json(
-            reqwest::Method::GET,
-            // Installed time counted to a fixed instant (the round's start), so both instances'
-            // answers compare.
-            &format!("/v1/gpus?cluster={CLUSTER}&limit=1000&to={}", enc(&parts_to)),
-            None,
-        )
-        .await?;
+    let n = get(client, &format!("/v1/nodes?cluster={CLUSTER}&limit=100")).await?;
+    let g = get(
+        client, // Installed time counted to a fixed instant (the round's start), so both instances'
+        // answers compare.
+        &format!("/v1/gpus?cluster={CLUSTER}&limit=1000&to={}", enc(&parts_to)),
+    )
+    .await?;
     // The figures over the timeline's window in signal time: partial days at both ends, whole
     // days (rollup rows) between when it spans them.
     let (wfrom, wto) = (
         enc(&origin.to_rfc3339()),
         enc(&(origin + chrono::Duration::microseconds(sc.end)).to_rfc3339()),
     );
-    let (failure_mix, _) = client
-        .send_json(
-            reqwest::Method::GET,
-            &format!("/v1/analytics/failure-mix?by=gpu_generation&cluster={CLUSTER}&from={wfrom}&to={wto}"),
-            None,
-        )
-        .await?;
-    let (mtbf, _) = client
-        .send_json(
-            reqwest::Method::GET,
-            &format!(
-                "/v1/analytics/mtbf?group_size={}&cluster={CLUSTER}&from={wfrom}&to={wto}",
-                super::model::MTBF_GROUP_SIZE
-            ),
-            None,
-        )
-        .await?;
+    let failure_mix = get(
+        client,
+        &format!("/v1/analytics/failure-mix?by=gpu_generation&cluster={CLUSTER}&from={wfrom}&to={wto}"),
+    )
+    .await?;
+    let mtbf = get(
+        client,
+        &format!(
+            "/v1/analytics/mtbf?group_size={}&cluster={CLUSTER}&from={wfrom}&to={wto}",
+            super::model::MTBF_GROUP_SIZE
+        ),
+    )
+    .await?;
+    let afr = get(
+        client,
+        &format!("/v1/analytics/afr?by=model&event=hardware_failure&cluster={CLUSTER}&to={wto}"),
+    )
+    .await?;
     let mut deliveries = BTreeMap::new();
     for a in &alerts {
         let fp = a["fingerprint"].as_str().unwrap_or_default().to_string();
-        let (d, _) = client
-            .send_json(reqwest::Method::GET, &format!("/v1/alerts/{fp}/deliveries"), None)
-            .await?;
+        let d = get(client, &format!("/v1/alerts/{fp}/deliveries")).await?;
         deliveries.insert(fp, d.as_array().cloned().unwrap_or_default());
     }
     let mut jobs = BTreeMap::new();
@@ -227,6 +213,7 @@ pub async fn read(
         deliveries,
         failure_mix,
         mtbf,
+        afr,
         gpus: g["gpus"].as_array().cloned().unwrap_or_default(),
         failures,
         details,
@@ -337,6 +324,13 @@ fn as_expected(f: &Value, detail: &Value, origin: DateTime<Utc>) -> ExpectedFail
         root_part: detail["root_gpu"]["part"].as_str().map(str::to_string),
         category: f["root_cause"]["category"].as_str().unwrap_or_default().to_string(),
         component: f["root_cause"]["component"].as_str().unwrap_or_default().to_string(),
+        severity: match f["root_cause"]["severity"].as_str() {
+            Some("critical") => 4,
+            Some("high") => 3,
+            Some("medium") => 2,
+            Some("low") => 1,
+            _ => 0,
+        },
         generation: f["gpu_generation"].as_str().unwrap_or_default().to_string(),
         signals,
     }
@@ -681,6 +675,27 @@ fn compare_figures(sc: &Scenario, expected: &Expected, found: &Found) -> Vec<Dif
             });
         }
     }
+    let afr_groups = found.afr["groups"].as_array().cloned().unwrap_or_default();
+    for want in super::model::afr_by_model(sc, expected, sc.end) {
+        let g = afr_groups.iter().find(|g| g["group"] == want.model.as_str());
+        let rate = want.failures as f64 / want.part_years;
+        // Relative: the API counts each placement's installed time from millisecond timestamps.
+        let near = |a: f64, b: Option<f64>| b.is_some_and(|b| (a - b).abs() <= 1e-6 * a.abs().max(1.0));
+        let same = g.is_some_and(|g| {
+            g["parts"].as_u64() == Some(want.parts)
+                && g["failures"].as_u64() == Some(want.failures)
+                && near(want.part_years, g["part_years"].as_f64())
+                && near(rate, g["rate_per_year"].as_f64())
+        });
+        if !same {
+            out.push(Difference {
+                object: format!("the AFR of {} (GET /v1/analytics/afr?by=model)", want.model),
+                expected: format!("{want:?}, {rate:.6} a part-year"),
+                found: g.map_or("no group".into(), |g| g.to_string()),
+                incident: None,
+            });
+        }
+    }
     if found_groups.len() != groups.len() || rows.len() != mix.len() {
         out.push(Difference {
             object: "the figures' groups".into(),
@@ -997,6 +1012,15 @@ fn step_line(sc: &Scenario, a: &Action) -> String {
             records.first().map_or(String::new(), |r| minutes(r.at)),
             records.first().map_or("", |r| r.text.as_str())
         ),
+        Action::ImportHistory { events } => format!(
+            "{} incidents of last year imported ({}..{})",
+            events.len(),
+            events.first().map_or(0, |e| e.at / super::scenario::SECOND / 86_400),
+            events.last().map_or(0, |e| e.at / super::scenario::SECOND / 86_400)
+        ),
+        Action::EditCatalog { rule, component, .. } => {
+            format!("the catalog edited: rule {rule} files its signals under {component}")
+        }
         Action::RefuseNetwork { seconds } => format!("the nodes' network refuses connections for {seconds:.1} s"),
         Action::RestartPostgres { seconds } => format!("PostgreSQL crashed, started again {seconds:.1} s later"),
     }
@@ -1049,6 +1073,7 @@ mod tests {
             deliveries: BTreeMap::new(),
             failure_mix: Value::Null,
             mtbf: Value::Null,
+            afr: Value::Null,
             jobs: BTreeMap::new(),
         }
     }

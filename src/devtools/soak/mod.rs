@@ -181,6 +181,7 @@ pub async fn round(
             None => None,
         };
         site.wait_all_drained(Duration::from_secs(180)).await?;
+        site.wait_rebuilt(Duration::from_secs(60)).await?;
         site.wait_thawed().await;
         let expected = model::expected(&sc, record.as_ref());
         // Both instances read, for the check and for each other: one database, one answer.

@@ -49,6 +49,8 @@ pub struct ExpectedFailure {
     pub root_part: Option<String>,
     pub category: String,
     pub component: String,
+    /// Of its root signal: critical 4, high 3, medium 2, low 1.
+    pub severity: u8,
     pub generation: String,
     /// Its stored signals, in identity order.
     pub signals: Vec<ExpectedSignal>,
@@ -238,6 +240,15 @@ pub fn expected(sc: &Scenario, slurm: Option<&SlurmRecord>) -> Expected {
     let mut versions: Vec<Vec<Vec<(i64, usize)>>> = (0..NODES)
         .map(|n| vec![vec![(sc.first_boot, 0)]; site.generation(n).gpus])
         .collect();
+    // A catalog edit applies to every failure once the rebuild is done, earlier ones included.
+    let edits: BTreeMap<i64, &'static str> = sc
+        .steps
+        .iter()
+        .filter_map(|s| match s.action {
+            Action::EditCatalog { code, component, .. } => Some((code, component)),
+            _ => None,
+        })
+        .collect();
     for step in &sc.steps {
         match &step.action {
             Action::Kernel { node, lines } => {
@@ -254,6 +265,20 @@ pub fn expected(sc: &Scenario, slurm: Option<&SlurmRecord>) -> Expected {
                             named: None,
                         });
                     }
+                }
+            }
+            Action::ImportHistory { events } => {
+                for e in events {
+                    occurrences.push(Occurrence {
+                        node: e.node,
+                        kind: "xid",
+                        code: Some(e.code),
+                        slot: None,
+                        job: None,
+                        at: e.at,
+                        incident: step.incident,
+                        named: None,
+                    });
                 }
             }
             Action::Bmc { node, records } => {
@@ -319,7 +344,8 @@ pub fn expected(sc: &Scenario, slurm: Option<&SlurmRecord>) -> Expected {
             | Action::TicketsDown
             | Action::TicketsUp
             | Action::RestartPostgres { .. }
-            | Action::RefuseNetwork { .. } => {}
+            | Action::RefuseNetwork { .. }
+            | Action::EditCatalog { .. } => {}
         }
     }
     // The nodes that sent in signal time (the Slurm track's node events come in the round's last
@@ -467,7 +493,15 @@ pub fn expected(sc: &Scenario, slurm: Option<&SlurmRecord>) -> Expected {
                 root_bus: root.sig.bus.clone(),
                 root_part: root.slot.map(|s| board_at(root.node, s, root.sig.first)),
                 category: class.category.to_string(),
-                component: class.component.to_string(),
+                // A text naming an XID is looked up as that XID, edited or not.
+                component: match (root.sig.kind.as_str(), root.sig.code, root.named) {
+                    ("xid", Some(code), _) | ("health_check", _, Some(code)) => {
+                        edits.get(&code).copied().unwrap_or(class.component)
+                    }
+                    _ => class.component,
+                }
+                .to_string(),
+                severity: class.severity,
                 generation: site.generation(root.node).name.to_string(),
                 signals,
             });
@@ -652,6 +686,63 @@ pub struct GroupFigure {
     pub exposure_hours: f64,
     /// Failures whose root node is in the group.
     pub failures: u64,
+}
+
+/// One GPU model's annualised failure rate (docs/parts.md, Annualised failure rate) as of `to`:
+/// every hard failure resolved to a part of the model (hardware, critical or high, none of the
+/// XIDs used is transient) over the parts' installed time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AfrFigure {
+    pub model: String,
+    pub parts: u64,
+    pub failures: u64,
+    /// Installed part-days / 365.25, each placement's time in whole milliseconds.
+    pub part_years: f64,
+}
+
+pub fn afr_by_model(sc: &Scenario, e: &Expected, to: i64) -> Vec<AfrFigure> {
+    let mut out: BTreeMap<String, AfrFigure> = BTreeMap::new();
+    let mut parts: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    // Each part's model: what the report names for its slot.
+    let mut model_of: BTreeMap<String, String> = BTreeMap::new();
+    for (node, ps) in &e.placements {
+        let n = sc
+            .site
+            .nodes
+            .iter()
+            .position(|s| &s.name == node)
+            .expect("a node of the site");
+        for p in ps.iter().filter(|p| p.installed_at < to) {
+            let model = sc.site.slot_model(n, p.index);
+            let row = out.entry(model.clone()).or_insert_with(|| AfrFigure {
+                model: model.clone(),
+                parts: 0,
+                failures: 0,
+                part_years: 0.0,
+            });
+            let end = p.removed_at.unwrap_or(to).min(to);
+            let ms = (end - p.installed_at).max(0) / 1000;
+            row.part_years += ms as f64 / 86_400_000.0 / 365.25;
+            parts.entry(model.clone()).or_default().insert(p.part.clone());
+            model_of.insert(p.part.clone(), model);
+        }
+    }
+    for f in e.failures.iter().filter(|f| f.first <= to) {
+        let hard = f.category == "hardware" && f.severity >= 3;
+        if let Some(row) = f
+            .root_part
+            .as_ref()
+            .filter(|_| hard)
+            .and_then(|p| model_of.get(p))
+            .and_then(|m| out.get_mut(m))
+        {
+            row.failures += 1;
+        }
+    }
+    for (model, row) in out.iter_mut() {
+        row.parts = parts.get(model).map_or(0, |p| p.len() as u64);
+    }
+    out.into_values().collect()
 }
 
 /// The failure mix by generation and the MTBF groups over the window [`from`, `to`) of signal
@@ -919,14 +1010,17 @@ mod tests {
             .sum();
         let gpu_days: f64 = mix.iter().map(|m| m.gpu_days).sum();
         assert!((gpu_days - gpu_ms / 86_400_000.0).abs() < 1e-12, "{gpu_days}");
-        assert_eq!(mix.iter().map(|m| m.failures).sum::<u64>(), e.failures.len() as u64);
+        // Last year's imported failures are before the window.
+        let in_window = e.failures.iter().filter(|f| f.first >= 0 && f.first < sc.end).count() as u64;
+        assert!(in_window < e.failures.len() as u64, "the history is outside the window");
+        assert_eq!(mix.iter().map(|m| m.failures).sum::<u64>(), in_window);
         // Packed in name order, at most 8 GPUs each, every node once.
         let names: Vec<String> = groups.iter().flat_map(|g| g.nodes.clone()).collect();
         let want: Vec<String> = sc.site.nodes.iter().map(|n| n.name.clone()).collect();
         assert_eq!(names, want);
         assert!(groups.iter().all(|g| g.gpus <= MTBF_GROUP_SIZE));
         assert_eq!(groups[0].group, "soak/auto-000");
-        assert_eq!(groups.iter().map(|g| g.failures).sum::<u64>(), e.failures.len() as u64);
+        assert_eq!(groups.iter().map(|g| g.failures).sum::<u64>(), in_window);
         let with_retired = groups.iter().find(|g| g.nodes.contains(retired)).unwrap();
         assert!(with_retired.exposure_hours < full_ms / 3_600_000.0);
     }

@@ -119,6 +119,15 @@ impl Site {
         Board { serial, uuid }
     }
 
+    /// The GPU model the report names for a slot's boards (`product_name`: a report may name its
+    /// GPUs differently, as the recorded P100 report does).
+    pub fn slot_model(&self, node: usize, slot: usize) -> String {
+        let g = self.generation(node);
+        let blocks = gpu_blocks(g.report);
+        let b = blocks.get(slot).unwrap_or(&blocks[0]);
+        tag(b, "product_name").unwrap_or_else(|| g.model.to_string())
+    }
+
     /// The `nvidia-smi -q -x` report of a node whose slots hold the given board versions.
     pub fn report(&self, node: usize, versions: &[usize]) -> String {
         let g = self.generation(node);
@@ -253,6 +262,18 @@ pub struct SelRecord {
     pub text: String,
 }
 
+/// One incident of an imported history: an XID on a node, without its GPU (the ticket names the
+/// node and the error only).
+#[derive(Debug, Clone)]
+pub struct HistoryEvent {
+    pub id: Uuid,
+    pub node: usize,
+    /// Whole seconds, before the timeline (negative).
+    pub at: i64,
+    pub code: i64,
+    pub message: String,
+}
+
 /// An NCCL watchdog timeout a rank of a job logged, sent by the site's log shipper.
 #[derive(Debug, Clone)]
 pub struct NcclTimeout {
@@ -310,6 +331,17 @@ pub enum Action {
     /// The ticket system answers again, once it has refused a request while down (a page came
     /// in meanwhile), or after a few seconds.
     TicketsUp,
+    /// A year's incident history of some nodes, imported from the site's ticketing system
+    /// (`POST /v1/events`, times hundreds of days before the timeline) while the site runs.
+    ImportHistory { events: Vec<HistoryEvent> },
+    /// An administrator edits the classification catalog: the rule for XID `code` now files it under
+    /// `component` (`PUT /v1/classification-rules/{rule}`); the failures are rebuilt under the
+    /// new version in the background while the timeline goes on.
+    EditCatalog {
+        rule: &'static str,
+        code: i64,
+        component: &'static str,
+    },
     /// The nodes' network refuses connections to the servers (and cuts the open ones) for
     /// `seconds`; the timeline goes on meanwhile.
     RefuseNetwork { seconds: f64 },
@@ -512,6 +544,50 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
                 },
             });
         }
+        // Last year's incidents, imported while the site runs: four to seven, some a few minutes
+        // apart on one node (one failure), the rest alone.
+        if k == 5 {
+            let mut events = Vec::new();
+            let mut at = -receivers.range(300, 365) * 24 * 3600 * SECOND;
+            for j in 0..receivers.range(4, 8) {
+                let node = receivers.below(NODES);
+                let code = [79, 48, 74, 64][receivers.below(4)];
+                events.push(HistoryEvent {
+                    id: Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("soak/{seed}/history/{j}").as_bytes()),
+                    node,
+                    at,
+                    code,
+                    message: format!(
+                        "Xid {code} reported on {} (ticket INC-{:05})",
+                        site.nodes[node].name,
+                        10_000 + j
+                    ),
+                });
+                // The next one the same node minutes later, or days later anywhere.
+                if receivers.chance(0.4) {
+                    let mut next = events.last().cloned().expect("an event");
+                    next.id = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("soak/{seed}/history/{j}b").as_bytes());
+                    next.at += receivers.range(1, 9) * MINUTE / SECOND * SECOND;
+                    events.push(next);
+                }
+                at += receivers.range(2, 30) * 24 * 3600 * SECOND;
+            }
+            b.steps.push(Step {
+                incident: None,
+                action: Action::ImportHistory { events },
+            });
+        }
+        // Mid-timeline, the site files NVLink errors under the network (its fabric team owns them).
+        if k == 4 {
+            b.steps.push(Step {
+                incident: None,
+                action: Action::EditCatalog {
+                    rule: "xid-74",
+                    code: 74,
+                    component: "network",
+                },
+            });
+        }
         // The nodes cut off from the servers as the next incident starts.
         if receivers.chance(0.2) || k == 3 {
             b.steps.push(Step {
@@ -572,6 +648,7 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
                 Action::Kernel { node, lines } => *node == n && lines.iter().any(|l| l.fact != Fact::Noise),
                 Action::Nccl { timeouts, .. } => timeouts.iter().any(|t| t.node == n),
                 Action::Bmc { node, records } => *node == n && !records.is_empty(),
+                Action::ImportHistory { events } => events.iter().any(|e| e.node == n),
                 _ => false,
             })
         })

@@ -249,6 +249,8 @@ pub struct Site<'a> {
     pub paged: std::collections::BTreeSet<String>,
     /// The nodes' network path to each server instance.
     networks: Vec<Network>,
+    /// The catalog versions whose rebuild the site started.
+    rebuilds: Vec<i64>,
     /// The network's return, pending.
     network_back: Option<tokio::task::JoinHandle<()>>,
     /// The database server, when it is the soak's own (restarted as a fault).
@@ -323,6 +325,7 @@ impl<'a> Site<'a> {
             tickets_down_since: None,
             paged: Default::default(),
             networks: Vec::new(),
+            rebuilds: Vec::new(),
             network_back: None,
             postgres,
             postgres_back: None,
@@ -934,6 +937,40 @@ impl<'a> Site<'a> {
                 }));
                 self.postgres_down_since = Some(crashed);
             }
+            Action::ImportHistory { events } => {
+                let items: Vec<Value> = events
+                    .iter()
+                    .map(|e| {
+                        json!({"id": e.id, "occurred_at": self.rfc3339(e.at), "cluster": CLUSTER,
+                               "node": sc.site.nodes[e.node].name, "kind": "xid", "code": e.code,
+                               "message": e.message})
+                    })
+                    .collect();
+                self.send(server, reqwest::Method::POST, "/v1/events", json!({"events": items}))
+                    .await;
+            }
+            Action::EditCatalog { rule, component, .. } => {
+                let (list, _) = self.clients[server]
+                    .send_json(reqwest::Method::GET, "/v1/classification-rules?kind=xid", None)
+                    .await?;
+                let mut body = list["rules"]
+                    .as_array()
+                    .and_then(|r| r.iter().find(|r| r["rule_id"] == *rule))
+                    .cloned()
+                    .with_context(|| format!("rule {rule} in the catalog"))?;
+                if let Some(o) = body.as_object_mut() {
+                    o.remove("rule_id");
+                    o.insert("component".into(), json!(component));
+                }
+                let path = format!("/v1/classification-rules/{rule}");
+                if let Some(change) = self.send(server, reqwest::Method::PUT, &path, body).await {
+                    self.rebuilds
+                        .push(change["catalog_version"].as_i64().unwrap_or_default());
+                }
+                self.observed
+                    .faults
+                    .push(format!("step {i}: rule {rule} now files its signals under {component}"));
+            }
             Action::RefuseNetwork { seconds } => {
                 if let Some(t) = self.network_back.take() {
                     let _ = t.await;
@@ -1048,6 +1085,26 @@ impl<'a> Site<'a> {
     pub async fn load_drivers(&mut self) -> anyhow::Result<()> {
         for n in 0..self.nodes.len() {
             self.load_driver(n, false).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits until the rebuilds of the catalog edits are over (done, or superseded by a newer one).
+    pub async fn wait_rebuilt(&self, limit: Duration) -> anyhow::Result<()> {
+        let started = Instant::now();
+        for v in &self.rebuilds {
+            loop {
+                let (r, _) = self.clients[0]
+                    .send_json(reqwest::Method::GET, &format!("/v1/catalog/rebuilds/{v}"), None)
+                    .await?;
+                if r["state"] != "running" {
+                    break;
+                }
+                if started.elapsed() > limit {
+                    bail!("the rebuild of catalog version {v} did not end within {limit:?}: {r}");
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
         }
         Ok(())
     }
