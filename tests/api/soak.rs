@@ -13,8 +13,8 @@ use crate::agent_journal::journal_builder::{journal_remote, journalctl_available
 
 const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
 
-/// Seeds run in CI, and whether each runs the Slurm track (about 8 s more a round: the requeued job's
-/// last run outlasts the sync's overlap); `faultline soak --seed N --minutes M` runs others.
+/// Seeds run in CI, and whether each runs the Slurm track (about 8 s more a round: the requeued
+/// job's last run outlasts the sync's overlap); `faultline soak --seed N --minutes M` runs others.
 const SEEDS: [(u64, &str); 3] = [(1, "off"), (2, "on"), (3, "off")];
 
 #[tokio::test]
