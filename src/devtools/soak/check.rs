@@ -46,6 +46,8 @@ pub struct Found {
     pub mtbf: Value,
     /// `GET /v1/analytics/afr?by=model&event=hardware_failure` as of the timeline's end.
     pub afr: Value,
+    /// `GET /v1/analytics/lemon-nodes?alpha=0.5` over the timeline.
+    pub lemons: Value,
     /// The Slurm track's jobs (`GET /v1/jobs/{cluster}/{id}`; Null when not found), by id.
     pub jobs: BTreeMap<String, Value>,
 }
@@ -190,6 +192,12 @@ pub async fn read(
         &format!("/v1/analytics/afr?by=model&event=hardware_failure&cluster={CLUSTER}&to={wto}"),
     )
     .await?;
+    // At the widest level the API allows, so that the list holds more than the rare true lemon.
+    let lemons = get(
+        client,
+        &format!("/v1/analytics/lemon-nodes?alpha={LEMON_ALPHA}&cluster={CLUSTER}&from={wfrom}&to={wto}"),
+    )
+    .await?;
     let mut deliveries = BTreeMap::new();
     for a in &alerts {
         let fp = a["fingerprint"].as_str().unwrap_or_default().to_string();
@@ -214,6 +222,7 @@ pub async fn read(
         failure_mix,
         mtbf,
         afr,
+        lemons,
         gpus: g["gpus"].as_array().cloned().unwrap_or_default(),
         failures,
         details,
@@ -611,6 +620,8 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
     out
 }
 
+const LEMON_ALPHA: f64 = 0.5;
+
 /// The API rounds figures to 6 decimals.
 const FIGURE_TOLERANCE: f64 = 1e-6;
 
@@ -695,6 +706,28 @@ fn compare_figures(sc: &Scenario, expected: &Expected, found: &Found) -> Vec<Dif
                 incident: None,
             });
         }
+    }
+    let want: Vec<super::model::LemonFigure> = super::model::lemons(sc, expected, 0, sc.end, LEMON_ALPHA);
+    let got = found.lemons["lemons"].as_array().cloned().unwrap_or_default();
+    // Probabilities unrounded: the incomplete gamma against the summed mass function.
+    let prob = |a: f64, b: Option<f64>| b.is_some_and(|b| (a - b).abs() <= 1e-9 * a.abs().max(1e-6));
+    let same = want.len() == got.len()
+        && want.iter().zip(&got).all(|(w, g)| {
+            g["hostname"] == w.hostname.as_str()
+                && g["failures"].as_u64() == Some(w.failures)
+                && close(w.expected_failures, g["expected_failures"].as_f64())
+                && prob(w.tail_probability, g["tail_probability"].as_f64())
+                && prob(w.adjusted_probability, g["adjusted_probability"].as_f64())
+                && g["dominant_component"].as_str() == w.dominant_component.as_deref()
+                && g["drained"].as_bool() == Some(w.drained)
+        });
+    if !same {
+        out.push(Difference {
+            object: format!("the lemon nodes at alpha {LEMON_ALPHA} (GET /v1/analytics/lemon-nodes)"),
+            expected: format!("{want:?}"),
+            found: Value::Array(got).to_string(),
+            incident: None,
+        });
     }
     if found_groups.len() != groups.len() || rows.len() != mix.len() {
         out.push(Difference {
@@ -1074,6 +1107,7 @@ mod tests {
             failure_mix: Value::Null,
             mtbf: Value::Null,
             afr: Value::Null,
+            lemons: Value::Null,
             jobs: BTreeMap::new(),
         }
     }

@@ -688,6 +688,102 @@ pub struct GroupFigure {
     pub failures: u64,
 }
 
+/// P(X >= k) for X ~ Poisson(mu): 1 - P(X < k), the mass function summed term by term.
+pub fn poisson_tail(k: u64, mu: f64) -> f64 {
+    let mut term = (-mu).exp();
+    let mut below = 0.0;
+    for j in 0..k {
+        below += term;
+        term *= mu / (j + 1) as f64;
+    }
+    (1.0 - below).max(0.0)
+}
+
+/// A node the lemon test lists at level `alpha` (docs/decisions.md, Lemon nodes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LemonFigure {
+    pub hostname: String,
+    pub failures: u64,
+    pub expected_failures: f64,
+    pub tail_probability: f64,
+    pub adjusted_probability: f64,
+    pub dominant_component: Option<String>,
+    pub drained: bool,
+}
+
+/// The nodes whose hardware failures in [`from`, `to`) are improbably many at level `alpha`:
+/// each node's Poisson upper tail at the fleet's rate over its GPU-hours (summed from the
+/// probability mass function here), adjusted by Holm's step-down method.
+pub fn lemons(sc: &Scenario, e: &Expected, from: i64, to: i64, alpha: f64) -> Vec<LemonFigure> {
+    let site = &sc.site;
+    let gpu_hours: Vec<f64> = (0..NODES)
+        .map(|n| {
+            let end = e.retired.get(&site.nodes[n].name).copied().unwrap_or(to).min(to);
+            let ms = (end - from.max(sc.first_boot)).max(0) / 1000;
+            site.generation(n).gpus as f64 * ms as f64 / 3_600_000.0
+        })
+        .collect();
+    let counted: Vec<&ExpectedFailure> = e
+        .failures
+        .iter()
+        .filter(|f| f.first >= from && f.first < to && f.category == "hardware")
+        .collect();
+    let tested: Vec<usize> = (0..NODES).filter(|&n| gpu_hours[n] > 0.0).collect();
+    let total: f64 = tested.iter().map(|&n| gpu_hours[n]).sum();
+    let k = |n: usize| counted.iter().filter(|f| f.root_node == site.nodes[n].name).count() as u64;
+    let rate = counted.len() as f64 / total;
+    let tails: Vec<f64> = tested
+        .iter()
+        .map(|&n| poisson_tail(k(n), rate * gpu_hours[n]))
+        .collect();
+    // Holm: sorted ascending, the j-th of m (from 1) becomes the running max of (m - j + 1) p.
+    let mut order: Vec<usize> = (0..tested.len()).collect();
+    order.sort_by(|&a, &b| tails[a].total_cmp(&tails[b]).then(a.cmp(&b)));
+    let mut adjusted = vec![1.0; tested.len()];
+    let mut running: f64 = 0.0;
+    for (j, &i) in order.iter().enumerate() {
+        running = running.max(((tested.len() - j) as f64 * tails[i]).min(1.0));
+        adjusted[i] = running;
+    }
+    let mut out: Vec<LemonFigure> = tested
+        .iter()
+        .enumerate()
+        .filter(|&(i, &n)| adjusted[i] <= alpha && k(n) > 0)
+        .map(|(i, &n)| {
+            let name = &site.nodes[n].name;
+            let mut components: BTreeMap<&str, u64> = BTreeMap::new();
+            for f in counted.iter().filter(|f| &f.root_node == name) {
+                *components.entry(f.component.as_str()).or_default() += 1;
+            }
+            // Most failures; on a tie the first name.
+            let dominant = components
+                .iter()
+                .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+                .map(|(c, _)| c.to_string());
+            let drained = e
+                .transitions
+                .get(name)
+                .and_then(|t| t.iter().filter(|(_, at)| *at < to).next_back())
+                .is_some_and(|(state, _)| *state == "drained");
+            LemonFigure {
+                hostname: name.clone(),
+                failures: k(n),
+                expected_failures: rate * gpu_hours[n],
+                tail_probability: tails[i],
+                adjusted_probability: adjusted[i],
+                dominant_component: dominant,
+                drained,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        a.tail_probability
+            .total_cmp(&b.tail_probability)
+            .then(a.hostname.cmp(&b.hostname))
+    });
+    out
+}
+
 /// One GPU model's annualised failure rate (docs/parts.md, Annualised failure rate) as of `to`:
 /// every hard failure resolved to a part of the model (hardware, critical or high, none of the
 /// XIDs used is transient) over the parts' installed time.
@@ -1023,5 +1119,22 @@ mod tests {
         assert_eq!(groups.iter().map(|g| g.failures).sum::<u64>(), in_window);
         let with_retired = groups.iter().find(|g| g.nodes.contains(retired)).unwrap();
         assert!(with_retired.exposure_hours < full_ms / 3_600_000.0);
+    }
+
+    /// The Poisson tail by hand, and the lemon list at 0.5 holds some node in some seed (so the
+    /// check compares probabilities, not only an empty list).
+    #[test]
+    fn lemons_by_hand() {
+        // P(X >= 2 | 1) = 1 - e^-1 (1 + 1); P(X >= 0) = 1; P(X >= 3 | 0.5) = 1 - e^-0.5 (1 + 0.5 + 0.125).
+        assert!((poisson_tail(2, 1.0) - (1.0 - 2.0 * (-1.0f64).exp())).abs() < 1e-15);
+        assert_eq!(poisson_tail(0, 0.7), 1.0);
+        assert!((poisson_tail(3, 0.5) - (1.0 - 1.625 * (-0.5f64).exp())).abs() < 1e-15);
+        let listed: usize = (1..6)
+            .map(|seed| {
+                let sc = scenario(seed, 3);
+                lemons(&sc, &expected(&sc), 0, sc.end, 0.5).len()
+            })
+            .sum();
+        assert!(listed > 0);
     }
 }

@@ -577,6 +577,22 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
                 action: Action::ImportHistory { events },
             });
         }
+        // A node rebooted between incidents, its boards unchanged (a kernel update): a new boot
+        // whose set is the same parts, whose journal the agent reads from its start.
+        if receivers.chance(0.3) || k == 1 {
+            let node = receivers.below(NODES);
+            let down = lasts + receivers.range(2 * MINUTE, 10 * MINUTE);
+            b.steps.push(Step {
+                incident: None,
+                action: Action::Reboot {
+                    node,
+                    down,
+                    up: down + 3 * MINUTE,
+                    swap: None,
+                },
+            });
+            b.boots[node] += 1;
+        }
         // Mid-timeline, the site files NVLink errors under the network (its fabric team owns them).
         if k == 4 {
             b.steps.push(Step {

@@ -814,6 +814,12 @@ impl<'a> Site<'a> {
                 self.nodes[n].boot += 1;
                 self.nodes[n].boot_start = *up;
                 self.power_on(n).await?;
+                if swap.is_none() {
+                    self.observed.faults.push(format!(
+                        "step {i}: {} rebooted, its boards unchanged",
+                        self.nodes[n].name
+                    ));
+                }
             }
             Action::Retire { node, at } => {
                 let n = *node;
