@@ -1132,7 +1132,7 @@ mod tests {
         let listed: usize = (1..6)
             .map(|seed| {
                 let sc = scenario(seed, 3);
-                lemons(&sc, &expected(&sc), 0, sc.end, 0.5).len()
+                lemons(&sc, &expected(&sc, None), 0, sc.end, 0.5).len()
             })
             .sum();
         assert!(listed > 0);
