@@ -109,6 +109,11 @@ pub struct SoakArgs {
     /// [default: the temp directory].
     #[arg(long, env = "FAULTLINE_SOAK_WORK_DIR")]
     pub work_dir: Option<PathBuf>,
+    /// The Slurm track: a real Slurm on three of the site's nodes (a requeued job, a job held
+    /// after its node went down) read by `faultline slurm sync --follow`. `auto`: where the
+    /// machine has Slurm, munge, MariaDB and root; else the rounds say they run without it.
+    #[arg(long, env = "FAULTLINE_SOAK_SLURM", value_enum, default_value = "auto")]
+    pub slurm: crate::devtools::soak::SlurmTrack,
 }
 
 #[derive(clap::Args)]

@@ -368,6 +368,7 @@ async fn soak(args: faultline::cli::SoakArgs) -> anyhow::Result<()> {
             alertmanager: args.alertmanager,
         },
         work_dir: args.work_dir,
+        slurm: args.slurm,
     };
     let rounds = match &server {
         faultline::db::embedded_pg::DatabaseServer::Private(cluster) if args.own_postgres => {

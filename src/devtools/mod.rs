@@ -7,4 +7,5 @@ pub mod client;
 pub mod demo;
 pub mod forecast_backtest;
 pub mod simulate;
+pub mod slurm_cluster;
 pub mod soak;

@@ -15,7 +15,7 @@ pub async fn cluster_with_scenario(name: &str) -> (SlurmCluster, Scenario) {
     let name = name.to_string();
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let cluster = SlurmCluster::start(&name);
+        let cluster = crate::slurm_harness::start(&name);
         eprintln!("slurm: started in {:.1?}", started.elapsed());
         let started = Instant::now();
         let scenario = run_scenario(&cluster);
@@ -384,7 +384,7 @@ fn seconds(t: &str) -> i64 {
 /// job ended is not linked to that job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_slurm_requeue_a_held_requeue_and_a_down_after_the_job_ended() {
-    let cluster = tokio::task::spawn_blocking(|| SlurmCluster::start("faultline-requeue"))
+    let cluster = tokio::task::spawn_blocking(|| crate::slurm_harness::start("faultline-requeue"))
         .await
         .unwrap();
     let app = spawn_app().await;

@@ -1,8 +1,10 @@
 //! `faultline soak` on three fixed seeds: the real server binary (two instances on one database),
 //! eight real agents reading real journal files, a real Alertmanager and webhook receivers (one
-//! hung), servers, agents, Alertmanager and PostgreSQL killed along the way, and every answer
-//! compared with the model (src/devtools/soak/). A difference fails the test with the
-//! soak's report: the seed, the first differing object and the steps that led to it.
+//! hung), in one seed a real Slurm on three of the nodes read by `faultline slurm sync --follow` (a
+//! requeued job, a job held after its node went down), servers, agents, Alertmanager, PostgreSQL and
+//! the sync killed along the way, and every answer compared with the model (src/devtools/soak/). A
+//! difference fails the test with the soak's report: the seed, the first differing object and the
+//! steps that led to it.
 
 use std::path::Path;
 use std::time::Instant;
@@ -11,8 +13,9 @@ use crate::agent_journal::journal_builder::{journal_remote, journalctl_available
 
 const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
 
-/// Seeds run in CI; `faultline soak --seed N --minutes M` runs others.
-const SEEDS: [u64; 3] = [1, 2, 3];
+/// Seeds run in CI, and whether each runs the Slurm track (about 8 s more a round: the requeued
+/// job's last run outlasts the sync's overlap); `faultline soak --seed N --minutes M` runs others.
+const SEEDS: [(u64, &str); 3] = [(1, "off"), (2, "on"), (3, "off")];
 
 #[tokio::test]
 async fn three_seeded_sites_answer_as_the_model_says() {
@@ -26,6 +29,9 @@ async fn three_seeded_sites_answer_as_the_model_says() {
         "Prometheus Alertmanager is not installed: install Debian's package prometheus-alertmanager \
          (apt-get install prometheus-alertmanager; scripts/test does)"
     );
+    if let Some(why) = faultline::devtools::slurm_cluster::unavailable() {
+        panic!("the soak's Slurm track cannot run: {why} (scripts/test installs and starts them)");
+    }
     let faultline = Path::new(env!("CARGO_BIN_EXE_faultline"));
     let agent = faultline.with_file_name("faultline-agent");
     assert!(
@@ -33,7 +39,7 @@ async fn three_seeded_sites_answer_as_the_model_says() {
         "{} is missing: build the workspace (cargo build --workspace, or cargo nextest run from the root)",
         agent.display()
     );
-    for seed in SEEDS {
+    for (seed, slurm) in SEEDS {
         let started = Instant::now();
         let out = tokio::process::Command::new(faultline)
             .args(["soak", "--seed", &seed.to_string()])
@@ -42,6 +48,7 @@ async fn three_seeded_sites_answer_as_the_model_says() {
             .arg("--journal-remote")
             .arg(remote.as_ref().unwrap())
             .args(["--alertmanager", ALERTMANAGER])
+            .args(["--slurm", slurm])
             // Its own PostgreSQL, which it crashes and starts again mid-round.
             .arg("--own-postgres")
             .kill_on_drop(true)

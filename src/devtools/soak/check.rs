@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::model::{Expected, ExpectedFailure, ExpectedPlacement, ExpectedSignal, FOLD_WINDOW};
+use super::model::{Expected, ExpectedFailure, ExpectedJob, ExpectedPlacement, ExpectedSignal, FOLD_WINDOW};
 use super::scenario::{Action, CLUSTER, Scenario, minutes};
 use super::site::{RECEIVER_TICKETS, RECEIVERS_HUNG, Received};
 use crate::devtools::client::Client;
@@ -48,6 +48,8 @@ pub struct Found {
     pub afr: Value,
     /// `GET /v1/analytics/lemon-nodes?alpha=0.5` over the timeline.
     pub lemons: Value,
+    /// The Slurm track's jobs (`GET /v1/jobs/{cluster}/{id}`; Null when not found), by id.
+    pub jobs: BTreeMap<String, Value>,
 }
 
 /// The subjects of the silence rule's alerts Alertmanager holds as active.
@@ -105,6 +107,7 @@ pub async fn read(
     alerts: Vec<Value>,
     alertmanager: Vec<Value>,
     tickets: Vec<Received>,
+    job_ids: &[String],
 ) -> anyhow::Result<Found> {
     // Imported history reaches back a year.
     let from = (origin - chrono::Duration::days(400)).to_rfc3339();
@@ -201,7 +204,17 @@ pub async fn read(
         let d = get(client, &format!("/v1/alerts/{fp}/deliveries")).await?;
         deliveries.insert(fp, d.as_array().cloned().unwrap_or_default());
     }
+    let mut jobs = BTreeMap::new();
+    for id in job_ids {
+        let answer = client
+            .send_json(reqwest::Method::GET, &format!("/v1/jobs/{CLUSTER}/{id}"), None)
+            .await
+            .map(|(j, _)| j)
+            .unwrap_or(Value::Null);
+        jobs.insert(id.clone(), answer);
+    }
     Ok(Found {
+        jobs,
         alerts,
         alertmanager,
         tickets,
@@ -279,6 +292,20 @@ fn show_failure(f: &ExpectedFailure) -> String {
         minutes(f.first),
         minutes(f.last),
         show_signals(&f.signals)
+    )
+}
+
+fn show_job(j: &ExpectedJob) -> String {
+    format!(
+        "{} ({}), restarts {}, nodes {:?}, {} GPUs, +{}..{}, {} failure(s)",
+        j.state,
+        j.scheduler_state,
+        j.restarts,
+        j.nodes,
+        j.gpus,
+        minutes(j.start),
+        j.end.map_or("(no end)".into(), |e| format!("+{}", minutes(e))),
+        j.failures
     )
 }
 
@@ -390,6 +417,32 @@ pub fn compare(sc: &Scenario, expected: &Expected, found: &Found, origin: DateTi
     }
 
     let off = |v: &Value| time(v).map(|t| (t - origin).num_microseconds().unwrap_or(i64::MIN));
+    for (id, want) in &expected.jobs {
+        let j = found.jobs.get(id).unwrap_or(&Value::Null);
+        let got = (!j.is_null()).then(|| ExpectedJob {
+            story: want.story.clone(),
+            recorded: want.recorded.clone(),
+            state: j["state"].as_str().unwrap_or_default().to_string(),
+            scheduler_state: j["scheduler_state"].as_str().unwrap_or_default().to_string(),
+            restarts: j["restarts"].as_i64().unwrap_or(-1),
+            nodes: j["nodes"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|n| n.as_str().map(str::to_string)).collect())
+                .unwrap_or_default(),
+            gpus: j["gpus"].as_i64().unwrap_or(-1),
+            start: off(&j["start"]).unwrap_or(i64::MIN),
+            end: off(&j["end"]),
+            failures: j["failure_ids"].as_array().map_or(usize::MAX, Vec::len),
+        });
+        if got.as_ref() != Some(want) {
+            out.push(Difference {
+                object: format!("Slurm job {id} (GET /v1/jobs/{CLUSTER}/{id}): {}", want.story),
+                expected: format!("{} (sacct recorded: {})", show_job(want), want.recorded),
+                found: got.as_ref().map_or("no such job".into(), show_job),
+                incident: None,
+            });
+        }
+    }
     for (node, want) in &expected.placements {
         let mut got: Vec<ExpectedPlacement> = found
             .placements
@@ -872,6 +925,17 @@ pub fn same_answers(zero: &Found, one: &Found) -> Vec<Difference> {
         zero.mtbf["groups"].to_string(),
         one.mtbf["groups"].to_string(),
     );
+    // The time of the last write differs by nothing a reader asks for.
+    let jobs = |f: &Found| {
+        let mut jobs = f.jobs.clone();
+        for j in jobs.values_mut() {
+            if let Some(o) = j.as_object_mut() {
+                o.remove("updated_at");
+            }
+        }
+        show(&jobs)
+    };
+    differ("the Slurm jobs", jobs(zero), jobs(one));
     out
 }
 
@@ -1044,6 +1108,7 @@ mod tests {
             mtbf: Value::Null,
             afr: Value::Null,
             lemons: Value::Null,
+            jobs: BTreeMap::new(),
         }
     }
 
@@ -1052,7 +1117,7 @@ mod tests {
     #[test]
     fn a_failure_blamed_on_another_board_is_reported_with_its_incident() {
         let sc = scenario(6, 1);
-        let e = expected(&sc);
+        let e = expected(&sc, None);
         let origin = DateTime::from_timestamp(1_796_400_000, 0).unwrap();
         let mut found = answers(&e, origin);
         let failures_only = |d: &[Difference]| -> Vec<String> {
@@ -1079,5 +1144,70 @@ mod tests {
         assert!(r.starts_with("soak seed 6: 1 difference(s)"), "{r}");
         assert!(r.contains("led to by incident"), "{r}");
         assert!(r.contains("    step "), "{r}");
+    }
+
+    /// A requeued job answered without its first run is a difference naming the job and what the
+    /// track did with it; the answer the model gives is none.
+    #[test]
+    fn a_requeued_job_without_its_first_run_is_reported() {
+        use super::super::model::{SlurmRecord, SlurmRun};
+        use super::super::scenario::SECOND;
+        let sc = scenario(2, 0);
+        let p = &sc.slurm;
+        let name = |n: usize| sc.site.nodes[n].name.clone();
+        let t0 = sc.end + 3600 * SECOND;
+        let record = SlurmRecord {
+            requeued: "5".into(),
+            held: "6".into(),
+            runs: vec![
+                SlurmRun {
+                    job: "5".into(),
+                    state: "REQUEUED".into(),
+                    nodes: name(p.requeued_first),
+                    start: Some(t0),
+                    end: Some(t0 + 2 * SECOND),
+                },
+                SlurmRun {
+                    job: "5".into(),
+                    state: "COMPLETED".into(),
+                    nodes: name(p.requeued_second),
+                    start: Some(t0 + 4 * SECOND),
+                    end: Some(t0 + 10 * SECOND),
+                },
+                SlurmRun {
+                    job: "6".into(),
+                    state: "NODE_FAIL".into(),
+                    nodes: name(p.held_node),
+                    start: Some(t0),
+                    end: Some(t0 + 5 * SECOND),
+                },
+            ],
+            events: Vec::new(),
+        };
+        let e = expected(&sc, Some(&record));
+        let origin = DateTime::from_timestamp(1_796_400_000, 0).unwrap();
+        let at = |t: i64| (origin + chrono::Duration::microseconds(t)).to_rfc3339();
+        let mut found = answers(&e, origin);
+        for (id, j) in &e.jobs {
+            found.jobs.insert(
+                id.clone(),
+                json!({"state": j.state, "scheduler_state": j.scheduler_state, "restarts": j.restarts,
+                       "nodes": j.nodes, "gpus": j.gpus, "start": at(j.start), "end": j.end.map(at),
+                       "failure_ids": vec!["x"; j.failures], "updated_at": "now"}),
+            );
+        }
+        let jobs_only = |d: Vec<Difference>| -> Vec<Difference> {
+            d.into_iter().filter(|d| d.object.starts_with("Slurm job")).collect()
+        };
+        assert!(jobs_only(compare(&sc, &e, &found, origin)).is_empty());
+        let j = found.jobs.get_mut("5").unwrap();
+        j["nodes"] = json!([name(p.requeued_second)]);
+        j["restarts"] = json!(0);
+        j["start"] = json!(at(t0 + 4 * SECOND));
+        let d = jobs_only(compare(&sc, &e, &found, origin));
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].object.contains("requeued by an administrator"), "{:?}", d[0]);
+        assert!(d[0].expected.contains("restarts 1"), "{:?}", d[0]);
+        assert!(d[0].found.contains("restarts 0"), "{:?}", d[0]);
     }
 }

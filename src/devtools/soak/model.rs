@@ -5,6 +5,13 @@
 //! signal to the board in its slot at its time). The classification of the few signals the
 //! scenario uses is NVIDIA's XID catalog as the rule catalog documents it (docs/analytics.md,
 //! Classification). Pure.
+//!
+//! The Slurm track (docs/ingest/slurm.md): each job's answer from what the track did (a requeue
+//! keeps every run: its nodes, its restarts, its first start; a job requeued after NODE_FAIL and
+//! held is between runs), the times only the wall clock decides (when a run started, when a node
+//! went down) taken from what Slurm recorded; a node event is a drain (and a return when it
+//! ended) and its reason a signal, classified by the XID it names and linked to the job whose run
+//! it ended.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,9 +67,59 @@ pub struct ExpectedPlacement {
     pub end_reason: Option<String>,
 }
 
+/// What the round's real Slurm recorded, times in microseconds after the origin.
+#[derive(Debug, Clone, Default)]
+pub struct SlurmRecord {
+    /// The job ids of the track's requeued and held jobs.
+    pub requeued: String,
+    pub held: String,
+    /// sacct's records of the two jobs (every run, and a pending record after them).
+    pub runs: Vec<SlurmRun>,
+    /// sacctmgr's node events.
+    pub events: Vec<SlurmEvent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmRun {
+    pub job: String,
+    pub state: String,
+    /// sacct's NodeList (one node here; `None assigned` while pending).
+    pub nodes: String,
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmEvent {
+    pub node: String,
+    pub start: i64,
+    pub end: Option<i64>,
+    pub state: String,
+    pub reason: String,
+}
+
+/// A job's answer (`GET /v1/jobs/{cluster}/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedJob {
+    /// What the track did with it, and what sacct recorded of it, for a report.
+    pub story: String,
+    pub recorded: String,
+    pub state: String,
+    pub scheduler_state: String,
+    pub restarts: i64,
+    pub nodes: Vec<String>,
+    pub gpus: i64,
+    pub start: i64,
+    pub end: Option<i64>,
+    /// Failures folded under it.
+    pub failures: usize,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Expected {
     pub failures: Vec<ExpectedFailure>,
+    /// The Slurm track's jobs by id, when the round ran it.
+    pub jobs: BTreeMap<String, ExpectedJob>,
     /// Per node name.
     pub placements: BTreeMap<String, Vec<ExpectedPlacement>>,
     /// Per node name: (state, at), in time order.
@@ -99,6 +156,35 @@ struct Class {
     /// critical 4, high 3, medium 2, low 1.
     severity: u8,
     secondary: bool,
+}
+
+/// The XID a free text names (`Xid 79 on gpu 3`, `XID=48`): the catalog looks it up as such
+/// (docs/analytics.md, Free text).
+pub fn named_xid(text: &str) -> Option<i64> {
+    let lower = text.to_ascii_lowercase();
+    let at = lower.find("xid")? + 3;
+    let rest = lower[at..].trim_start_matches([' ', ':', '=']);
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// Slurm's own words for a node it lost are `node_unreachable`, any other reason a
+/// `health_check` (docs/ingest/slurm.md, node events).
+fn reason_kind(reason: &str) -> &'static str {
+    let r = reason.to_ascii_lowercase();
+    if r.starts_with("not responding") || r.contains("unexpectedly rebooted") {
+        "node_unreachable"
+    } else {
+        "health_check"
+    }
+}
+
+/// A signal's class; free text naming an XID is classified as that XID.
+fn class_of(kind: &str, code: Option<i64>, named: Option<i64>) -> Class {
+    match (kind, named) {
+        ("health_check", Some(x)) => classify("xid", Some(x)),
+        _ => classify(kind, code),
+    }
 }
 
 fn classify(kind: &str, code: Option<i64>) -> Class {
@@ -140,9 +226,12 @@ struct Occurrence {
     job: Option<String>,
     at: i64,
     incident: Option<usize>,
+    /// The XID its text names.
+    named: Option<i64>,
 }
 
-pub fn expected(sc: &Scenario) -> Expected {
+/// The model's answers; `slurm`: what the round's Slurm track recorded, when it ran.
+pub fn expected(sc: &Scenario, slurm: Option<&SlurmRecord>) -> Expected {
     let site = &sc.site;
     let mut out = Expected::default();
     let mut occurrences = Vec::new();
@@ -173,6 +262,7 @@ pub fn expected(sc: &Scenario) -> Expected {
                             job: None,
                             at: l.at,
                             incident: step.incident,
+                            named: None,
                         });
                     }
                 }
@@ -187,6 +277,7 @@ pub fn expected(sc: &Scenario) -> Expected {
                         job: None,
                         at: e.at,
                         incident: step.incident,
+                        named: None,
                     });
                 }
             }
@@ -200,6 +291,7 @@ pub fn expected(sc: &Scenario) -> Expected {
                         job: None,
                         at: r.at,
                         incident: step.incident,
+                        named: None,
                     });
                 }
             }
@@ -218,6 +310,7 @@ pub fn expected(sc: &Scenario) -> Expected {
                         job: Some(job.clone()),
                         at: t.at,
                         incident: step.incident,
+                        named: None,
                     });
                 }
             }
@@ -254,6 +347,12 @@ pub fn expected(sc: &Scenario) -> Expected {
             | Action::RefuseNetwork { .. }
             | Action::EditCatalog { .. } => {}
         }
+    }
+    // The nodes that sent in signal time (the Slurm track's node events come in the round's last
+    // minutes).
+    let seen: BTreeSet<String> = occurrences.iter().map(|o| site.nodes[o.node].name.clone()).collect();
+    if let Some(record) = slurm {
+        slurm_track(sc, record, &mut out, &mut jobs, &mut occurrences);
     }
     for v in out.transitions.values_mut() {
         v.sort_by_key(|x| x.1);
@@ -311,6 +410,7 @@ pub fn expected(sc: &Scenario) -> Expected {
         slot: Option<usize>,
         job: Option<String>,
         incident: Option<usize>,
+        named: Option<i64>,
     }
     let mut rows: Vec<Row> = Vec::new();
     for ((node, job, kind, code, slot), mut os) in by_identity {
@@ -338,6 +438,7 @@ pub fn expected(sc: &Scenario) -> Expected {
                         slot,
                         job: job.clone(),
                         incident: o.incident,
+                        named: o.named,
                     });
                 }
             }
@@ -369,7 +470,7 @@ pub fn expected(sc: &Scenario) -> Expected {
             let root = g
                 .iter()
                 .min_by_key(|r| {
-                    let c = classify(&r.sig.kind, r.sig.code);
+                    let c = class_of(&r.sig.kind, r.sig.code, r.named);
                     (
                         c.secondary,
                         category_rank(c.category),
@@ -379,7 +480,7 @@ pub fn expected(sc: &Scenario) -> Expected {
                     )
                 })
                 .expect("a group has a signal");
-            let class = classify(&root.sig.kind, root.sig.code);
+            let class = class_of(&root.sig.kind, root.sig.code, root.named);
             let mut signals: Vec<ExpectedSignal> = g.iter().map(|r| r.sig.clone()).collect();
             signals.sort();
             out.failures.push(ExpectedFailure {
@@ -392,8 +493,11 @@ pub fn expected(sc: &Scenario) -> Expected {
                 root_bus: root.sig.bus.clone(),
                 root_part: root.slot.map(|s| board_at(root.node, s, root.sig.first)),
                 category: class.category.to_string(),
-                component: match (root.sig.kind.as_str(), root.sig.code) {
-                    ("xid", Some(code)) => edits.get(&code).copied().unwrap_or(class.component),
+                // A text naming an XID is looked up as that XID, edited or not.
+                component: match (root.sig.kind.as_str(), root.sig.code, root.named) {
+                    ("xid", Some(code), _) | ("health_check", _, Some(code)) => {
+                        edits.get(&code).copied().unwrap_or(class.component)
+                    }
                     _ => class.component,
                 }
                 .to_string(),
@@ -420,16 +524,18 @@ pub fn expected(sc: &Scenario) -> Expected {
             }
         }
     }
-    let seen: BTreeSet<String> = out
-        .failures
+    // A node event of the Slurm track is a signal of the round's last minutes: its node is heard
+    // from. The site downs it once its silence alert fired, which then resolves.
+    let heard: BTreeSet<&String> = slurm.iter().flat_map(|r| r.events.iter().map(|e| &e.node)).collect();
+    out.silent = seen
         .iter()
-        .flat_map(|f| f.signals.iter().map(|s| s.node.clone()))
+        .filter(|n| !out.retired.contains_key(*n) && !heard.contains(n))
+        .cloned()
         .collect();
-    out.silent = seen.iter().filter(|n| !out.retired.contains_key(*n)).cloned().collect();
     out.notifications = seen
         .iter()
         .map(|n| {
-            let events = if out.retired.contains_key(n) {
+            let events = if out.retired.contains_key(n) || heard.contains(n) {
                 vec!["firing", "resolved"]
             } else {
                 vec!["firing"]
@@ -437,12 +543,118 @@ pub fn expected(sc: &Scenario) -> Expected {
             (n.clone(), events)
         })
         .collect();
+    for (id, j) in out.jobs.iter_mut() {
+        j.failures = out.failures.iter().filter(|f| f.job.as_ref() == Some(id)).count();
+    }
     for f in &out.failures {
         if let Some(p) = f.root_part.as_ref().and_then(|p| out.parts.get_mut(p)) {
             p.failures += 1;
         }
     }
     out
+}
+
+/// The Slurm track's jobs, drains and signals (see the module's comment).
+fn slurm_track(
+    sc: &Scenario,
+    record: &SlurmRecord,
+    out: &mut Expected,
+    jobs: &mut Vec<super::scenario::Job>,
+    occurrences: &mut Vec<Occurrence>,
+) {
+    let plan = &sc.slurm;
+    let name = |n: usize| sc.site.nodes[n].name.clone();
+    // When the wall clock decided: the first run's start, the last run's end, as Slurm recorded.
+    let started = |id: &str| record.runs.iter().filter(|r| r.job == id).filter_map(|r| r.start).min();
+    let last_end = |id: &str| {
+        record
+            .runs
+            .iter()
+            .filter(|r| r.job == id && r.start.is_some())
+            .max_by_key(|r| r.start)
+            .and_then(|r| r.end)
+    };
+    let recorded = |id: &str| {
+        record
+            .runs
+            .iter()
+            .filter(|r| r.job == id)
+            .map(|r| {
+                let at = |t: Option<i64>| t.map_or("Unknown".into(), |t| format!("+{}", super::scenario::minutes(t)));
+                format!("{} {} {}..{}", r.state, r.nodes, at(r.start), at(r.end))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let requeued = ExpectedJob {
+        recorded: recorded(&record.requeued),
+        story: format!(
+            "requeued by an administrator while it ran on {}, ran again on {} to its end",
+            name(plan.requeued_first),
+            name(plan.requeued_second)
+        ),
+        state: "completed".into(),
+        scheduler_state: "COMPLETED".into(),
+        restarts: 1,
+        nodes: vec![name(plan.requeued_first), name(plan.requeued_second)],
+        gpus: 1,
+        start: started(&record.requeued).unwrap_or(i64::MIN),
+        end: last_end(&record.requeued),
+        failures: 0,
+    };
+    let held = ExpectedJob {
+        recorded: recorded(&record.held),
+        story: format!(
+            "--requeue, on {} when it was set DOWN ({}): NODE_FAIL, requeued, held pending",
+            name(plan.held_node),
+            plan.down_reason
+        ),
+        state: "running".into(),
+        scheduler_state: "PENDING".into(),
+        restarts: 1,
+        nodes: vec![name(plan.held_node)],
+        gpus: sc.site.generation(plan.held_node).gpus as i64,
+        start: started(&record.held).unwrap_or(i64::MIN),
+        end: None,
+        failures: 0,
+    };
+    for (id, j) in [(&record.requeued, &requeued), (&record.held, &held)] {
+        let node_index = |n: &String| sc.site.nodes.iter().position(|s| &s.name == n);
+        jobs.push(super::scenario::Job {
+            id: id.clone(),
+            nodes: j.nodes.iter().filter_map(node_index).collect(),
+            start: j.start,
+            end: j.end,
+        });
+    }
+    out.jobs.insert(record.requeued.clone(), requeued);
+    out.jobs.insert(record.held.clone(), held);
+
+    for e in &record.events {
+        let Some(node) = sc.site.nodes.iter().position(|s| s.name == e.node) else {
+            continue;
+        };
+        let t = out.transitions.entry(e.node.clone()).or_default();
+        t.push(("drained", e.start));
+        if let Some(end) = e.end {
+            t.push(("returned", end));
+        }
+        if e.reason.trim().is_empty() {
+            continue;
+        }
+        // The held job's node going down ended its run.
+        let ended = node == plan.held_node && e.state.to_ascii_uppercase().contains("DOWN");
+        occurrences.push(Occurrence {
+            node,
+            kind: reason_kind(&e.reason),
+            code: None,
+            slot: None,
+            job: ended.then(|| record.held.clone()),
+            at: e.start,
+            incident: None,
+            named: named_xid(&e.reason),
+        });
+    }
 }
 
 /// The MTBF groups' size the check asks for: the site's 8 nodes (2 or 4 GPUs each) make several.
@@ -701,7 +913,7 @@ mod tests {
     fn each_incident_forms_its_failures() {
         for seed in 1..20 {
             let sc = scenario(seed, 2);
-            let e = expected(&sc);
+            let e = expected(&sc, None);
             for (i, inc) in sc.incidents.iter().enumerate() {
                 let fs: Vec<_> = e.failures.iter().filter(|f| f.incident == Some(i)).collect();
                 let want = match inc.kind {
@@ -734,7 +946,7 @@ mod tests {
     #[test]
     fn a_storm_and_another_gpu_stay_two_signals() {
         let sc = scenario(5, 0);
-        let e = expected(&sc);
+        let e = expected(&sc, None);
         let (i, _) = sc
             .incidents
             .iter()
@@ -747,12 +959,114 @@ mod tests {
         assert!(f.signals.iter().any(|s| s.repeats == 1), "{f:?}");
     }
 
+    /// The Slurm track: the requeued job keeps its first run (start, nodes, restarts), the held job
+    /// is between runs, and its node's DOWN is a drain and a failure of the held job, classified by
+    /// the XID its reason names; the node is heard from, so not silent (its page resolves).
+    #[test]
+    fn the_slurm_track_keeps_every_run_and_folds_the_down_into_the_held_job() {
+        for seed in 1..8 {
+            let sc = scenario(seed, 1);
+            let p = &sc.slurm;
+            let name = |n: usize| sc.site.nodes[n].name.clone();
+            // Wall time: past the timeline's end.
+            let t0 = sc.end + 40 * MINUTE;
+            let run = |job: &str, state: &str, nodes: String, start: Option<i64>, end: Option<i64>| SlurmRun {
+                job: job.into(),
+                state: state.into(),
+                nodes,
+                start,
+                end,
+            };
+            let record = SlurmRecord {
+                requeued: "11".into(),
+                held: "12".into(),
+                runs: vec![
+                    run(
+                        "11",
+                        "REQUEUED",
+                        name(p.requeued_first),
+                        Some(t0),
+                        Some(t0 + 3 * SECOND),
+                    ),
+                    run(
+                        "11",
+                        "COMPLETED",
+                        name(p.requeued_second),
+                        Some(t0 + 5 * SECOND),
+                        Some(t0 + 11 * SECOND),
+                    ),
+                    run("12", "NODE_FAIL", name(p.held_node), Some(t0), Some(t0 + 7 * SECOND)),
+                    run("12", "PENDING", "None assigned".into(), None, None),
+                ],
+                events: vec![SlurmEvent {
+                    node: name(p.held_node),
+                    start: t0 + 7 * SECOND,
+                    end: None,
+                    state: "DOWN".into(),
+                    reason: p.down_reason.clone(),
+                }],
+            };
+            let e = expected(&sc, Some(&record));
+            let r = &e.jobs["11"];
+            assert_eq!(
+                (r.state.as_str(), r.restarts, r.start, r.end, r.failures),
+                ("completed", 1, t0, Some(t0 + 11 * SECOND), 0)
+            );
+            assert_eq!(r.nodes, [name(p.requeued_first), name(p.requeued_second)]);
+            let h = &e.jobs["12"];
+            assert_eq!(
+                (
+                    h.state.as_str(),
+                    h.scheduler_state.as_str(),
+                    h.restarts,
+                    h.start,
+                    h.end,
+                    h.failures
+                ),
+                ("running", "PENDING", 1, t0, None, 1)
+            );
+            let f = e.failures.iter().find(|f| f.job.as_deref() == Some("12")).unwrap();
+            let component = if p.down_xid == 79 { "gpu" } else { "gpu_memory" };
+            assert_eq!(
+                (f.category.as_str(), f.component.as_str()),
+                ("hardware", component),
+                "{f:?}"
+            );
+            assert_eq!(f.root_node, name(p.held_node));
+            assert_eq!(f.signals.len(), 1);
+            assert_eq!(
+                (f.signals[0].kind.as_str(), f.signals[0].repeats, f.signals[0].first),
+                ("health_check", 1, t0 + 7 * SECOND)
+            );
+            assert_eq!(
+                e.transitions[&name(p.held_node)].last(),
+                Some(&("drained", t0 + 7 * SECOND))
+            );
+            assert!(!e.silent.contains(&name(p.held_node)));
+            assert!(!e.retired.contains_key(&name(p.held_node)));
+            // Without the track, nothing of it; with it, the held node's page (when it sent in
+            // signal time) resolves.
+            let without = expected(&sc, None);
+            assert!(without.jobs.is_empty());
+            assert_eq!(without.failures.len() + 1, e.failures.len());
+            let held = name(p.held_node);
+            assert_eq!(
+                e.notifications.get(&held).cloned(),
+                without.silent.contains(&held).then(|| vec!["firing", "resolved"]),
+                "seed {seed}"
+            );
+        }
+        assert_eq!(named_xid("Xid 79 on gpu 3: GPU has fallen off the bus"), Some(79));
+        assert_eq!(named_xid("NHC: XID=48 seen"), Some(48));
+        assert_eq!(named_xid("NHC: check_fs_mount: /lustre not mounted"), None);
+    }
+
     /// Every node that sent pages once; the retired one, when it sent, is resolved after.
     #[test]
     fn the_retired_node_is_paged_then_resolved() {
         for seed in 1..20 {
             let sc = scenario(seed, 0);
-            let e = expected(&sc);
+            let e = expected(&sc, None);
             let (retired, _) = e.retired.iter().next().unwrap();
             for (node, events) in &e.notifications {
                 let want: &[&str] = if node == retired {
@@ -775,7 +1089,7 @@ mod tests {
     #[test]
     fn figures_count_exposure_by_hand() {
         let sc = scenario(1, 3);
-        let e = expected(&sc);
+        let e = expected(&sc, None);
         let (mix, groups) = figures(&sc, &e, 0, sc.end);
         let (retired, at) = e.retired.iter().next().unwrap();
         let full_ms = (sc.end / 1000) as f64;
@@ -818,7 +1132,7 @@ mod tests {
         let listed: usize = (1..6)
             .map(|seed| {
                 let sc = scenario(seed, 3);
-                lemons(&sc, &expected(&sc), 0, sc.end, 0.5).len()
+                lemons(&sc, &expected(&sc, None), 0, sc.end, 0.5).len()
             })
             .sum();
         assert!(listed > 0);

@@ -365,9 +365,59 @@ pub struct Incident {
     pub summary: String,
 }
 
+/// The Slurm track: a real Slurm whose nodes are three of the site's, running jobs in wall time
+/// beside the signal timeline, read by `faultline slurm sync --follow` (src/devtools/soak/slurm.rs).
+#[derive(Debug, Clone)]
+pub struct SlurmPlan {
+    /// A job an administrator requeues while it runs on `requeued_first`; it runs again, to its
+    /// end, on `requeued_second`.
+    pub requeued_first: usize,
+    pub requeued_second: usize,
+    /// A `--requeue` job on `held_node`, set DOWN with `down_reason` while the job runs: the run
+    /// ends NODE_FAIL and the job is requeued, held pending (its node is down).
+    pub held_node: usize,
+    pub down_reason: String,
+    /// The XID the reason names (the catalog classifies the text by it).
+    pub down_xid: i64,
+    /// The server instance the sync sends to.
+    pub server: usize,
+    /// The sync is SIGKILLed and started again after the requeue (else after the DOWN).
+    pub kill_sync_after_requeue: bool,
+}
+
+impl SlurmPlan {
+    /// What the track does, for a report.
+    pub fn describe(&self, site: &Site) -> String {
+        let name = |n: usize| site.nodes[n].name.as_str();
+        format!(
+            "a job requeued by an administrator on {}, run again on {}; a --requeue job on {}, set DOWN ({}): NODE_FAIL, held pending; faultline slurm sync --follow against server {}, SIGKILLed and restarted after the {}",
+            name(self.requeued_first),
+            name(self.requeued_second),
+            name(self.held_node),
+            self.down_reason,
+            self.server,
+            if self.kill_sync_after_requeue {
+                "requeue"
+            } else {
+                "DOWN"
+            }
+        )
+    }
+
+    /// The site's nodes Slurm runs, in site order.
+    pub fn nodes(&self) -> Vec<usize> {
+        let mut n = vec![self.requeued_first, self.requeued_second, self.held_node];
+        n.sort();
+        n.dedup();
+        n
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Scenario {
     pub site: Site,
+    /// The Slurm track (played when the round runs it).
+    pub slurm: SlurmPlan,
     /// Each node's first boot: when it started (the GPU sets are registered then).
     pub first_boot: i64,
     pub incidents: Vec<Incident>,
@@ -636,12 +686,39 @@ pub fn scenario(seed: u64, extra: usize) -> Scenario {
     });
     let steps = b.steps;
     let incidents = b.incidents;
+    let slurm = slurm_plan(&site, retired);
     Scenario {
         site,
+        slurm,
         first_boot: 0,
         incidents,
         steps,
         end: t + MINUTE,
+    }
+}
+
+/// The Slurm track's nodes and faults, drawn from a stream of their own (the timeline of a seed is
+/// the same with or without the track): three nodes in service to the end (not the retired one).
+fn slurm_plan(site: &Site, retired: usize) -> SlurmPlan {
+    let mut rng = Rng::new(site.seed, 0x5107);
+    let mut nodes: Vec<usize> = (0..NODES).filter(|&n| n != retired).collect();
+    shuffle(&mut rng, &mut nodes);
+    let held_node = nodes[2];
+    let gpu = rng.below(site.generation(held_node).gpus);
+    // As a site's health check words it when it downs a node.
+    let (down_xid, what) = if rng.chance(0.5) {
+        (79, "GPU has fallen off the bus")
+    } else {
+        (48, "double bit ECC error")
+    };
+    SlurmPlan {
+        requeued_first: nodes[0],
+        requeued_second: nodes[1],
+        held_node,
+        down_reason: format!("Xid {down_xid} on gpu {gpu}: {what}"),
+        down_xid,
+        server: rng.below(2),
+        kill_sync_after_requeue: rng.chance(0.5),
     }
 }
 

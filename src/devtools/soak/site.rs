@@ -433,6 +433,11 @@ impl<'a> Site<'a> {
         format!("http://127.0.0.1:{}", self.servers[server].port)
     }
 
+    /// The cluster-scoped agent token (the agents' and the Slurm sync's).
+    pub fn agent_token(&self) -> &str {
+        &self.agent_token
+    }
+
     /// The runner's client of server instance `server`.
     pub fn client(&self, server: usize) -> &Client {
         &self.clients[server]
@@ -820,18 +825,8 @@ impl<'a> Site<'a> {
                 let n = *node;
                 // Its last signals sent, the node is powered off and leaves the inventory's service.
                 self.wait_drained(&[n], Duration::from_secs(120)).await?;
-                // Retired mid-alert: its silence page is out first (the ticket system has it).
-                let name = sc.site.nodes[n].name.clone();
-                if self.paged.contains(&name) {
-                    self.wait_ticket(&name, "firing", Duration::from_secs(30)).await?;
-                }
-                // And no disruption is under way, so that the page its retirement resolves is timed
-                // undisturbed (check::late_pages).
-                if let Some(until) = self.observed.disruptions.iter().map(|d| d.1).max()
-                    && let Ok(left) = (until - Utc::now()).to_std()
-                {
-                    tokio::time::sleep(left).await;
-                }
+                // Retired mid-alert, undisturbed.
+                self.wait_page_out(&sc.site.nodes[n].name).await?;
                 self.kill_agent(n);
                 self.nodes[n].retired = true;
                 let g = sc.site.generation(n);
@@ -1162,6 +1157,21 @@ impl<'a> Site<'a> {
             self.tickets.refused.load(Ordering::SeqCst),
             self.hung.connections.load(Ordering::SeqCst),
         )
+    }
+
+    /// Waits until the node's silence page is out (the ticket system has it), when it pages, and
+    /// no disruption is under way, so that the page resolving it next is timed undisturbed
+    /// (check::late_pages).
+    pub async fn wait_page_out(&self, node: &str) -> anyhow::Result<()> {
+        if self.paged.contains(node) {
+            self.wait_ticket(node, "firing", Duration::from_secs(30)).await?;
+        }
+        if let Some(until) = self.observed.disruptions.iter().map(|d| d.1).max()
+            && let Ok(left) = (until - Utc::now()).to_std()
+        {
+            tokio::time::sleep(left).await;
+        }
+        Ok(())
     }
 
     async fn wait_ticket(&self, node: &str, event: &str, limit: Duration) -> anyhow::Result<()> {
