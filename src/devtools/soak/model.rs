@@ -763,7 +763,7 @@ pub fn lemons(sc: &Scenario, e: &Expected, from: i64, to: i64, alpha: f64) -> Ve
             let drained = e
                 .transitions
                 .get(name)
-                .and_then(|t| t.iter().filter(|(_, at)| *at < to).next_back())
+                .and_then(|t| t.iter().rfind(|(_, at)| *at < to))
                 .is_some_and(|(state, _)| *state == "drained");
             LemonFigure {
                 hostname: name.clone(),
