@@ -514,9 +514,47 @@ impl<'a> Site<'a> {
                 continue;
             }
             if started.elapsed() > Duration::from_secs(90) {
-                bail!("server {i} did not answer /healthz within 90 s");
+                let log = std::fs::read_to_string(&self.servers[i].log).unwrap_or_default();
+                bail!(
+                    "server {i} did not answer /healthz within 90 s; its log ends:\n{}\nthe database's sessions:\n{}",
+                    tail(&log),
+                    self.database_sessions().await
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// What every session of the round's database is doing (for a report of a server that does
+    /// not come up: a lock it waits on, and who holds it).
+    async fn database_sessions(&self) -> String {
+        use sqlx::Connection;
+        let Ok(mut conn) = sqlx::PgConnection::connect(&self.database_url).await else {
+            return "(the database does not answer)".into();
+        };
+        let rows: Result<Vec<(i32, Option<String>, Option<String>, Option<String>, Option<String>)>, _> =
+            sqlx::query_as(
+                "SELECT pid, state, wait_event_type || ':' || wait_event, left(query, 160),
+                    to_char(now() - query_start, 'HH24:MI:SS')
+               FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .fetch_all(&mut conn)
+            .await;
+        match rows {
+            Ok(rows) => rows
+                .into_iter()
+                .map(|(pid, state, wait, query, age)| {
+                    format!(
+                        "  {pid} {} waiting on {} for {}: {}",
+                        state.unwrap_or_default(),
+                        wait.unwrap_or_else(|| "nothing".into()),
+                        age.unwrap_or_default(),
+                        query.unwrap_or_default()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Err(e) => format!("(not read: {e})"),
         }
     }
 
