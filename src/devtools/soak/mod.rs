@@ -238,15 +238,16 @@ pub async fn round(
             slurm_site = Some(s);
         }
     }
+    let agent_logs = site.agent_logs();
     let mut errors = std::mem::take(&mut site.observed.client_errors);
-    errors.extend(site.agent_server_errors());
+    errors.extend(agent_logs.server_errors);
     let mut faults = std::mem::take(&mut site.observed.faults);
     if let Some(s) = slurm_site.as_mut() {
         faults.append(&mut s.faults);
     }
     let disruptions = std::mem::take(&mut site.observed.disruptions);
     let (refused, hung) = site.receiver_counts();
-    let (busy, unanswered) = site.agent_retries();
+    let (busy, unanswered) = (agent_logs.busy, agent_logs.unanswered);
     site.stop();
     if let Some(s) = slurm_site.take() {
         // Slurm's daemons stop in a few seconds.

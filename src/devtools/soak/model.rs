@@ -688,6 +688,14 @@ pub struct GroupFigure {
     pub failures: u64,
 }
 
+/// Node `n`'s hours in service inside [`from`, `to`): from the first boot until its retirement,
+/// counted in whole milliseconds (docs/analytics.md, Exposure).
+fn service_hours(sc: &Scenario, e: &Expected, n: usize, from: i64, to: i64) -> f64 {
+    let end = e.retired.get(&sc.site.nodes[n].name).copied().unwrap_or(to).min(to);
+    let ms = (end - from.max(sc.first_boot)).max(0) / 1000;
+    ms as f64 / 3_600_000.0
+}
+
 /// P(X >= k) for X ~ Poisson(mu): 1 - P(X < k), the mass function summed term by term.
 pub fn poisson_tail(k: u64, mu: f64) -> f64 {
     let mut term = (-mu).exp();
@@ -717,11 +725,7 @@ pub struct LemonFigure {
 pub fn lemons(sc: &Scenario, e: &Expected, from: i64, to: i64, alpha: f64) -> Vec<LemonFigure> {
     let site = &sc.site;
     let gpu_hours: Vec<f64> = (0..NODES)
-        .map(|n| {
-            let end = e.retired.get(&site.nodes[n].name).copied().unwrap_or(to).min(to);
-            let ms = (end - from.max(sc.first_boot)).max(0) / 1000;
-            site.generation(n).gpus as f64 * ms as f64 / 3_600_000.0
-        })
+        .map(|n| site.generation(n).gpus as f64 * service_hours(sc, e, n, from, to))
         .collect();
     let counted: Vec<&ExpectedFailure> = e
         .failures
@@ -846,11 +850,7 @@ pub fn afr_by_model(sc: &Scenario, e: &Expected, to: i64) -> Vec<AfrFigure> {
 pub fn figures(sc: &Scenario, e: &Expected, from: i64, to: i64) -> (Vec<MixFigure>, Vec<GroupFigure>) {
     let site = &sc.site;
     // Each node's service in whole milliseconds (docs/analytics.md, Exposure).
-    let hours = |n: usize| {
-        let end = e.retired.get(&site.nodes[n].name).copied().unwrap_or(to).min(to);
-        let ms = (end - from.max(sc.first_boot)).max(0) / 1000;
-        ms as f64 / 3_600_000.0
-    };
+    let hours = |n: usize| service_hours(sc, e, n, from, to);
     let in_window: Vec<&ExpectedFailure> = e.failures.iter().filter(|f| f.first >= from && f.first < to).collect();
     let mut mix: BTreeMap<String, MixFigure> = BTreeMap::new();
     for n in 0..NODES {

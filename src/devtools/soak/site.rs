@@ -82,6 +82,21 @@ struct Alertmanager {
     dir: PathBuf,
 }
 
+/// A crashed PostgreSQL's start: it answers when the server is up again.
+type PostgresBack = tokio::task::JoinHandle<anyhow::Result<DateTime<Utc>>>;
+
+/// What the agents' logs tell of the servers' answers.
+#[derive(Debug, Default)]
+pub struct AgentLogs {
+    /// Lines that tell of a 5xx answer other than 503.
+    pub server_errors: Vec<String>,
+    /// Times an agent was told to come back later (429 or 503: busy, or the database away),
+    /// which it honours.
+    pub busy: usize,
+    /// Sends that got no answer (refused or cut).
+    pub unanswered: usize,
+}
+
 /// One request the ticket system's webhook accepted.
 #[derive(Debug, Clone)]
 pub struct Received {
@@ -255,9 +270,8 @@ pub struct Site<'a> {
     network_back: Option<tokio::task::JoinHandle<()>>,
     /// The database server, when it is the soak's own (restarted as a fault).
     postgres: Option<&'a PrivateCluster>,
-    /// A crashed PostgreSQL's start, pending (it answers when it is up), and since when it is down.
-    postgres_back: Option<tokio::task::JoinHandle<anyhow::Result<DateTime<Utc>>>>,
-    postgres_down_since: Option<DateTime<Utc>>,
+    /// Since when a crashed PostgreSQL is down, and its start, pending (it answers when it is up).
+    postgres_back: Option<(DateTime<Utc>, PostgresBack)>,
     pub observed: Observed,
 }
 
@@ -329,7 +343,6 @@ impl<'a> Site<'a> {
             network_back: None,
             postgres,
             postgres_back: None,
-            postgres_down_since: None,
             observed: Observed::default(),
         };
         site.tickets_url = site.tickets.start().await?;
@@ -532,28 +545,16 @@ impl<'a> Site<'a> {
         let Ok(mut conn) = sqlx::PgConnection::connect(&self.database_url).await else {
             return "(the database does not answer)".into();
         };
-        let rows: Result<Vec<(i32, Option<String>, Option<String>, Option<String>, Option<String>)>, _> =
-            sqlx::query_as(
-                "SELECT pid, state, wait_event_type || ':' || wait_event, left(query, 160),
-                    to_char(now() - query_start, 'HH24:MI:SS')
+        let sessions: Result<Option<String>, _> = sqlx::query_scalar(
+            "SELECT string_agg(format('  %s %s waiting on %s for %s: %s', pid, state,
+                                      coalesce(wait_event_type || ':' || wait_event, 'nothing'),
+                                      to_char(now() - query_start, 'HH24:MI:SS'), left(query, 160)), E'\\n')
                FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
-            )
-            .fetch_all(&mut conn)
-            .await;
-        match rows {
-            Ok(rows) => rows
-                .into_iter()
-                .map(|(pid, state, wait, query, age)| {
-                    format!(
-                        "  {pid} {} waiting on {} for {}: {}",
-                        state.unwrap_or_default(),
-                        wait.unwrap_or_else(|| "nothing".into()),
-                        age.unwrap_or_default(),
-                        query.unwrap_or_default()
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
+        )
+        .fetch_one(&mut conn)
+        .await;
+        match sessions {
+            Ok(s) => s.unwrap_or_else(|| "(none)".into()),
             Err(e) => format!("(not read: {e})"),
         }
     }
@@ -973,13 +974,13 @@ impl<'a> Site<'a> {
                 ));
                 // The timeline goes on meanwhile: requests get 503 and are retried.
                 let seconds = *seconds;
-                self.postgres_back = Some(tokio::spawn(async move {
+                let back = tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
                     let mut pg = pg;
                     pg.start_again().await.context("starting PostgreSQL again")?;
                     anyhow::Ok(Utc::now())
-                }));
-                self.postgres_down_since = Some(crashed);
+                });
+                self.postgres_back = Some((crashed, back));
             }
             Action::ImportHistory { events } => {
                 let items: Vec<Value> = events
@@ -1162,7 +1163,7 @@ impl<'a> Site<'a> {
 
     /// Waits until a crashed PostgreSQL is up again.
     pub async fn wait_postgres(&mut self) -> anyhow::Result<()> {
-        if let (Some(task), Some(since)) = (self.postgres_back.take(), self.postgres_down_since.take()) {
+        if let Some((since, task)) = self.postgres_back.take() {
             let up = task.await??;
             // The alert lease is renewed at the next poll once the database answers; had it lapsed
             // meanwhile, the next holder takes it within a lease.
@@ -1232,38 +1233,24 @@ impl<'a> Site<'a> {
         self.wait_drained(&all, limit).await
     }
 
-    /// Lines of the agents' logs that tell of a 5xx answer.
-    pub fn agent_server_errors(&self) -> Vec<String> {
-        self.nodes
-            .iter()
-            .flat_map(|n| {
-                let log = std::fs::read_to_string(n.dir.join("agent.log")).unwrap_or_default();
-                log.lines()
-                    // 503 (with Retry-After) is the documented answer while the database is away,
-                    // and the agent comes back; any other 5xx is an error.
-                    .filter(|l| {
-                        (l.contains("failed (5") && !l.contains("failed (503"))
-                            || (l.contains("GPU set: 5") && !l.contains("GPU set: 503"))
-                    })
-                    .map(|l| format!("{}: {l}", n.name))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
-    }
-
-    /// How many times the agents were told to come back later (429 or 503: busy, or the database
-    /// away), which they honour, and how many of their sends got no answer (refused or cut).
-    pub fn agent_retries(&self) -> (usize, usize) {
-        let mut busy = 0;
-        let mut unanswered = 0;
+    /// What the agents' logs tell of the servers' answers, read once at the end of a round.
+    pub fn agent_logs(&self) -> AgentLogs {
+        let mut out = AgentLogs::default();
         for n in &self.nodes {
             let log = std::fs::read_to_string(n.dir.join("agent.log")).unwrap_or_default();
             for l in log.lines() {
-                busy += usize::from(l.contains("the server is busy ("));
-                unanswered += usize::from(l.contains(" signals to http") && l.ends_with("; will retry"));
+                // 503 (with Retry-After) is the documented answer while the database is away, and
+                // the agent comes back; any other 5xx is an error.
+                if (l.contains("failed (5") && !l.contains("failed (503"))
+                    || (l.contains("GPU set: 5") && !l.contains("GPU set: 503"))
+                {
+                    out.server_errors.push(format!("{}: {l}", n.name));
+                }
+                out.busy += usize::from(l.contains("the server is busy ("));
+                out.unanswered += usize::from(l.contains(" signals to http") && l.ends_with("; will retry"));
             }
         }
-        (busy, unanswered)
+        out
     }
 
     pub fn work_dir(&self) -> &Path {
